@@ -1,0 +1,71 @@
+package loopback
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+)
+
+func TestCheckAddr(t *testing.T) {
+	tests := []struct {
+		name    string
+		addr    string
+		wantErr bool
+	}{
+		{name: "pod address", addr: "127.244.0.3:8471"},
+		{name: "vip", addr: "127.96.0.10:53"},
+		{name: "localhost", addr: "127.0.0.1:80"},
+		{name: "mapped loopback", addr: "[::ffff:127.0.0.1]:80"},
+		{name: "private network", addr: "10.0.0.1:80", wantErr: true},
+		{name: "public", addr: "192.0.2.53:53", wantErr: true},
+		{name: "ipv6 loopback is outside 127/8", addr: "[::1]:80", wantErr: true},
+		{name: "host name", addr: "localhost:80", wantErr: true},
+		{name: "no port", addr: "127.0.0.1", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckAddr(tt.addr)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("CheckAddr(%q) = %v, want error %v", tt.addr, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDialerRefusesOutsideLoopback(t *testing.T) {
+	d := Dialer{}
+	if _, err := d.DialContext(context.Background(), "192.0.2.1:80"); err == nil {
+		t.Fatal("DialContext to 192.0.2.1 succeeded, want refusal before any packet is sent")
+	}
+	d = Dialer{Source: netip.MustParseAddr("10.1.1.1")}
+	if _, err := d.DialContext(context.Background(), "127.0.0.1:1"); err == nil {
+		t.Fatal("DialContext from source 10.1.1.1 succeeded, want refusal")
+	}
+}
+
+func TestListenAndDial(t *testing.T) {
+	ln, err := Listen(context.Background(), "127.244.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan netip.AddrPort, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- netip.AddrPort{}
+			return
+		}
+		done <- netip.MustParseAddrPort(c.RemoteAddr().String())
+		c.Close()
+	}()
+	src := netip.MustParseAddr("127.244.0.9")
+	c, err := Dialer{Source: src}.DialContext(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if got := <-done; got.Addr() != src {
+		t.Fatalf("server saw peer %v, want source %v", got, src)
+	}
+}
