@@ -1,0 +1,303 @@
+package cluster
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var (
+	namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
+	podsGVR       = corev1.SchemeGroupVersion.WithResource("pods")
+)
+
+// installAPI adds the API server behaviour the fake clientset lacks. The
+// reactors run under the fake's lock, so they use the tracker directly and
+// never call back into the clientset.
+func (c *Cluster) installAPI() {
+	c.client.PrependReactor("create", "*", c.admitCreate)
+	c.client.PrependReactor("update", "*", c.admitUpdate)
+	c.client.PrependReactor("delete", "pods", c.deletePod)
+	c.client.PrependReactor("delete", "services", c.deleteService)
+}
+
+func (c *Cluster) tracker() k8stesting.ObjectTracker { return c.client.Tracker() }
+
+// admitCreate names, defaults, validates and stores a new object, as the API
+// server's create path does (generateName, uid, creationTimestamp,
+// namespace lifecycle, ClusterIP allocation).
+func (c *Cluster) admitCreate(action k8stesting.Action) (bool, runtime.Object, error) {
+	ca := action.(k8stesting.CreateAction)
+	if action.GetSubresource() != "" {
+		return false, nil, nil
+	}
+	gvr, ns := action.GetResource(), action.GetNamespace()
+	obj := ca.GetObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true, nil, err
+	}
+	if ns != "" {
+		if _, err := c.tracker().Get(namespacesGVR, "", ns); err != nil {
+			return true, nil, apierrors.NewNotFound(namespacesGVR.GroupResource(), ns)
+		}
+	}
+	if err := c.assignName(gvr, ns, m); err != nil {
+		return true, nil, err
+	}
+	m.SetUID(uuid.NewUUID())
+	m.SetCreationTimestamp(metav1.Now())
+	m.SetGeneration(1)
+	m.SetDeletionTimestamp(nil)
+	release, err := c.admit(obj)
+	if err != nil {
+		return true, nil, err
+	}
+	if err := c.tracker().Create(gvr, obj, ns); err != nil {
+		release()
+		return true, nil, err
+	}
+	stored, err := c.tracker().Get(gvr, ns, m.GetName())
+	return true, stored, err
+}
+
+func (c *Cluster) assignName(gvr schema.GroupVersionResource, ns string, m metav1.Object) error {
+	if m.GetName() != "" {
+		return nil
+	}
+	if m.GetGenerateName() == "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s: metadata.name or metadata.generateName is required", gvr.Resource))
+	}
+	for range 10 {
+		name := m.GetGenerateName() + c.randString(5)
+		if _, err := c.tracker().Get(gvr, ns, name); apierrors.IsNotFound(err) {
+			m.SetName(name)
+			return nil
+		}
+	}
+	return apierrors.NewAlreadyExists(gvr.GroupResource(), m.GetGenerateName())
+}
+
+// admit defaults and validates obj by type and returns a function that undoes
+// any allocation it made, for when storing fails.
+func (c *Cluster) admit(obj runtime.Object) (release func(), err error) {
+	release = func() {}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		DefaultService(o)
+		if err := ValidateService(o); err != nil {
+			return release, err
+		}
+		ip, err := c.allocateClusterIP(o)
+		if err != nil {
+			return release, err
+		}
+		if ip.IsValid() {
+			release = func() { c.serviceIP.Release(ip) }
+		}
+	case *appsv1.Deployment:
+		DefaultDeployment(o)
+		return release, ValidateDeployment(o)
+	case *appsv1.ReplicaSet:
+		DefaultPodSpec(&o.Spec.Template.Spec)
+	case *corev1.Pod:
+		DefaultPodSpec(&o.Spec)
+		o.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	}
+	return release, nil
+}
+
+func (c *Cluster) allocateClusterIP(s *corev1.Service) (netip.Addr, error) {
+	path := field.NewPath("spec", "clusterIP")
+	switch {
+	case s.Spec.Type == corev1.ServiceTypeExternalName:
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+		return netip.Addr{}, nil
+	case s.Spec.ClusterIP == corev1.ClusterIPNone:
+		s.Spec.ClusterIPs = []string{corev1.ClusterIPNone}
+		return netip.Addr{}, nil
+	case s.Spec.ClusterIP == "":
+		ip, err := c.randomServiceIP()
+		if err != nil {
+			return ip, invalid("Service", s.Name, field.InternalError(path, fmt.Errorf("no free ClusterIP in %v", c.cfg.ServiceCIDR)))
+		}
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = ip.String(), []string{ip.String()}
+		return ip, nil
+	}
+	ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+	if err != nil {
+		return ip, invalid("Service", s.Name, field.Invalid(path, s.Spec.ClusterIP, `must be an IP address or "None"`))
+	}
+	if err := c.serviceIP.Reserve(ip); err != nil {
+		return netip.Addr{}, invalid("Service", s.Name, field.Invalid(path, s.Spec.ClusterIP,
+			fmt.Sprintf("must be a free address in the service range %v (%v)", c.cfg.ServiceCIDR, err)))
+	}
+	s.Spec.ClusterIPs = []string{ip.String()}
+	return ip, nil
+}
+
+// admitUpdate stores an update the way the API server's status subresource
+// split works: a status update changes only status; any other update keeps
+// the stored status, uid, creationTimestamp and deletionTimestamp, keeps
+// immutable Service fields, and bumps metadata.generation when spec changed.
+func (c *Cluster) admitUpdate(action k8stesting.Action) (bool, runtime.Object, error) {
+	ua := action.(k8stesting.UpdateAction)
+	gvr, ns := action.GetResource(), action.GetNamespace()
+	obj := ua.GetObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true, nil, err
+	}
+	storedObj, err := c.tracker().Get(gvr, ns, m.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	sm, _ := meta.Accessor(storedObj)
+	var next runtime.Object
+	switch action.GetSubresource() {
+	case "status":
+		next = storedObj.DeepCopyObject()
+		if err := copyField(next, obj, "status"); err != nil {
+			return true, nil, err
+		}
+	case "":
+		next = obj.DeepCopyObject()
+		if err := copyField(next, storedObj, "status"); err != nil {
+			return true, nil, err
+		}
+		nm, _ := meta.Accessor(next)
+		nm.SetUID(sm.GetUID())
+		nm.SetCreationTimestamp(sm.GetCreationTimestamp())
+		nm.SetDeletionTimestamp(sm.GetDeletionTimestamp())
+		nm.SetDeletionGracePeriodSeconds(sm.GetDeletionGracePeriodSeconds())
+		nm.SetGeneration(sm.GetGeneration())
+		if changed, err := specChanged(storedObj, next); err != nil {
+			return true, nil, err
+		} else if changed {
+			nm.SetGeneration(sm.GetGeneration() + 1)
+		}
+		if err := c.admitSpecUpdate(storedObj, next); err != nil {
+			return true, nil, err
+		}
+	default:
+		return true, nil, apierrors.NewMethodNotSupported(gvr.GroupResource(), "update/"+action.GetSubresource())
+	}
+	if err := c.tracker().Update(gvr, next, ns); err != nil {
+		return true, nil, err
+	}
+	stored, err := c.tracker().Get(gvr, ns, m.GetName())
+	return true, stored, err
+}
+
+func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
+	switch n := next.(type) {
+	case *corev1.Service:
+		o := old.(*corev1.Service)
+		DefaultService(n)
+		if n.Spec.ClusterIP == "" {
+			n.Spec.ClusterIP, n.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
+		}
+		if n.Spec.ClusterIP != o.Spec.ClusterIP {
+			return invalid("Service", n.Name, field.Invalid(field.NewPath("spec", "clusterIP"), n.Spec.ClusterIP, "field is immutable"))
+		}
+		return ValidateService(n)
+	case *appsv1.Deployment:
+		DefaultDeployment(n)
+		return ValidateDeployment(n)
+	}
+	return nil
+}
+
+// copyField sets dst's top-level field (e.g. "status") to src's.
+func copyField(dst, src runtime.Object, field string) error {
+	du, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dst)
+	if err != nil {
+		return err
+	}
+	su, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
+	if err != nil {
+		return err
+	}
+	if v, ok := su[field]; ok {
+		du[field] = v
+	} else {
+		delete(du, field)
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(du, dst)
+}
+
+func specChanged(a, b runtime.Object) (bool, error) {
+	au, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	if err != nil {
+		return false, err
+	}
+	bu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	if err != nil {
+		return false, err
+	}
+	return !equality.Semantic.DeepEqual(au["spec"], bu["spec"]), nil
+}
+
+// deletePod emulates graceful deletion: the first delete with a grace period
+// sets deletionTimestamp = now + grace and deletionGracePeriodSeconds, and the
+// kubelet later removes the object with a zero grace period. Grace comes from
+// DeleteOptions or else spec.terminationGracePeriodSeconds (default 30).
+func (c *Cluster) deletePod(action k8stesting.Action) (bool, runtime.Object, error) {
+	da := action.(k8stesting.DeleteActionImpl)
+	obj, err := c.tracker().Get(podsGVR, da.Namespace, da.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*corev1.Pod).DeepCopy()
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if da.DeleteOptions.GracePeriodSeconds != nil {
+		grace = *da.DeleteOptions.GracePeriodSeconds
+	}
+	if grace <= 0 {
+		return false, nil, nil // remove now
+	}
+	if pod.DeletionTimestamp != nil {
+		if cur := pod.DeletionGracePeriodSeconds; cur != nil && *cur <= grace {
+			return true, nil, nil // already terminating at least as fast
+		}
+	}
+	ts := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second))
+	pod.DeletionTimestamp = &ts
+	pod.DeletionGracePeriodSeconds = &grace
+	return true, nil, c.tracker().Update(podsGVR, pod, da.Namespace)
+}
+
+// deleteService frees the Service's ClusterIP, then lets the delete proceed.
+func (c *Cluster) deleteService(action k8stesting.Action) (bool, runtime.Object, error) {
+	da := action.(k8stesting.DeleteActionImpl)
+	obj, err := c.tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), da.Namespace, da.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	svc := obj.(*corev1.Service)
+	if ip, err := netip.ParseAddr(svc.Spec.ClusterIP); err == nil {
+		c.serviceIP.Release(ip)
+	}
+	return false, nil, nil
+}
+
+// Key returns the informer cache key of obj ("namespace/name").
+func Key(obj metav1.Object) string {
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}.String()
+}

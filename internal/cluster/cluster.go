@@ -1,0 +1,207 @@
+// Package cluster is the lab's embedded Kubernetes control plane: an
+// in-memory API (the client-go fake clientset, with reactors that add the
+// API server behaviour the lab relies on: defaulting, validation, ClusterIP
+// allocation, status subresources and graceful pod deletion) and the
+// controllers that turn Deployments into ReplicaSets, ReplicaSets into Pods
+// and Services into EndpointSlices. Every component reads the API through
+// shared informers and writes through the clientset, as Kubernetes
+// components do, so they could run against a real API server.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// Defaults for Config.
+var (
+	DefaultPodCIDR     = netip.MustParsePrefix("127.244.0.0/16")
+	DefaultServiceCIDR = netip.MustParsePrefix("127.96.0.0/16")
+)
+
+// watchBuffer is the event buffer of the fake API's watchers. The fake
+// clientset panics when a watcher's buffer is full; a scale-up of hundreds of
+// pods produces bursts of events, so the lab raises client-go's default of
+// 100. It is a process-wide setting of apimachinery.
+const watchBuffer = 20000
+
+var raiseWatchBuffer sync.Once
+
+// Config describes a cluster. The zero value is a cluster with the default
+// address ranges.
+type Config struct {
+	// PodCIDR is the range pod IPs come from; default 127.244.0.0/16.
+	PodCIDR netip.Prefix
+	// ServiceCIDR is the range ClusterIPs come from; default 127.96.0.0/16.
+	ServiceCIDR netip.Prefix
+	// DNSIP is the ClusterIP of the kube-dns Service, reserved at start;
+	// default the tenth address of ServiceCIDR (127.96.0.10).
+	DNSIP netip.Addr
+	// Seed seeds generated names and ClusterIP picks; 0 means time-seeded.
+	Seed uint64
+	// Logger receives a few component logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if !c.PodCIDR.IsValid() {
+		c.PodCIDR = DefaultPodCIDR
+	}
+	if !c.ServiceCIDR.IsValid() {
+		c.ServiceCIDR = DefaultServiceCIDR
+	}
+	if !c.DNSIP.IsValid() {
+		a := c.ServiceCIDR.Masked().Addr().As4()
+		a[3] += 10
+		c.DNSIP = netip.AddrFrom4(a)
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Cluster is one in-memory control plane.
+type Cluster struct {
+	cfg       Config
+	client    *fake.Clientset
+	factory   informers.SharedInformerFactory
+	podIPs    *IPAM
+	serviceIP *IPAM
+
+	rmu sync.Mutex
+	rnd *rand.Rand
+}
+
+// New returns a cluster with namespaces default and kube-system and the
+// kube-dns Service (selector-less, at DNSIP, so its address is the one the
+// lab's DNS server binds). Components register their informers on Factory
+// before the caller starts it.
+func New(cfg Config) (*Cluster, error) {
+	cfg.setDefaults()
+	raiseWatchBuffer.Do(func() {
+		if watch.DefaultChanSize < watchBuffer {
+			watch.DefaultChanSize = watchBuffer
+		}
+	})
+	podIPs, err := NewIPAM(cfg.PodCIDR)
+	if err != nil {
+		return nil, err
+	}
+	serviceIPs, err := NewIPAM(cfg.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		cfg:       cfg,
+		client:    fake.NewClientset(),
+		podIPs:    podIPs,
+		serviceIP: serviceIPs,
+		rnd:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)),
+	}
+	c.installAPI()
+	c.factory = informers.NewSharedInformerFactory(c.client, 0)
+	if err := c.bootstrap(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Client returns the API client; every write goes through it.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// Factory returns the shared informer factory of this cluster.
+func (c *Cluster) Factory() informers.SharedInformerFactory { return c.factory }
+
+// PodIPs returns the allocator for pod addresses, shared by the kubelet and
+// by anything else that acts as a pod on the pod network (load clients).
+func (c *Cluster) PodIPs() *IPAM { return c.podIPs }
+
+// DNSIP returns the kube-dns ClusterIP.
+func (c *Cluster) DNSIP() netip.Addr { return c.cfg.DNSIP }
+
+// Config returns the cluster's configuration with defaults filled in.
+func (c *Cluster) Config() Config { return c.cfg }
+
+func (c *Cluster) bootstrap() error {
+	ctx := context.Background()
+	for _, ns := range []string{metav1.NamespaceDefault, metav1.NamespaceSystem} {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if _, err := c.client.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("cluster: create namespace %s: %w", ns, err)
+		}
+	}
+	dns := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: c.cfg.DNSIP.String(),
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	if _, err := c.client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, dns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("cluster: create kube-dns Service: %w", err)
+	}
+	return nil
+}
+
+// Run runs the controllers (Deployment, ReplicaSet, EndpointSlice) until ctx
+// ends and housekeeps the fake API. The informer factory must have been
+// started by the caller; Run returns after every controller goroutine exited.
+func (c *Cluster) Run(ctx context.Context, ctrls *Controllers) error {
+	var wg sync.WaitGroup
+	for _, run := range ctrls.runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(ctx)
+		}()
+	}
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-t.C:
+			// The fake clientset records every action for test assertions;
+			// a lab runs for long, so drop the record.
+			c.client.ClearActions()
+		}
+	}
+}
+
+func (c *Cluster) randString(n int) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // as apimachinery's rand.String
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[c.rnd.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+func (c *Cluster) randomServiceIP() (netip.Addr, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.serviceIP.AllocateRandom(c.rnd)
+}

@@ -1,0 +1,197 @@
+package cluster
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The defaults below are the API server's (pkg/apis/core/v1/defaults.go and
+// pkg/apis/apps/v1/defaults.go in kubernetes/kubernetes) for the fields the
+// lab reads.
+
+// DefaultService fills type ClusterIP, sessionAffinity None, port protocol
+// TCP and targetPort = port.
+func DefaultService(s *corev1.Service) {
+	if s.Spec.Type == "" {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+	if s.Spec.SessionAffinity == "" {
+		s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+	}
+	if s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		if s.Spec.SessionAffinityConfig == nil {
+			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{}
+		}
+		if s.Spec.SessionAffinityConfig.ClientIP == nil {
+			s.Spec.SessionAffinityConfig.ClientIP = &corev1.ClientIPConfig{}
+		}
+		if s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds == nil {
+			t := corev1.DefaultClientIPServiceAffinitySeconds
+			s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = &t
+		}
+	}
+	for i := range s.Spec.Ports {
+		p := &s.Spec.Ports[i]
+		if p.Protocol == "" {
+			p.Protocol = corev1.ProtocolTCP
+		}
+		if p.TargetPort == (intstr.IntOrString{}) {
+			p.TargetPort = intstr.FromInt32(p.Port)
+		}
+	}
+}
+
+// DefaultDeployment fills replicas 1, strategy RollingUpdate 25%/25%,
+// revisionHistoryLimit 10, progressDeadlineSeconds 600 and the pod defaults.
+func DefaultDeployment(d *appsv1.Deployment) {
+	if d.Spec.Replicas == nil {
+		one := int32(1)
+		d.Spec.Replicas = &one
+	}
+	if d.Spec.Strategy.Type == "" {
+		d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	}
+	if d.Spec.Strategy.Type == appsv1.RollingUpdateDeploymentStrategyType {
+		if d.Spec.Strategy.RollingUpdate == nil {
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{}
+		}
+		quarter := intstr.FromString("25%")
+		if d.Spec.Strategy.RollingUpdate.MaxSurge == nil {
+			d.Spec.Strategy.RollingUpdate.MaxSurge = &quarter
+		}
+		if d.Spec.Strategy.RollingUpdate.MaxUnavailable == nil {
+			d.Spec.Strategy.RollingUpdate.MaxUnavailable = &quarter
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		ten := int32(10)
+		d.Spec.RevisionHistoryLimit = &ten
+	}
+	if d.Spec.ProgressDeadlineSeconds == nil {
+		s := int32(600)
+		d.Spec.ProgressDeadlineSeconds = &s
+	}
+	DefaultPodSpec(&d.Spec.Template.Spec)
+}
+
+// DefaultPodSpec fills restartPolicy Always, terminationGracePeriodSeconds 30,
+// container port protocol TCP and probe timing defaults.
+func DefaultPodSpec(s *corev1.PodSpec) {
+	if s.RestartPolicy == "" {
+		s.RestartPolicy = corev1.RestartPolicyAlways
+	}
+	if s.TerminationGracePeriodSeconds == nil {
+		g := int64(corev1.DefaultTerminationGracePeriodSeconds)
+		s.TerminationGracePeriodSeconds = &g
+	}
+	if s.DNSPolicy == "" {
+		s.DNSPolicy = corev1.DNSClusterFirst
+	}
+	for i := range s.Containers {
+		c := &s.Containers[i]
+		for j := range c.Ports {
+			if c.Ports[j].Protocol == "" {
+				c.Ports[j].Protocol = corev1.ProtocolTCP
+			}
+		}
+		defaultProbe(c.ReadinessProbe)
+		defaultProbe(c.LivenessProbe)
+		defaultProbe(c.StartupProbe)
+	}
+}
+
+func defaultProbe(p *corev1.Probe) {
+	if p == nil {
+		return
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = 1
+	}
+	if p.PeriodSeconds == 0 {
+		p.PeriodSeconds = 10
+	}
+	if p.SuccessThreshold == 0 {
+		p.SuccessThreshold = 1
+	}
+	if p.FailureThreshold == 0 {
+		p.FailureThreshold = 3
+	}
+}
+
+func invalid(kind, name string, errs ...*field.Error) error {
+	return apierrors.NewInvalid(schema.GroupKind{Kind: kind}, name, errs)
+}
+
+// ValidateService checks the Service fields the lab depends on.
+func ValidateService(s *corev1.Service) error {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	switch s.Spec.Type {
+	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeExternalName:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("type"), s.Spec.Type,
+			[]string{string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeExternalName)}))
+	}
+	if s.Spec.Type == corev1.ServiceTypeExternalName && s.Spec.ExternalName == "" {
+		errs = append(errs, field.Required(spec.Child("externalName"), "required for type ExternalName"))
+	}
+	if s.Spec.Type == corev1.ServiceTypeClusterIP && s.Spec.ClusterIP != corev1.ClusterIPNone && len(s.Spec.Ports) == 0 {
+		errs = append(errs, field.Required(spec.Child("ports"), "a ClusterIP Service needs at least one port"))
+	}
+	names := map[string]bool{}
+	for i, p := range s.Spec.Ports {
+		pp := spec.Child("ports").Index(i)
+		if p.Port < 1 || p.Port > 65535 {
+			errs = append(errs, field.Invalid(pp.Child("port"), p.Port, "must be between 1 and 65535"))
+		}
+		if len(s.Spec.Ports) > 1 && p.Name == "" {
+			errs = append(errs, field.Required(pp.Child("name"), "every port of a multi-port Service needs a name"))
+		}
+		if p.Name != "" && names[p.Name] {
+			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+		}
+		names[p.Name] = true
+		switch p.Protocol {
+		case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+		default:
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, []string{"TCP", "UDP", "SCTP"}))
+		}
+		if p.TargetPort.Type == intstr.Int && (p.TargetPort.IntVal < 1 || p.TargetPort.IntVal > 65535) {
+			errs = append(errs, field.Invalid(pp.Child("targetPort"), p.TargetPort.IntVal, "must be between 1 and 65535"))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalid("Service", s.Name, errs...)
+}
+
+// ValidateDeployment checks replicas, selector and template labels.
+func ValidateDeployment(d *appsv1.Deployment) error {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if d.Spec.Replicas != nil && *d.Spec.Replicas < 0 {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *d.Spec.Replicas, "must be greater than or equal to 0"))
+	}
+	if d.Spec.Selector == nil || len(d.Spec.Selector.MatchLabels)+len(d.Spec.Selector.MatchExpressions) == 0 {
+		errs = append(errs, field.Required(spec.Child("selector"), "a Deployment needs a non-empty selector"))
+	} else if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("selector"), d.Spec.Selector, err.Error()))
+	} else if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		errs = append(errs, field.Invalid(spec.Child("template", "metadata", "labels"), d.Spec.Template.Labels,
+			"`selector` does not match template `labels`"))
+	}
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalid("Deployment", d.Name, errs...)
+}

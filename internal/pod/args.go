@@ -1,0 +1,71 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// DefaultPort is the port the pricing workload listens on when neither the
+// command line nor the pod spec names one.
+const DefaultPort = 8471
+
+// Workloads lists the workload names a pod command line may name.
+var Workloads = []string{"pricing"}
+
+// Args is a parsed pod command line, the container args of a pod whose image
+// is pinlab: `pod <workload> [--port N] [--max-connection-age D]
+// [--max-connection-age-grace D]`. The same line runs the workload outside the
+// lab (`pinlab pod pricing ...`).
+type Args struct {
+	// Workload names what the pod serves; only "pricing" exists.
+	Workload string
+	// Port is the TCP port to listen on; 0 means the pod's first declared
+	// containerPort, else DefaultPort.
+	Port int
+	// MaxConnectionAge is grpc-go's keepalive.ServerParameters.MaxConnectionAge:
+	// after about this long (grpc-go adds +/-10% jitter) the server sends
+	// GOAWAY. Zero means never.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace is how long calls may continue after that GOAWAY
+	// before the connection is closed. Zero means forever.
+	MaxConnectionAgeGrace time.Duration
+}
+
+// ParseArgs parses container args such as
+// ["pod", "pricing", "--max-connection-age=10s"]. Errors name the bad argument.
+func ParseArgs(args []string) (Args, error) {
+	if len(args) == 0 || args[0] != "pod" {
+		return Args{}, errors.New(`pod: args must start with "pod", e.g. [pod, pricing]`)
+	}
+	fs := pflag.NewFlagSet("pod", pflag.ContinueOnError)
+	fs.SetOutput(discard{})
+	var a Args
+	fs.IntVar(&a.Port, "port", 0, "TCP port to listen on")
+	fs.DurationVar(&a.MaxConnectionAge, "max-connection-age", 0, "grpc-go MaxConnectionAge")
+	fs.DurationVar(&a.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "grpc-go MaxConnectionAgeGrace")
+	if err := fs.Parse(args[1:]); err != nil {
+		return Args{}, fmt.Errorf("pod: %w", err)
+	}
+	rest := fs.Args()
+	if len(rest) != 1 {
+		return Args{}, fmt.Errorf("pod: want exactly one workload name after \"pod\" (one of %v), got %q", Workloads, rest)
+	}
+	a.Workload = rest[0]
+	if a.Workload != "pricing" {
+		return Args{}, fmt.Errorf("pod: unknown workload %q, want one of %v", a.Workload, Workloads)
+	}
+	if a.Port < 0 || a.Port > 65535 {
+		return Args{}, fmt.Errorf("pod: --port %d is not a TCP port (1-65535)", a.Port)
+	}
+	if a.MaxConnectionAge < 0 || a.MaxConnectionAgeGrace < 0 {
+		return Args{}, errors.New("pod: connection ages must not be negative")
+	}
+	return a, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

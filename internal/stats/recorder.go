@@ -1,0 +1,358 @@
+// Package stats holds the measurements of one lab run as pure data: per-pod and
+// per-client call counts in fixed time buckets, connection lifetimes, latency
+// histograms, pod lifecycle and DNS lookups, and the summaries computed from
+// them (rates, shares, Jain's fairness index). It does no I/O.
+package stats
+
+import (
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Bucket is the time resolution of call counts.
+const Bucket = 100 * time.Millisecond
+
+// PodPhase is a pod lifecycle event the recorder tracks.
+type PodPhase string
+
+// Pod lifecycle events, as seen in the API: created, Ready condition true or
+// false, deletionTimestamp set, object gone.
+const (
+	PodCreated     PodPhase = "created"
+	PodReady       PodPhase = "ready"
+	PodNotReady    PodPhase = "not-ready"
+	PodTerminating PodPhase = "terminating"
+	PodDeleted     PodPhase = "deleted"
+)
+
+// Recorder collects the events of one run. Times are absolute and converted
+// to offsets from the start given to NewRecorder; events before the start
+// count at offset zero for buckets but keep their negative offset for
+// lifecycle times. A Recorder is safe for concurrent use.
+type Recorder struct {
+	start time.Time
+
+	mu       sync.Mutex
+	pods     map[string]*podSeries
+	podOrder []string
+	clients  map[string]*clientSeries
+	peers    map[netip.Addr]string
+	node     map[netip.Addr]bool
+	latency  []Histogram // per second
+	dns      []DNSQuery
+	proxy    []ProxyConn
+	marks    []Mark
+}
+
+type interval struct {
+	from, to time.Duration // to < 0: still open
+	peer     netip.AddrPort
+	label    string
+}
+
+type counts []uint32
+
+func (c *counts) add(b int) {
+	if b >= len(*c) {
+		*c = append(*c, make([]uint32, b+1-len(*c))...)
+	}
+	(*c)[b]++
+}
+
+func (c counts) sum(from, to int) int64 {
+	var n int64
+	for b := max(from, 0); b < to && b < len(c); b++ {
+		n += int64(c[b])
+	}
+	return n
+}
+
+type podSeries struct {
+	name, ip   string
+	phases     []PhaseChange
+	served     map[string]*counts // by peer label
+	conns      []interval
+	openByPeer map[netip.AddrPort]int
+}
+
+type clientSeries struct {
+	name     string
+	ip       netip.Addr
+	byPod    map[string]*counts
+	byCode   map[codes.Code]*counts
+	conns    []interval
+	restarts []time.Duration
+}
+
+// Offset is a time since the recorder's start; it marshals to JSON as
+// seconds with millisecond precision.
+type Offset time.Duration
+
+// MarshalJSON writes the offset in seconds.
+func (o Offset) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, secs(time.Duration(o)), 'f', -1, 64), nil
+}
+
+// Seconds returns the offset in seconds.
+func (o Offset) Seconds() float64 { return time.Duration(o).Seconds() }
+
+// PhaseChange is one pod lifecycle event at an offset from the start.
+type PhaseChange struct {
+	Phase PodPhase `json:"phase"`
+	At    Offset   `json:"at_s"`
+}
+
+// DNSQuery is one answered cluster DNS query.
+type DNSQuery struct {
+	At      Offset `json:"at_s"`
+	Client  string `json:"client"`
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Rcode   string `json:"rcode"`
+	Answers int    `json:"answers"`
+}
+
+// ProxyConn is one connection kube-proxy tracked: client -> VIP -> pod.
+type ProxyConn struct {
+	Opened   Offset `json:"opened_s"`
+	Closed   Offset `json:"closed_s"` // negative while still open
+	Client   string `json:"client"`
+	VIP      string `json:"vip"`
+	Endpoint string `json:"endpoint"`
+	Pod      string `json:"pod"`
+}
+
+// Mark is a timeline step or other note at an offset from the start.
+type Mark struct {
+	At   Offset `json:"at_s"`
+	Text string `json:"text"`
+}
+
+// NewRecorder returns an empty recorder whose offsets count from start.
+func NewRecorder(start time.Time) *Recorder {
+	return &Recorder{
+		start:   start,
+		pods:    map[string]*podSeries{},
+		clients: map[string]*clientSeries{},
+		peers:   map[netip.Addr]string{},
+		node:    map[netip.Addr]bool{},
+	}
+}
+
+// Start returns the time offsets count from.
+func (r *Recorder) Start() time.Time { return r.start }
+
+func (r *Recorder) offset(at time.Time) time.Duration { return at.Sub(r.start) }
+
+func bucketOf(d time.Duration) int {
+	if d < 0 {
+		return 0
+	}
+	return int(d / Bucket)
+}
+
+// Client registers a load client and the source IP it dials from, so that
+// server-side records from that IP are attributed to it.
+func (r *Recorder) Client(name string, ip netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.client(name).ip = ip
+	r.peers[ip] = name
+}
+
+// Node registers an IP used by the node itself (kubelet probes); its
+// connections are not counted as client connections.
+func (r *Recorder) Node(ip netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.node[ip] = true
+	r.peers[ip] = "kubelet"
+}
+
+func (r *Recorder) client(name string) *clientSeries {
+	c := r.clients[name]
+	if c == nil {
+		c = &clientSeries{name: name, byPod: map[string]*counts{}, byCode: map[codes.Code]*counts{}}
+		r.clients[name] = c
+	}
+	return c
+}
+
+func (r *Recorder) pod(name string) *podSeries {
+	p := r.pods[name]
+	if p == nil {
+		p = &podSeries{name: name, served: map[string]*counts{}, openByPeer: map[netip.AddrPort]int{}}
+		r.pods[name] = p
+		r.podOrder = append(r.podOrder, name)
+	}
+	return p
+}
+
+func (r *Recorder) peerLabel(ip netip.Addr) string {
+	if l, ok := r.peers[ip]; ok {
+		return l
+	}
+	return ip.String()
+}
+
+// PodPhase records a lifecycle event of pod name (with its IP, if known).
+func (r *Recorder) PodPhase(name, ip string, phase PodPhase, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pod(name)
+	if ip != "" {
+		p.ip = ip
+	}
+	p.phases = append(p.phases, PhaseChange{Phase: phase, At: Offset(r.offset(at))})
+}
+
+// Served records one call a pod finished serving for peer.
+func (r *Recorder) Served(podName string, peer netip.Addr, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pod(podName)
+	l := r.peerLabel(peer)
+	c := p.served[l]
+	if c == nil {
+		c = new(counts)
+		p.served[l] = c
+	}
+	c.add(bucketOf(r.offset(at)))
+}
+
+// PodConn records a connection from peer to pod opening or closing.
+func (r *Recorder) PodConn(podName string, peer netip.AddrPort, open bool, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pod(podName)
+	p.conns = openOrClose(p.conns, peer, r.peerLabel(peer.Addr()), open, r.offset(at))
+}
+
+func openOrClose(ivs []interval, peer netip.AddrPort, label string, open bool, at time.Duration) []interval {
+	if open {
+		return append(ivs, interval{from: at, to: -1, peer: peer, label: label})
+	}
+	for i := len(ivs) - 1; i >= 0; i-- {
+		if ivs[i].peer == peer && ivs[i].to < 0 {
+			ivs[i].to = at
+			break
+		}
+	}
+	return ivs
+}
+
+// Call records one call a client finished: the pod that answered (empty on
+// error), its status code, and its latency measured from the time the call
+// was due (open-loop, so queueing delay counts).
+func (r *Recorder) Call(clientName, podName string, code codes.Code, latency time.Duration, due time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.client(clientName)
+	off := r.offset(due)
+	b := bucketOf(off)
+	if code == codes.OK {
+		k := c.byPod[podName]
+		if k == nil {
+			k = new(counts)
+			c.byPod[podName] = k
+		}
+		k.add(b)
+	}
+	k := c.byCode[code]
+	if k == nil {
+		k = new(counts)
+		c.byCode[code] = k
+	}
+	k.add(b)
+	s := max(int(off/time.Second), 0)
+	if s >= len(r.latency) {
+		r.latency = append(r.latency, make([]Histogram, s+1-len(r.latency))...)
+	}
+	r.latency[s].Record(latency)
+}
+
+// ClientConn records a client's connection to remote opening or closing.
+func (r *Recorder) ClientConn(clientName string, remote netip.AddrPort, open bool, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.client(clientName)
+	c.conns = openOrClose(c.conns, remote, remote.String(), open, r.offset(at))
+}
+
+// ClientRestart records that a client replaced its channel.
+func (r *Recorder) ClientRestart(clientName string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.client(clientName)
+	c.restarts = append(c.restarts, r.offset(at))
+}
+
+// DNS records one answered cluster DNS query.
+func (r *Recorder) DNS(q DNSQuery, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q.At = Offset(r.offset(at))
+	r.dns = append(r.dns, q)
+}
+
+// ProxyConnOpened records a kube-proxy connection being tracked; the
+// matching close is found by client and VIP.
+func (r *Recorder) ProxyConnOpened(client netip.AddrPort, vip, endpoint, podName string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.proxy = append(r.proxy, ProxyConn{
+		Opened: Offset(r.offset(at)), Closed: -1, Client: client.String(),
+		VIP: vip, Endpoint: endpoint, Pod: podName,
+	})
+}
+
+// ProxyConnClosed records the end of the tracked connection from client to vip.
+func (r *Recorder) ProxyConnClosed(client netip.AddrPort, vip string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs := client.String()
+	for i := len(r.proxy) - 1; i >= 0; i-- {
+		if r.proxy[i].Client == cs && r.proxy[i].VIP == vip && r.proxy[i].Closed < 0 {
+			r.proxy[i].Closed = Offset(r.offset(at))
+			return
+		}
+	}
+}
+
+// Mark records a timeline note.
+func (r *Recorder) Mark(text string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.marks = append(r.marks, Mark{At: Offset(r.offset(at)), Text: text})
+}
+
+// Totals returns the number of calls finished so far and how many failed;
+// for progress lines.
+func (r *Recorder) Totals() (calls, failed int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.clients {
+		for code, k := range c.byCode {
+			n := k.sum(0, len(*k))
+			calls += n
+			if code != codes.OK {
+				failed += n
+			}
+		}
+	}
+	return calls, failed
+}
+
+func sortedKeys[M ~map[K]V, K ~string, V any](m M) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}
