@@ -1,0 +1,41 @@
+package load
+
+import (
+	"context"
+	"net"
+	"net/netip"
+
+	"google.golang.org/grpc/stats"
+)
+
+// connObserver is a client-side grpc stats.Handler reporting connections.
+type connObserver struct{ obs Observer }
+
+type remoteKey struct{}
+
+func (h *connObserver) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	return context.WithValue(ctx, remoteKey{}, addrPort(info.RemoteAddr))
+}
+
+func (h *connObserver) HandleConn(ctx context.Context, s stats.ConnStats) {
+	remote, _ := ctx.Value(remoteKey{}).(netip.AddrPort)
+	switch s.(type) {
+	case *stats.ConnBegin:
+		h.obs.Conn(remote, true)
+	case *stats.ConnEnd:
+		h.obs.Conn(remote, false)
+	}
+}
+
+func (h *connObserver) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h *connObserver) HandleRPC(context.Context, stats.RPCStats)                       {}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	var ap netip.AddrPort
+	if t, ok := a.(*net.TCPAddr); ok {
+		ap = t.AddrPort()
+	} else if a != nil {
+		ap, _ = netip.ParseAddrPort(a.String())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

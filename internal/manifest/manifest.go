@@ -1,0 +1,255 @@
+// Package manifest reads multi-document Kubernetes YAML the way kubectl does
+// (sigs.k8s.io/yaml conversion, strict field checking with sigs.k8s.io/json,
+// the client-go scheme for kinds) while keeping every document's position, so
+// that every error names the file, the line, the document, the field and what
+// was expected there.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	sjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Document is one YAML document of a file.
+type Document struct {
+	File  string
+	Index int // 1-based position in the file
+	Line  int // line of the document's first content
+	// APIVersion, Kind, Name and Namespace are read from the document.
+	APIVersion, Kind, Name, Namespace string
+
+	node *yaml.Node
+	json []byte
+}
+
+// Error is a problem with one place in a manifest file.
+type Error struct {
+	File  string
+	Line  int    // 0 when unknown
+	Doc   int    // 1-based document index; 0 when the file as a whole is bad
+	What  string // e.g. `Deployment "pricing"`
+	Field string // JSON path such as spec.replicas; empty for the document
+	Err   error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Doc > 0 {
+		fmt.Fprintf(&b, "document %d", e.Doc)
+		if e.What != "" {
+			fmt.Fprintf(&b, " (%s)", e.What)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Parse splits data into documents and reads each one's type and name.
+// Empty documents are skipped. Syntax errors and duplicate keys are errors.
+func Parse(file string, data []byte) ([]Document, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []Document
+	for i := 1; ; i++ {
+		var node yaml.Node
+		err := dec.Decode(&node)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, &Error{File: file, Line: yamlErrLine(err), Doc: i, Err: errors.New(cleanYAMLErr(err))}
+		}
+		if len(node.Content) == 0 || isNull(node.Content[0]) {
+			continue
+		}
+		if err := duplicateKeys(node.Content[0]); err != nil {
+			return nil, &Error{File: file, Line: err.line, Doc: i, Err: err}
+		}
+		d, err := newDocument(file, i, &node)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d)
+	}
+}
+
+func newDocument(file string, index int, node *yaml.Node) (Document, error) {
+	root := node.Content[0]
+	d := Document{File: file, Index: index, Line: root.Line, node: root}
+	if root.Kind != yaml.MappingNode {
+		return d, d.Errorf("", "a document must be a mapping with apiVersion and kind, found a %s", kindName(root.Kind))
+	}
+	raw, err := yaml.Marshal(root)
+	if err != nil {
+		return d, d.Errorf("", "%v", err)
+	}
+	if d.json, err = sigsyaml.YAMLToJSON(raw); err != nil {
+		return d, d.Errorf("", "%v", err)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(d.json, &head); err != nil {
+		return d, d.Errorf("", "reading apiVersion, kind and metadata: %v", err)
+	}
+	d.APIVersion, d.Kind, d.Name, d.Namespace = head.APIVersion, head.Kind, head.Metadata.Name, head.Metadata.Namespace
+	if d.Kind == "" {
+		return d, d.Errorf("kind", "missing; expected a kind such as Deployment, Service or Scenario")
+	}
+	if d.APIVersion == "" {
+		return d, d.Errorf("apiVersion", "missing; expected e.g. v1, apps/v1 or pinlab.dev/v1alpha1")
+	}
+	return d, nil
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+// dupError is a mapping key given twice.
+type dupError struct {
+	key        string
+	line, prev int
+}
+
+func (e *dupError) Error() string {
+	return fmt.Sprintf("mapping key %q already defined at line %d", e.key, e.prev)
+}
+
+// duplicateKeys finds the first key given twice in any mapping under n;
+// YAML forbids it and kubectl rejects it.
+func duplicateKeys(n *yaml.Node) *dupError {
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if prev, ok := seen[k.Value]; ok {
+				return &dupError{key: k.Value, line: k.Line, prev: prev}
+			}
+			seen[k.Value] = k.Line
+		}
+	}
+	for _, c := range n.Content {
+		if err := duplicateKeys(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return "scalar"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "mapping"
+}
+
+// What describes the document for messages: `Deployment "pricing"`.
+func (d Document) What() string {
+	if d.Name == "" {
+		return d.Kind
+	}
+	return fmt.Sprintf("%s %q", d.Kind, d.Name)
+}
+
+// GroupVersionKind returns the document's type.
+func (d Document) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(d.APIVersion, d.Kind)
+}
+
+// Errorf returns an *Error at the line of the JSON path field (e.g.
+// "spec.clients[0].rate"; empty for the document itself).
+func (d Document) Errorf(field, format string, args ...any) error {
+	return &Error{File: d.File, Line: d.LineOf(field), Doc: d.Index, What: d.What(), Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+var typeErrRE = regexp.MustCompile(`cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type`)
+
+// Decode strictly decodes the document into v (a pointer to a Go type with
+// JSON tags): unknown and duplicate fields are errors, and each error says
+// which fields exist where the unknown one was found.
+func (d Document) Decode(v any) error {
+	strict, err := sjson.UnmarshalStrict(d.json, v, sjson.DisallowDuplicateFields, sjson.DisallowUnknownFields)
+	if err != nil {
+		return d.typeError(err, v)
+	}
+	if len(strict) > 0 {
+		return d.strictError(strict[0], v)
+	}
+	return nil
+}
+
+// Object decodes a Kubernetes kind known to client-go's scheme.
+func (d Document) Object() (runtime.Object, error) {
+	gvk := d.GroupVersionKind()
+	obj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, d.Errorf("kind", "%s is not a kind of %s known to the lab", d.Kind, d.APIVersion)
+	}
+	if err := d.Decode(obj); err != nil {
+		return nil, err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj, nil
+}
+
+func (d Document) strictError(err error, v any) error {
+	msg := err.Error()
+	const unknown, dup = `unknown field "`, `duplicate field "`
+	switch {
+	case strings.HasPrefix(msg, unknown):
+		path := strings.TrimSuffix(strings.TrimPrefix(msg, unknown), `"`)
+		return &Error{File: d.File, Line: d.LineOf(path), Doc: d.Index, What: d.What(), Field: path,
+			Err: errors.New("unknown field; " + expectedFields(v, path))}
+	case strings.HasPrefix(msg, dup):
+		path := strings.TrimSuffix(strings.TrimPrefix(msg, dup), `"`)
+		return &Error{File: d.File, Line: d.LineOf(path), Doc: d.Index, What: d.What(), Field: path, Err: errors.New("field given twice")}
+	}
+	return d.Errorf("", "%v", err)
+}
+
+func (d Document) typeError(err error, v any) error {
+	// encoding/json's UnmarshalTypeError, as sigs.k8s.io/json words it:
+	// "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
+	if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
+		path := m[2]
+		msg := fmt.Sprintf("cannot use a %s here; expected %s", m[1], goTypeAt(v, path))
+		return &Error{File: d.File, Line: d.LineOf(path), Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
+	}
+	if ok, off := sjson.SyntaxErrorOffset(err); ok {
+		return d.Errorf("", "malformed value near byte %d of the converted document: %v", off, err)
+	}
+	return d.Errorf("", "%v", strings.TrimPrefix(err.Error(), "json: "))
+}

@@ -1,0 +1,268 @@
+package manifest
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// segment is one step of a JSON path: a field name or a list index.
+type segment struct {
+	field string
+	index int // -1 for fields
+}
+
+// splitPath parses "spec.containers[0].image" into segments.
+func splitPath(path string) []segment {
+	var out []segment
+	for _, part := range strings.Split(path, ".") {
+		if part == "" {
+			continue
+		}
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" {
+			out = append(out, segment{field: name, index: -1})
+		}
+		for rest != "" {
+			num, after, _ := strings.Cut(rest, "]")
+			i, err := strconv.Atoi(num)
+			if err != nil {
+				break
+			}
+			out = append(out, segment{index: i})
+			rest = strings.TrimPrefix(after, "[")
+		}
+	}
+	return out
+}
+
+// LineOf returns the line of the value at path in the document, or of the
+// deepest part of the path that exists; the document's line for "".
+func (d Document) LineOf(path string) int {
+	n := d.node
+	line := d.Line
+	for _, s := range splitPath(path) {
+		next := child(n, s)
+		if next == nil {
+			return line
+		}
+		n, line = next, next.Line
+	}
+	return line
+}
+
+// child returns the node for s under n. A field step into a list (a path
+// without its index, as some decoders report) searches the list's items.
+func child(n *yaml.Node, s segment) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil {
+		return nil
+	}
+	switch {
+	case n.Kind == yaml.SequenceNode && s.index >= 0:
+		if s.index < len(n.Content) {
+			return n.Content[s.index]
+		}
+	case n.Kind == yaml.SequenceNode:
+		for _, item := range n.Content {
+			if c := child(item, s); c != nil {
+				return c
+			}
+		}
+	case n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == s.field {
+				if n.Content[i+1].Kind == yaml.MappingNode || n.Content[i+1].Kind == yaml.SequenceNode {
+					// Point at the key for nested values, where the eye looks.
+					v := *n.Content[i+1]
+					v.Line = n.Content[i].Line
+					return &v
+				}
+				return n.Content[i+1]
+			}
+		}
+	}
+	return nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+func cleanYAMLErr(err error) string {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	s = yamlLineRE.ReplaceAllString(s, "")
+	s = strings.TrimPrefix(strings.TrimSpace(s), ": ")
+	return "YAML does not parse: " + s
+}
+
+// typeAt follows path's fields through v's Go type (JSON names, inline
+// structs, pointers, lists and maps) and returns the type found there.
+func typeAt(v any, path string) (reflect.Type, bool) {
+	t := reflect.TypeOf(v)
+	for _, s := range splitPath(path) {
+		t = deref(t)
+		if s.index >= 0 || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
+				return nil, false
+			}
+			t = t.Elem()
+			if s.index >= 0 {
+				continue
+			}
+			t = deref(t)
+		}
+		f, ok := fieldByJSON(t, s.field)
+		if !ok {
+			return nil, false
+		}
+		t = f.Type
+	}
+	return deref(t), true
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// jsonFields returns the JSON field names of struct type t, following
+// inline and embedded structs.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if (f.Anonymous && name == "") || strings.Contains(opts, "inline") {
+			for k, v := range jsonFields(deref(f.Type)) {
+				out[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func fieldByJSON(t reflect.Type, name string) (reflect.StructField, bool) {
+	f, ok := jsonFields(t)[name]
+	return f, ok
+}
+
+// expectedFields says which fields exist where path's last field was not
+// found, with a suggestion when one is close.
+func expectedFields(v any, path string) string {
+	parent, last := "", path
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		parent, last = path[:i], path[i+1:]
+	}
+	t, ok := typeAt(v, parent)
+	if !ok {
+		return "no such field here"
+	}
+	if t.Kind() == reflect.Slice {
+		t = deref(t.Elem())
+	}
+	var names []string
+	for n := range jsonFields(t) {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "no fields are allowed here"
+	}
+	msg := "expected one of: " + strings.Join(names, ", ")
+	if s := closest(last, names); s != "" {
+		msg = fmt.Sprintf("did you mean %q? %s", s, msg)
+	}
+	return msg
+}
+
+// goTypeAt names the type expected at path in user terms.
+func goTypeAt(v any, path string) string {
+	t, ok := typeAt(v, path)
+	if !ok {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		if t.Name() == "Duration" {
+			return `a duration such as "10s"`
+		}
+		if t.Name() == "IntOrString" {
+			return "a number or a name"
+		}
+		return "a mapping"
+	}
+	return t.String()
+}
+
+// closest returns the name within edit distance 2 of s, if one is.
+func closest(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(n)); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
