@@ -30,23 +30,24 @@ const (
 	PodDeleted     PodPhase = "deleted"
 )
 
-// Recorder collects the events of one run. Times are absolute and converted
-// to offsets from the start given to NewRecorder; events before the start
-// count at offset zero for buckets but keep their negative offset for
-// lifecycle times. A Recorder is safe for concurrent use.
+// Recorder collects the events of one run. Callers pass absolute times;
+// summaries express them as offsets from the start (SetStart). Lifecycle
+// events, DNS queries, proxy connections and marks may be recorded before
+// the start (they get negative offsets); calls should come after it, since
+// calls before the start all count in the first bucket. A Recorder is safe
+// for concurrent use.
 type Recorder struct {
-	start time.Time
-
 	mu       sync.Mutex
+	start    time.Time
 	pods     map[string]*podSeries
 	podOrder []string
 	clients  map[string]*clientSeries
 	peers    map[netip.Addr]string
 	node     map[netip.Addr]bool
 	latency  []Histogram // per second
-	dns      []DNSQuery
-	proxy    []ProxyConn
-	marks    []Mark
+	dns      []dnsAt
+	proxy    []proxyAt
+	marks    []markAt
 }
 
 type interval struct {
@@ -74,7 +75,7 @@ func (c counts) sum(from, to int) int64 {
 
 type podSeries struct {
 	name, ip   string
-	phases     []PhaseChange
+	phases     []phaseAt
 	served     map[string]*counts // by peer label
 	conns      []interval
 	openByPeer map[netip.AddrPort]int
@@ -101,13 +102,18 @@ func (o Offset) MarshalJSON() ([]byte, error) {
 // Seconds returns the offset in seconds.
 func (o Offset) Seconds() float64 { return time.Duration(o).Seconds() }
 
+type phaseAt struct {
+	phase PodPhase
+	at    time.Time
+}
+
 // PhaseChange is one pod lifecycle event at an offset from the start.
 type PhaseChange struct {
 	Phase PodPhase `json:"phase"`
 	At    Offset   `json:"at_s"`
 }
 
-// DNSQuery is one answered cluster DNS query.
+// DNSQuery is one answered cluster DNS query. At is ignored when recording.
 type DNSQuery struct {
 	At      Offset `json:"at_s"`
 	Client  string `json:"client"`
@@ -118,6 +124,7 @@ type DNSQuery struct {
 }
 
 // ProxyConn is one connection kube-proxy tracked: client -> VIP -> pod.
+// Offsets are filled in by Summarize.
 type ProxyConn struct {
 	Opened   Offset `json:"opened_s"`
 	Closed   Offset `json:"closed_s"` // negative while still open
@@ -133,7 +140,23 @@ type Mark struct {
 	Text string `json:"text"`
 }
 
-// NewRecorder returns an empty recorder whose offsets count from start.
+type dnsAt struct {
+	q  DNSQuery
+	at time.Time
+}
+
+type proxyAt struct {
+	c              ProxyConn
+	opened, closed time.Time
+}
+
+type markAt struct {
+	text string
+	at   time.Time
+}
+
+// NewRecorder returns an empty recorder whose offsets count from start until
+// SetStart moves it.
 func NewRecorder(start time.Time) *Recorder {
 	return &Recorder{
 		start:   start,
@@ -145,7 +168,18 @@ func NewRecorder(start time.Time) *Recorder {
 }
 
 // Start returns the time offsets count from.
-func (r *Recorder) Start() time.Time { return r.start }
+func (r *Recorder) Start() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.start
+}
+
+// SetStart sets the time offsets count from: the start of load.
+func (r *Recorder) SetStart(t time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.start = t
+}
 
 func (r *Recorder) offset(at time.Time) time.Duration { return at.Sub(r.start) }
 
@@ -208,7 +242,7 @@ func (r *Recorder) PodPhase(name, ip string, phase PodPhase, at time.Time) {
 	if ip != "" {
 		p.ip = ip
 	}
-	p.phases = append(p.phases, PhaseChange{Phase: phase, At: Offset(r.offset(at))})
+	p.phases = append(p.phases, phaseAt{phase: phase, at: at})
 }
 
 // Served records one call a pod finished serving for peer.
@@ -296,8 +330,7 @@ func (r *Recorder) ClientRestart(clientName string, at time.Time) {
 func (r *Recorder) DNS(q DNSQuery, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q.At = Offset(r.offset(at))
-	r.dns = append(r.dns, q)
+	r.dns = append(r.dns, dnsAt{q: q, at: at})
 }
 
 // ProxyConnOpened records a kube-proxy connection being tracked; the
@@ -305,9 +338,9 @@ func (r *Recorder) DNS(q DNSQuery, at time.Time) {
 func (r *Recorder) ProxyConnOpened(client netip.AddrPort, vip, endpoint, podName string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.proxy = append(r.proxy, ProxyConn{
-		Opened: Offset(r.offset(at)), Closed: -1, Client: client.String(),
-		VIP: vip, Endpoint: endpoint, Pod: podName,
+	r.proxy = append(r.proxy, proxyAt{
+		c:      ProxyConn{Client: client.String(), VIP: vip, Endpoint: endpoint, Pod: podName},
+		opened: at,
 	})
 }
 
@@ -317,8 +350,8 @@ func (r *Recorder) ProxyConnClosed(client netip.AddrPort, vip string, at time.Ti
 	defer r.mu.Unlock()
 	cs := client.String()
 	for i := len(r.proxy) - 1; i >= 0; i-- {
-		if r.proxy[i].Client == cs && r.proxy[i].VIP == vip && r.proxy[i].Closed < 0 {
-			r.proxy[i].Closed = Offset(r.offset(at))
+		if p := &r.proxy[i]; p.c.Client == cs && p.c.VIP == vip && p.closed.IsZero() {
+			p.closed = at
 			return
 		}
 	}
@@ -328,7 +361,7 @@ func (r *Recorder) ProxyConnClosed(client netip.AddrPort, vip string, at time.Ti
 func (r *Recorder) Mark(text string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.marks = append(r.marks, Mark{At: Offset(r.offset(at)), Text: text})
+	r.marks = append(r.marks, markAt{text: text, at: at})
 }
 
 // Totals returns the number of calls finished so far and how many failed;

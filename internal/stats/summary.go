@@ -108,12 +108,29 @@ func (r *Recorder) Summarize(windows []Window) Summary {
 	s.Timeline = map[string][]int64{}
 	for _, name := range r.podOrder {
 		p := r.pods[name]
-		s.Pods = append(s.Pods, PodLife{Name: name, IP: p.ip, Phases: append([]PhaseChange(nil), p.phases...)})
+		pl := PodLife{Name: name, IP: p.ip}
+		for _, ph := range p.phases {
+			pl.Phases = append(pl.Phases, PhaseChange{Phase: ph.phase, At: Offset(r.offset(ph.at))})
+		}
+		s.Pods = append(s.Pods, pl)
 		s.Timeline[name] = perSecond(p.clientServed())
 	}
-	s.DNS = append(s.DNS, r.dns...)
-	s.Proxy = append(s.Proxy, r.proxy...)
-	s.Marks = append(s.Marks, r.marks...)
+	for _, d := range r.dns {
+		q := d.q
+		q.At = Offset(r.offset(d.at))
+		s.DNS = append(s.DNS, q)
+	}
+	for _, p := range r.proxy {
+		c := p.c
+		c.Opened, c.Closed = Offset(r.offset(p.opened)), -1
+		if !p.closed.IsZero() {
+			c.Closed = Offset(r.offset(p.closed))
+		}
+		s.Proxy = append(s.Proxy, c)
+	}
+	for _, m := range r.marks {
+		s.Marks = append(s.Marks, Mark{At: Offset(r.offset(m.at)), Text: m.text})
+	}
 	return s
 }
 
@@ -144,17 +161,18 @@ func perSecond(c counts) []int64 {
 }
 
 // readyIntervals returns the intervals during which the pod was Ready.
-func (p *podSeries) readyIntervals() [][2]time.Duration {
+func (p *podSeries) readyIntervals(start time.Time) [][2]time.Duration {
 	var out [][2]time.Duration
 	open := time.Duration(-1 << 62)
 	ready := false
 	for _, ph := range p.phases {
+		at := ph.at.Sub(start)
 		switch {
-		case ph.Phase == PodReady && !ready:
-			ready, open = true, time.Duration(ph.At)
-		case ph.Phase != PodReady && ph.Phase != PodCreated && ready:
+		case ph.phase == PodReady && !ready:
+			ready, open = true, at
+		case ph.phase != PodReady && ph.phase != PodCreated && ready:
 			ready = false
-			out = append(out, [2]time.Duration{open, time.Duration(ph.At)})
+			out = append(out, [2]time.Duration{open, at})
 		}
 	}
 	if ready {
@@ -163,10 +181,10 @@ func (p *podSeries) readyIntervals() [][2]time.Duration {
 	return out
 }
 
-func (p *podSeries) firstReady() (time.Duration, bool) {
+func (p *podSeries) firstReady(start time.Time) (time.Duration, bool) {
 	for _, ph := range p.phases {
-		if ph.Phase == PodReady {
-			return time.Duration(ph.At), true
+		if ph.phase == PodReady {
+			return ph.at.Sub(start), true
 		}
 	}
 	return 0, false
@@ -189,11 +207,11 @@ func (r *Recorder) window(w Window) WindowStats {
 		p := r.pods[name]
 		served := p.clientServed()
 		calls := served.sum(b0, b1)
-		if calls == 0 && !overlaps(p.readyIntervals(), w.From, w.To) {
+		if calls == 0 && !overlaps(p.readyIntervals(r.start), w.From, w.To) {
 			continue
 		}
 		ps := PodStats{Name: name, IP: p.ip, Ordinal: i + 1, Calls: calls, ByClient: map[string]int64{}}
-		if at, ok := p.firstReady(); ok {
+		if at, ok := p.firstReady(r.start); ok {
 			v := secs(at)
 			ps.ReadyAt = &v
 			ps.Added = at > 0

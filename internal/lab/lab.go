@@ -1,0 +1,345 @@
+// Package lab assembles one mini-cluster on loopback: the in-memory API and
+// controllers (package cluster), the kubelet running pods as real grpc-go
+// servers, kube-proxy serving ClusterIP VIPs, and the cluster DNS. Several
+// labs can run side by side in one process on disjoint address ranges.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/proxy"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// MaxIndex is the largest Config.Index: index i uses 127.(244+i).0.0/16 for
+// pods, so i may go up to 11.
+const MaxIndex = 11
+
+// Config configures a lab. The zero value is lab 0 with default DNS.
+type Config struct {
+	// Index selects the lab's address ranges so labs can run side by side:
+	// pods 127.(244+Index).0.0/16, Services 127.(96+Index).0.0/16, cluster
+	// DNS at 127.(96+Index).0.10:53. 0 to MaxIndex.
+	Index int
+	// DNSTTL and DNSFixedOrder configure the cluster DNS (see
+	// clusterdns.Config.TTL and FixedOrder).
+	DNSTTL        time.Duration
+	DNSFixedOrder bool
+	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
+	// port if 53 cannot be bound).
+	DNSPort int
+	// Seed seeds names, ClusterIPs, kube-proxy picks and DNS shuffles; 0
+	// means random.
+	Seed uint64
+	// Observers, each optional, see the lab's traffic.
+	PodObserver func(*corev1.Pod) pod.Observer
+	DNSQuery    func(clusterdns.QueryEvent)
+	ProxyConn   func(proxy.Conn, proxy.ConnEvent)
+	// Logger receives component logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Lab is a running mini-cluster.
+type Lab struct {
+	Cluster *cluster.Cluster
+	DNS     *clusterdns.Server
+	Proxy   *proxy.Proxier
+	Kubelet *kubelet.Kubelet
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   chan error
+}
+
+// Start builds and starts a lab; it returns once the API caches have synced
+// and the DNS server is serving. Close stops it.
+func Start(ctx context.Context, cfg Config) (*Lab, error) {
+	if cfg.Index < 0 || cfg.Index > MaxIndex {
+		return nil, fmt.Errorf("lab: index %d out of range 0..%d", cfg.Index, MaxIndex)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := cluster.New(cluster.Config{
+		PodCIDR:     netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(244 + cfg.Index), 0, 0}), 16),
+		ServiceCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(96 + cfg.Index), 0, 0}), 16),
+		Seed:        cfg.Seed,
+		Logger:      cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	port := 53
+	if cfg.DNSPort != 0 {
+		port = cfg.DNSPort
+	}
+	ctrls := cluster.NewControllers(c)
+	dns, err := clusterdns.New(c.Factory(), clusterdns.Config{
+		TTL:        cfg.DNSTTL,
+		FixedOrder: cfg.DNSFixedOrder,
+		Addr:       netip.AddrPortFrom(c.DNSIP(), uint16(port)).String(),
+		Rand:       rand.New(rand.NewPCG(cfg.Seed, 2)),
+		QueryLog:   cfg.DNSQuery,
+		Logger:     cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	l := &Lab{
+		Cluster: c,
+		DNS:     dns,
+		Proxy:   proxy.New(c.Factory(), proxy.Config{Seed: cfg.Seed + 1, OnConn: cfg.ProxyConn, Logger: cfg.Logger}),
+		Kubelet: kubelet.New(c.Client(), c.Factory(), kubelet.Config{PodIPs: c.PodIPs(), Observe: cfg.PodObserver, Logger: cfg.Logger}),
+		errs:    make(chan error, 3),
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	c.Factory().Start(runCtx.Done())
+	for typ, ok := range c.Factory().WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			l.stop()
+			return nil, fmt.Errorf("lab: %v cache did not sync: %w", typ, ctx.Err())
+		}
+	}
+	if err := dns.Start(ctx); err != nil {
+		l.stop()
+		return nil, err
+	}
+	l.goRun(func() error { return c.Run(runCtx, ctrls) })
+	l.goRun(func() error { return l.Proxy.Run(runCtx) })
+	l.goRun(func() error { return l.Kubelet.Run(runCtx) })
+	return l, nil
+}
+
+func (l *Lab) goRun(f func() error) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		if err := f(); err != nil {
+			l.errs <- err
+		}
+	}()
+}
+
+// stop cancels the components and waits for them and the informers.
+func (l *Lab) stop() {
+	l.cancel()
+	l.wg.Wait()
+	l.Cluster.Factory().Shutdown()
+}
+
+// Close stops every component (pods stop at once) and waits for their
+// goroutines; it returns the first error a component reported.
+func (l *Lab) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dnsErr := l.DNS.Shutdown(ctx)
+	l.stop()
+	close(l.errs)
+	var errs []error
+	for err := range l.errs {
+		errs = append(errs, err)
+	}
+	return errors.Join(append(errs, dnsErr)...)
+}
+
+// DNSAddr returns the cluster DNS address ("IP:port").
+func (l *Lab) DNSAddr() string { return l.DNS.Addr() }
+
+// Apply creates objects in dependency order: Namespaces, then Services,
+// then the rest. The first failure stops it; the error is the API's, so
+// callers can read its field causes.
+func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
+	ordered := append([]runtime.Object(nil), objs...)
+	rank := func(o runtime.Object) int {
+		switch o.(type) {
+		case *corev1.Namespace:
+			return 0
+		case *corev1.Service:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(ordered, func(i, j int) bool { return rank(ordered[i]) < rank(ordered[j]) })
+	for _, o := range ordered {
+		if err := l.create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Lab) create(ctx context.Context, o runtime.Object) error {
+	cs := l.Cluster.Client()
+	opts := metav1.CreateOptions{}
+	var err error
+	switch obj := o.(type) {
+	case *corev1.Namespace:
+		_, err = cs.CoreV1().Namespaces().Create(ctx, obj, opts)
+	case *corev1.Service:
+		_, err = cs.CoreV1().Services(ns(obj)).Create(ctx, obj, opts)
+	case *appsv1.Deployment:
+		_, err = cs.AppsV1().Deployments(ns(obj)).Create(ctx, obj, opts)
+	case *discoveryv1.EndpointSlice:
+		_, err = cs.DiscoveryV1().EndpointSlices(ns(obj)).Create(ctx, obj, opts)
+	default:
+		err = fmt.Errorf("lab: cannot create %T", o)
+	}
+	return err
+}
+
+func ns(o metav1.Object) string {
+	if o.GetNamespace() == "" {
+		return metav1.NamespaceDefault
+	}
+	return o.GetNamespace()
+}
+
+// Scale sets a Deployment's spec.replicas.
+func (l *Lab) Scale(ctx context.Context, namespace, name string, replicas int32) error {
+	api := l.Cluster.Client().AppsV1().Deployments(namespace)
+	d, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	d.Spec.Replicas = &replicas
+	_, err = api.Update(ctx, d, metav1.UpdateOptions{})
+	return err
+}
+
+// WaitReady waits until every Deployment has all its replicas Ready and the
+// data plane caught up: every Service's EndpointSlices list its ready pods
+// and kube-proxy serves each ClusterIP port with exactly those endpoints.
+// The error names what is still short.
+func (l *Lab) WaitReady(ctx context.Context) error {
+	if err := l.waitDeployments(ctx); err != nil {
+		return err
+	}
+	var short string
+	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		short = l.dataplaneShort()
+		return short == "", nil
+	})
+	if err != nil && short != "" {
+		return fmt.Errorf("lab: %s", short)
+	}
+	return err
+}
+
+// dataplaneShort describes the first Service whose slices or VIP rules do
+// not match its ready pods; "" when all match.
+func (l *Lab) dataplaneShort() string {
+	f := l.Cluster.Factory()
+	svcs, _ := f.Core().V1().Services().Lister().List(labels.Everything())
+	rules := l.Proxy.Rules()
+	for _, s := range svcs {
+		if len(s.Spec.Selector) == 0 {
+			continue
+		}
+		pods, _ := f.Core().V1().Pods().Lister().Pods(s.Namespace).List(labels.SelectorFromSet(s.Spec.Selector))
+		want := 0
+		for _, p := range pods {
+			if cluster.IsPodReady(p) && p.DeletionTimestamp == nil {
+				want++
+			}
+		}
+		slices, _ := f.Discovery().V1().EndpointSlices().Lister().EndpointSlices(s.Namespace).List(
+			labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: s.Name}))
+		got := 0
+		for _, es := range slices {
+			for _, ep := range es.Endpoints {
+				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+					got++
+				}
+			}
+		}
+		if got != want {
+			return fmt.Sprintf("Service %s/%s: EndpointSlices list %d ready endpoints, %d pods are ready", s.Namespace, s.Name, got, want)
+		}
+		if s.Spec.ClusterIP == corev1.ClusterIPNone || s.Spec.Type == corev1.ServiceTypeExternalName {
+			continue
+		}
+		for _, sp := range s.Spec.Ports {
+			if sp.Protocol != corev1.ProtocolTCP {
+				continue
+			}
+			vip := netip.AddrPortFrom(netip.MustParseAddr(s.Spec.ClusterIP), uint16(sp.Port))
+			n, listening := 0, false
+			for _, r := range rules {
+				if r.VIP == vip {
+					n, listening = len(r.Endpoints), r.Listening
+				}
+			}
+			if n != want || listening != (want > 0) {
+				return fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, %d pods are ready", s.Namespace, s.Name, vip, n, want)
+			}
+		}
+	}
+	return ""
+}
+
+func (l *Lab) waitDeployments(ctx context.Context) error {
+	dl := l.Cluster.Factory().Apps().V1().Deployments().Lister()
+	var short string
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		ds, err := dl.List(labels.Everything())
+		if err != nil {
+			return false, err
+		}
+		for _, d := range ds {
+			if d.Status.ReadyReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
+				short = fmt.Sprintf("Deployment %s/%s: %d of %d pods ready%s", d.Namespace, d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas, l.podProblem(d))
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil && short != "" {
+		return fmt.Errorf("lab: %s", short)
+	}
+	return err
+}
+
+// podProblem describes why a Deployment's first unready pod is not ready.
+func (l *Lab) podProblem(d *appsv1.Deployment) string {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return ""
+	}
+	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().Pods(d.Namespace).List(sel)
+	for _, p := range pods {
+		if cluster.IsPodReady(p) {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Message != "" {
+				return fmt.Sprintf(" (pod %s: %s: %s)", p.Name, w.Reason, w.Message)
+			}
+		}
+		if p.Status.Message != "" {
+			return fmt.Sprintf(" (pod %s: %s)", p.Name, p.Status.Message)
+		}
+	}
+	return ""
+}

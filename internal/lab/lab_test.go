@@ -1,0 +1,132 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/load"
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pricing returns the objects of the lab's standard workload: Deployment
+// pricing with n replicas, ClusterIP Service pricing, headless
+// pricing-headless.
+func pricing(n int32, args ...string) []runtime.Object {
+	lbl := map[string]string{"app": "pricing"}
+	svc := func(name string, headless bool) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			Spec: corev1.ServiceSpec{Selector: lbl, Ports: []corev1.ServicePort{{Name: "grpc", Port: 8471, TargetPort: intstr.FromString("grpc")}}}}
+		if headless {
+			s.Spec.ClusterIP = corev1.ClusterIPNone
+		}
+		return s
+	}
+	return []runtime.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
+		svc("pricing", false), svc("pricing-headless", true),
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "pricing", Namespace: "shop"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &n, Selector: &metav1.LabelSelector{MatchLabels: lbl},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "pricing", Image: "pinlab", Args: append([]string{"pod", "pricing"}, args...),
+						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}}}}}},
+			},
+		},
+	}
+}
+
+// startLab starts a lab with objs applied and all Deployments ready.
+func startLab(t testing.TB, cfg Config, objs []runtime.Object) *Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if err := l.Apply(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// tally counts calls per pod.
+type tally struct {
+	mu    sync.Mutex
+	pods  map[string]int
+	codes map[string]int
+}
+
+func (c *tally) Called(r load.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pods == nil {
+		c.pods, c.codes = map[string]int{}, map[string]int{}
+	}
+	c.codes[r.Code.String()]++
+	if r.Pod != "" {
+		c.pods[r.Pod]++
+	}
+}
+func (c *tally) Conn(netip.AddrPort, bool) {}
+
+func runClient(t *testing.T, l *Lab, target, policy string, d time.Duration) *tally {
+	t.Helper()
+	ip, err := l.Cluster.PodIPs().Allocate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs tally
+	c, err := load.New(load.Config{Name: "order-0", Source: ip, Target: fmt.Sprintf("dns://%s/%s", l.DNSAddr(), target), Policy: policy, Rate: 200, Observer: &obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c.Run(ctx)
+	return &obs
+}
+
+func TestLabEndToEnd(t *testing.T) {
+	l := startLab(t, Config{Index: 3}, pricing(3))
+	tests := []struct {
+		name     string
+		target   string
+		policy   string
+		wantPods int
+	}{
+		{name: "ClusterIP pins one channel to one pod", target: "pricing.shop.svc.cluster.local:8471", policy: "pick_first", wantPods: 1},
+		{name: "headless round_robin uses every pod", target: "pricing-headless.shop.svc.cluster.local:8471", policy: "round_robin", wantPods: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runClient(t, l, tt.target, tt.policy, 1500*time.Millisecond)
+			if got.codes["OK"] < 100 || len(got.codes) != 1 {
+				t.Fatalf("codes %v: want only OK and at least 100 calls", got.codes)
+			}
+			if len(got.pods) != tt.wantPods {
+				t.Errorf("calls by pod %v: want %d pods", got.pods, tt.wantPods)
+			}
+		})
+	}
+}

@@ -1,0 +1,416 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/manifest"
+	"github.com/pinlab/pinlab/scenarios"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Zone is the cluster domain of every lab.
+const Zone = "cluster.local"
+
+// Object is a Kubernetes object and the document it came from.
+type Object struct {
+	Doc manifest.Document
+	Obj runtime.Object
+}
+
+// File is a checked scenario file.
+type File struct {
+	Name     string
+	Scenario *Scenario
+	Objects  []Object
+	doc      manifest.Document
+}
+
+// supported lists the object kinds a lab runs, by apiVersion/kind.
+var supported = map[string]bool{
+	"v1/Namespace":     true,
+	"v1/Service":       true,
+	"apps/v1/Deployment": true,
+}
+
+// Open reads a scenario from path, or a built-in scenario by name when no
+// such file exists and the name is a built-in's.
+func Open(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if b, ok := scenarios.Get(path); ok {
+			return Load("builtin:"+path, b)
+		}
+		return nil, fmt.Errorf("scenario: %s: no such file (built-in scenarios: %s)", path, strings.Join(scenarios.Names(), ", "))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return Load(path, data)
+}
+
+// Load parses and checks a scenario file: Kubernetes objects plus exactly
+// one Scenario document, all strictly decoded, with every reference the
+// scenario makes resolved against the objects.
+func Load(name string, data []byte) (*File, error) {
+	docs, err := manifest.Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{Name: name}
+	for _, d := range docs {
+		if d.Kind == Kind && strings.HasPrefix(d.APIVersion, "pinlab.dev/") {
+			if err := f.setScenario(d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !supported[d.APIVersion+"/"+d.Kind] {
+			return nil, d.Errorf("kind", "%s %s is not supported by the lab; expected Namespace (v1), Service (v1), Deployment (apps/v1) or Scenario (%s)",
+				d.APIVersion, d.Kind, APIVersion)
+		}
+		obj, err := d.Object()
+		if err != nil {
+			return nil, err
+		}
+		f.Objects = append(f.Objects, Object{Doc: d, Obj: obj})
+	}
+	if f.Scenario == nil {
+		return nil, &manifest.Error{File: name, Err: fmt.Errorf("no Scenario document; add one with apiVersion: %s and kind: %s", APIVersion, Kind)}
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *File) setScenario(d manifest.Document) error {
+	if d.APIVersion != APIVersion {
+		return d.Errorf("apiVersion", "%q is not served; expected %s", d.APIVersion, APIVersion)
+	}
+	if f.Scenario != nil {
+		return d.Errorf("", "a second Scenario document; a file holds exactly one (the first is document %d)", f.doc.Index)
+	}
+	s := new(Scenario)
+	if err := d.Decode(s); err != nil {
+		return err
+	}
+	f.Scenario, f.doc = s, d
+	return nil
+}
+
+// check validates the scenario and its references, with errors at the
+// field's line.
+func (f *File) check() error {
+	d, sp := f.doc, &f.Scenario.Spec
+	if err := f.checkObjects(); err != nil {
+		return err
+	}
+	if sp.Duration.Duration <= 0 {
+		return d.Errorf("spec.duration", "must be a positive duration such as 60s")
+	}
+	if len(sp.Clients) == 0 {
+		return d.Errorf("spec.clients", "at least one client group is required")
+	}
+	groups := map[string]bool{}
+	for i := range sp.Clients {
+		if err := f.checkClient(i, groups); err != nil {
+			return err
+		}
+	}
+	for i, st := range sp.Timeline {
+		if err := f.checkStep(i, st, groups); err != nil {
+			return err
+		}
+	}
+	for i, w := range sp.Windows {
+		p := fmt.Sprintf("spec.windows[%d]", i)
+		if w.Name == "" {
+			return d.Errorf(p+".name", "required")
+		}
+		if w.From.Duration < 0 || w.To.Duration <= w.From.Duration || w.To.Duration > sp.Duration.Duration {
+			return d.Errorf(p, "from %v to %v: expected 0 <= from < to <= duration (%v)", w.From.Duration, w.To.Duration, sp.Duration.Duration)
+		}
+	}
+	names := map[string]bool{}
+	for i, v := range sp.Variants {
+		if err := f.checkVariant(i, v, names, groups); err != nil {
+			return err
+		}
+	}
+	if g := sp.GRPC.MinResolutionInterval; g != nil && g.Duration < 0 {
+		return d.Errorf("spec.grpc.minResolutionInterval", "must not be negative")
+	}
+	if t := sp.DNS.TTL; t != nil && (t.Duration < 0 || t.Duration > time.Hour || t.Duration%time.Second != 0) {
+		return d.Errorf("spec.dns.ttl", "%v: expected whole seconds between 0s and 3600s", t.Duration)
+	}
+	return nil
+}
+
+func (f *File) checkObjects() error {
+	seen := map[string]manifest.Document{}
+	namespaces := map[string]bool{metav1.NamespaceDefault: true}
+	for _, o := range f.Objects {
+		if o.Doc.Kind == "Namespace" {
+			namespaces[o.Doc.Name] = true
+		}
+	}
+	for _, o := range f.Objects {
+		if o.Doc.Name == "" {
+			return o.Doc.Errorf("metadata.name", "required")
+		}
+		key := o.Doc.Kind + "/" + namespaceOf(o.Doc) + "/" + o.Doc.Name
+		if prev, ok := seen[key]; ok {
+			return o.Doc.Errorf("metadata.name", "%s is defined twice (first in document %d)", o.Doc.What(), prev.Index)
+		}
+		seen[key] = o.Doc
+		if o.Doc.Kind != "Namespace" && !namespaces[namespaceOf(o.Doc)] {
+			return o.Doc.Errorf("metadata.namespace", "namespace %q is not defined in this file; add a Namespace document (the API server would reject the object)", namespaceOf(o.Doc))
+		}
+	}
+	return nil
+}
+
+func namespaceOf(d manifest.Document) string {
+	if d.Kind == "Namespace" {
+		return ""
+	}
+	if d.Namespace == "" {
+		return metav1.NamespaceDefault
+	}
+	return d.Namespace
+}
+
+func (f *File) checkClient(i int, groups map[string]bool) error {
+	d, c := f.doc, &f.Scenario.Spec.Clients[i]
+	p := fmt.Sprintf("spec.clients[%d]", i)
+	if !isDNSLabel(c.Name) {
+		return d.Errorf(p+".name", "%q: expected a lowercase DNS label such as order", c.Name)
+	}
+	if groups[c.Name] {
+		return d.Errorf(p+".name", "client group %q is defined twice", c.Name)
+	}
+	groups[c.Name] = true
+	if c.Count < 0 || c.Count > 1000 {
+		return d.Errorf(p+".count", "%d: expected 1 to 1000", c.Count)
+	}
+	if !(c.Rate > 0) || c.Rate > 100000 {
+		return d.Errorf(p+".rate", "%v: expected calls per second per client, > 0 and at most 100000", c.Rate)
+	}
+	if c.Timeout.Duration < 0 {
+		return d.Errorf(p+".timeout", "must not be negative")
+	}
+	if err := checkPolicy(c.Policy); err != nil {
+		return d.Errorf(p+".policy", "%v", err)
+	}
+	if _, err := f.resolveTarget(c.Target, c.Namespace); err != nil {
+		return d.Errorf(p+".target", "%v", err)
+	}
+	return nil
+}
+
+func checkPolicy(p string) error {
+	if p == "" || p == "pick_first" || p == "round_robin" {
+		return nil
+	}
+	return fmt.Errorf("%q: expected one of %v", p, load.Policies)
+}
+
+func (f *File) checkStep(i int, st Step, groups map[string]bool) error {
+	d := f.doc
+	p := fmt.Sprintf("spec.timeline[%d]", i)
+	dur := f.Scenario.Spec.Duration.Duration
+	if st.At.Duration < 0 || st.At.Duration >= dur {
+		return d.Errorf(p+".at", "%v: expected an offset within the run, 0 <= at < %v", st.At.Duration, dur)
+	}
+	switch {
+	case st.Scale != nil && st.RestartClient == nil:
+		if st.Scale.Replicas == nil || *st.Scale.Replicas < 0 {
+			return d.Errorf(p+".scale.replicas", "required, >= 0")
+		}
+		if _, err := f.deployment(st.Scale.Namespace, st.Scale.Deployment); err != nil {
+			return d.Errorf(p+".scale.deployment", "%v", err)
+		}
+	case st.RestartClient != nil && st.Scale == nil:
+		if !f.clientExists(st.RestartClient.Client) {
+			return d.Errorf(p+".restartClient.client", "%q names no client; expected a group name or <group>-<n>", st.RestartClient.Client)
+		}
+	default:
+		return d.Errorf(p, "expected exactly one action: scale or restartClient")
+	}
+	return nil
+}
+
+// clientExists reports whether name is a client group or one client of a
+// group ("order" or "order-2").
+func (f *File) clientExists(name string) bool {
+	for _, c := range f.Scenario.Spec.Clients {
+		if name == c.Name {
+			return true
+		}
+		if n, ok := strings.CutPrefix(name, c.Name+"-"); ok {
+			if i, err := strconv.Atoi(n); err == nil && i >= 0 && i < max(c.Count, 1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) error {
+	d := f.doc
+	p := fmt.Sprintf("spec.variants[%d]", i)
+	if !isDNSLabel(v.Name) {
+		return d.Errorf(p+".name", "%q: expected a lowercase name such as headless-rr", v.Name)
+	}
+	if names[v.Name] {
+		return d.Errorf(p+".name", "variant %q is defined twice", v.Name)
+	}
+	names[v.Name] = true
+	for j, o := range v.Clients {
+		q := fmt.Sprintf("%s.clients[%d]", p, j)
+		if o.Name != "" && !groups[o.Name] {
+			return d.Errorf(q+".name", "%q names no client group", o.Name)
+		}
+		if err := checkPolicy(o.Policy); err != nil {
+			return d.Errorf(q+".policy", "%v", err)
+		}
+		if o.Target != "" {
+			for _, c := range f.Scenario.Spec.Clients {
+				if o.Name == "" || o.Name == c.Name {
+					if _, err := f.resolveTarget(o.Target, c.Namespace); err != nil {
+						return d.Errorf(q+".target", "%v", err)
+					}
+				}
+			}
+		}
+	}
+	for j, s := range v.Servers {
+		q := fmt.Sprintf("%s.servers[%d]", p, j)
+		if _, err := f.deployment(s.Namespace, s.Deployment); err != nil {
+			return d.Errorf(q+".deployment", "%v", err)
+		}
+		for _, a := range []*metav1.Duration{s.MaxConnectionAge, s.MaxConnectionAgeGrace} {
+			if a != nil && a.Duration < 0 {
+				return d.Errorf(q, "connection ages must not be negative")
+			}
+		}
+	}
+	return nil
+}
+
+// deployment finds a Deployment by name (and namespace, if given).
+func (f *File) deployment(ns, name string) (*appsv1.Deployment, error) {
+	var found []*appsv1.Deployment
+	var all []string
+	for _, o := range f.Objects {
+		if d, ok := o.Obj.(*appsv1.Deployment); ok {
+			all = append(all, namespaceOf(o.Doc)+"/"+d.Name)
+			if d.Name == name && (ns == "" || ns == namespaceOf(o.Doc)) {
+				found = append(found, d)
+			}
+		}
+	}
+	switch {
+	case name == "":
+		return nil, errors.New("required")
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		return nil, fmt.Errorf("Deployment %q exists in several namespaces; set namespace", name)
+	}
+	return nil, fmt.Errorf("no Deployment %q in this file (Deployments: %s)", name, listOrNone(all))
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// Target is a resolved client target.
+type Target struct {
+	Service   *corev1.Service
+	Namespace string
+	// Host is the Service's FQDN without the trailing dot.
+	Host string
+	Port int
+}
+
+// Headless reports whether the target Service has no ClusterIP.
+func (t Target) Headless() bool { return t.Service.Spec.ClusterIP == corev1.ClusterIPNone }
+
+// GRPCTarget returns the grpc-go target that resolves through dnsAddr.
+func (t Target) GRPCTarget(dnsAddr string) string {
+	return fmt.Sprintf("dns://%s/%s:%d", dnsAddr, t.Host, t.Port)
+}
+
+// resolveTarget checks a client target and finds the Service it names; ns
+// completes short names the way a pod's DNS search path does.
+func (f *File) resolveTarget(target, ns string) (Target, error) {
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	rest := target
+	if r, ok := strings.CutPrefix(target, "dns:"); ok {
+		if !strings.HasPrefix(r, "///") {
+			return Target{}, fmt.Errorf("%q: lab clients resolve through the lab's cluster DNS; write dns:///<name>:<port> without an authority", target)
+		}
+		rest = strings.TrimPrefix(r, "///")
+	} else if i := strings.Index(target, "://"); i >= 0 || strings.HasPrefix(target, "passthrough:") || strings.HasPrefix(target, "ipv4:") {
+		return Target{}, fmt.Errorf("%q: expected <service>.<namespace>.svc.%s:<port>, optionally after dns:///", target, Zone)
+	}
+	host, portStr, err := net.SplitHostPort(rest)
+	if err != nil {
+		return Target{}, fmt.Errorf("%q: expected <service>[.<namespace>[.svc.%s]]:<port>", target, Zone)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return Target{}, fmt.Errorf("%q: port %q is not a number from 1 to 65535", target, portStr)
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	labels := strings.Split(strings.TrimSuffix(strings.TrimSuffix(host, "."+Zone), ".svc"), ".")
+	switch len(labels) {
+	case 1:
+	case 2:
+		ns = labels[1]
+	default:
+		return Target{}, fmt.Errorf("%q: host %q is not a Service name of zone %s", target, host, Zone)
+	}
+	svc := f.service(ns, labels[0])
+	if svc == nil {
+		return Target{}, fmt.Errorf("%q: no Service %q in namespace %q in this file", target, labels[0], ns)
+	}
+	return Target{Service: svc, Namespace: ns, Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, ns, Zone), Port: port}, nil
+}
+
+func (f *File) service(ns, name string) *corev1.Service {
+	for _, o := range f.Objects {
+		if s, ok := o.Obj.(*corev1.Service); ok && s.Name == name && namespaceOf(o.Doc) == ns {
+			return s
+		}
+	}
+	return nil
+}
+
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,141 @@
+package scenario
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/stats"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Plan is one variant, ready to run.
+type Plan struct {
+	Name        string
+	Description string
+	Index       int
+	Objects     []runtime.Object
+	Clients     []ClientPlan
+	Steps       []Step
+	Windows     []stats.Window
+	Duration    time.Duration
+	// Servers describes the server overlay, e.g. "MaxConnectionAge 10s".
+	Servers string
+}
+
+// ClientPlan is one load client.
+type ClientPlan struct {
+	Name, Group string
+	Target      Target
+	Policy      string
+	Rate        float64
+	Timeout     time.Duration
+}
+
+// Plans returns one plan per variant (or one "base" plan without variants),
+// each with its own deep copy of the objects.
+func (f *File) Plans() []Plan {
+	sp := f.Scenario.Spec
+	variants := sp.Variants
+	if len(variants) == 0 {
+		variants = []Variant{{Name: "base"}}
+	}
+	windows := []stats.Window{{Name: "run", From: 0, To: sp.Duration.Duration}}
+	if len(sp.Windows) > 0 {
+		windows = nil
+		for _, w := range sp.Windows {
+			windows = append(windows, stats.Window{Name: w.Name, From: w.From.Duration, To: w.To.Duration})
+		}
+	}
+	var plans []Plan
+	for i, v := range variants {
+		p := Plan{Name: v.Name, Description: v.Description, Index: i, Steps: sp.Timeline, Windows: windows, Duration: sp.Duration.Duration}
+		for _, o := range f.Objects {
+			p.Objects = append(p.Objects, o.Obj.DeepCopyObject())
+		}
+		p.Servers = f.applyServers(p.Objects, v.Servers)
+		p.Clients = f.clients(v.Clients)
+		plans = append(plans, p)
+	}
+	return plans
+}
+
+func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
+	var out []ClientPlan
+	for _, c := range f.Scenario.Spec.Clients {
+		target, policy := c.Target, c.Policy
+		for _, o := range overlays {
+			if o.Name == "" || o.Name == c.Name {
+				if o.Target != "" {
+					target = o.Target
+				}
+				if o.Policy != "" {
+					policy = o.Policy
+				}
+			}
+		}
+		if policy == "" {
+			policy = "pick_first"
+		}
+		t, _ := f.resolveTarget(target, c.Namespace) // checked by Load
+		timeout := c.Timeout.Duration
+		if timeout == 0 {
+			timeout = time.Second
+		}
+		for n := range max(c.Count, 1) {
+			out = append(out, ClientPlan{Name: fmt.Sprintf("%s-%d", c.Name, n), Group: c.Name, Target: t, Policy: policy, Rate: c.Rate, Timeout: timeout})
+		}
+	}
+	return out
+}
+
+// applyServers rewrites the container args of overlaid Deployments and
+// returns a description of the overlay.
+func (f *File) applyServers(objs []runtime.Object, overlays []ServerOverlay) string {
+	var desc []string
+	for _, o := range overlays {
+		base, _ := f.deployment(o.Namespace, o.Deployment) // checked by Load
+		for _, obj := range objs {
+			d, ok := obj.(*appsv1.Deployment)
+			if !ok || d.Name != base.Name || d.Namespace != base.Namespace {
+				continue
+			}
+			for i := range d.Spec.Template.Spec.Containers {
+				c := &d.Spec.Template.Spec.Containers[i]
+				if !kubelet.IsPinlabImage(c.Image) {
+					continue
+				}
+				if o.MaxConnectionAge != nil {
+					c.Args = setFlag(c.Args, "--max-connection-age", o.MaxConnectionAge.Duration.String())
+				}
+				if o.MaxConnectionAgeGrace != nil {
+					c.Args = setFlag(c.Args, "--max-connection-age-grace", o.MaxConnectionAgeGrace.Duration.String())
+				}
+			}
+		}
+		if o.MaxConnectionAge != nil {
+			desc = append(desc, fmt.Sprintf("%s: MaxConnectionAge %v", o.Deployment, o.MaxConnectionAge.Duration))
+		}
+		if o.MaxConnectionAgeGrace != nil {
+			desc = append(desc, fmt.Sprintf("grace %v", o.MaxConnectionAgeGrace.Duration))
+		}
+	}
+	return strings.Join(desc, ", ")
+}
+
+// setFlag replaces every "--name=v" or "--name v" in args with "--name=value".
+func setFlag(args []string, name, value string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == name:
+			i++ // drop the separate value too
+		case strings.HasPrefix(args[i], name+"="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return append(out, name+"="+value)
+}

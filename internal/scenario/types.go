@@ -1,0 +1,143 @@
+// Package scenario reads a lab scenario (Kubernetes objects plus one
+// `kind: Scenario` document), checks it against the objects it names, turns
+// each variant into a plan, and runs the plans in isolated mini-clusters,
+// driving load along the timeline and measuring per-pod rates.
+package scenario
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion and Kind identify the Scenario document.
+const (
+	APIVersion = "pinlab.dev/v1alpha1"
+	Kind       = "Scenario"
+)
+
+// Scenario is the `kind: Scenario` document.
+type Scenario struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+	Spec       Spec     `json:"spec"`
+}
+
+// Metadata names the scenario.
+type Metadata struct {
+	Name string `json:"name"`
+}
+
+// Spec is what to run.
+type Spec struct {
+	// Description is shown above the report.
+	Description string `json:"description,omitempty"`
+	// Duration is how long load runs, per variant.
+	Duration metav1.Duration `json:"duration"`
+	// Clients are the load generators.
+	Clients []Client `json:"clients"`
+	// Timeline holds the steps applied during the run, by offset from the
+	// start of load.
+	Timeline []Step `json:"timeline,omitempty"`
+	// Windows are the measurement intervals reported; default one window
+	// over the whole run.
+	Windows []Window `json:"windows,omitempty"`
+	// Variants are named overlays run on the same timeline; default one
+	// variant, "base", with no overlay.
+	Variants []Variant `json:"variants,omitempty"`
+	// GRPC holds process-wide grpc-go settings.
+	GRPC GRPC `json:"grpc,omitempty"`
+	// DNS configures the cluster DNS.
+	DNS DNS `json:"dns,omitempty"`
+}
+
+// Client is a group of identical load clients, named <name>-0 .. <name>-N-1.
+type Client struct {
+	Name string `json:"name"`
+	// Namespace is the clients' namespace, used to complete short Service
+	// names in Target as a pod's DNS search path would; default "default".
+	Namespace string `json:"namespace,omitempty"`
+	// Count is the number of clients; default 1.
+	Count int `json:"count,omitempty"`
+	// Target is the gRPC target: "<service>[.<namespace>[.svc.cluster.local]]:<port>",
+	// optionally with "dns:///" in front. Clients resolve it through the
+	// lab's cluster DNS, as a pod would.
+	Target string `json:"target"`
+	// Policy is the load-balancing policy, pick_first (default) or round_robin.
+	Policy string `json:"policy,omitempty"`
+	// Rate is calls per second per client; must be > 0.
+	Rate float64 `json:"rate"`
+	// Timeout is each call's deadline; default 1s.
+	Timeout metav1.Duration `json:"timeout,omitempty"`
+}
+
+// Step is one timeline action. Exactly one action field is set.
+type Step struct {
+	At            metav1.Duration    `json:"at"`
+	Scale         *ScaleStep         `json:"scale,omitempty"`
+	RestartClient *RestartClientStep `json:"restartClient,omitempty"`
+}
+
+// ScaleStep sets a Deployment's replicas.
+type ScaleStep struct {
+	Deployment string `json:"deployment"`
+	// Namespace defaults to the Deployment's namespace when the name is
+	// unique in the file.
+	Namespace string `json:"namespace,omitempty"`
+	Replicas  *int32 `json:"replicas"`
+}
+
+// RestartClientStep replaces a client's channel, as a restarted client
+// process would. Client is one client ("order-0") or a group ("order").
+type RestartClientStep struct {
+	Client string `json:"client"`
+}
+
+// Window is a named measurement interval [From, To).
+type Window struct {
+	Name string          `json:"name"`
+	From metav1.Duration `json:"from"`
+	To   metav1.Duration `json:"to"`
+}
+
+// Variant is a named overlay on the scenario.
+type Variant struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Clients     []ClientOverlay `json:"clients,omitempty"`
+	Servers     []ServerOverlay `json:"servers,omitempty"`
+}
+
+// ClientOverlay changes client groups' target or policy. An empty Name
+// applies to every group.
+type ClientOverlay struct {
+	Name   string `json:"name,omitempty"`
+	Target string `json:"target,omitempty"`
+	Policy string `json:"policy,omitempty"`
+}
+
+// ServerOverlay sets grpc-go server options of a Deployment's pods by
+// rewriting its container args.
+type ServerOverlay struct {
+	Deployment            string           `json:"deployment"`
+	Namespace             string           `json:"namespace,omitempty"`
+	MaxConnectionAge      *metav1.Duration `json:"maxConnectionAge,omitempty"`
+	MaxConnectionAgeGrace *metav1.Duration `json:"maxConnectionAgeGrace,omitempty"`
+}
+
+// GRPC holds grpc-go settings. They are process-wide in grpc-go, so every
+// variant of a run shares them.
+type GRPC struct {
+	// MinResolutionInterval is grpc-go's minimum time between DNS
+	// resolutions of one channel (resolver/dns.SetMinResolutionInterval);
+	// default 30s, grpc-go's own.
+	MinResolutionInterval *metav1.Duration `json:"minResolutionInterval,omitempty"`
+}
+
+// DNS configures the cluster DNS.
+type DNS struct {
+	// TTL of answers; default 5s (CoreDNS); kubeadm clusters use 30s.
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// FixedOrder keeps A records in a stable order instead of shuffling them
+	// per answer (CoreDNS loadbalance, on in kubeadm clusters).
+	FixedOrder bool `json:"fixedOrder,omitempty"`
+}
