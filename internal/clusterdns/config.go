@@ -1,0 +1,190 @@
+package clusterdns
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pinlab/pinlab/internal/loopback"
+)
+
+// Defaults used when the matching Config field is zero.
+const (
+	// DefaultZone is the cluster domain (kubelet's --cluster-domain default).
+	DefaultZone = "cluster.local."
+	// DefaultTTL is the TTL of every record, as in CoreDNS's kubernetes plugin.
+	DefaultTTL = 5 * time.Second
+	// DefaultAddr is where Start listens, UDP and TCP.
+	DefaultAddr = "127.96.0.10:53"
+	// MaxTTL is the largest TTL CoreDNS accepts ("ttl" option range [0, 3600]).
+	MaxTTL = time.Hour
+)
+
+// SchemaVersion is the Kubernetes DNS specification version served in the
+// dns-version.<zone> TXT record.
+const SchemaVersion = "1.1.0"
+
+// versionTTL is the fixed TTL of the dns-version TXT record, in seconds.
+const versionTTL = 28800
+
+// DefaultDNSService is the DNS Service named in NS answers (kubeadm's name).
+var DefaultDNSService = types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}
+
+// Config configures a Server. The zero value serves cluster.local. with a 5s
+// TTL on 127.96.0.10:53, shuffling address records.
+type Config struct {
+	// Zone is the cluster domain served, e.g. "cluster.local."; a trailing
+	// dot is optional and case does not matter. Empty means DefaultZone.
+	Zone string
+
+	// TTL is the TTL of every record and the negative-caching time (SOA
+	// MINIMUM); it is truncated to whole seconds. Zero means DefaultTTL (5s,
+	// CoreDNS's default; kubeadm configures 30s). A negative TTL asks for
+	// TTL 0 (no caching). Values above MaxTTL are an error.
+	TTL time.Duration
+
+	// FixedOrder keeps A/AAAA records in a stable order (ClusterIPs in
+	// spec.clusterIPs order, endpoints in EndpointSlice name then list
+	// order). False, the default, shuffles them in every answer like
+	// CoreDNS's loadbalance plugin in kubeadm's Corefile.
+	FixedOrder bool
+
+	// Addr is the "IP:port" Start binds for both UDP and TCP; the IP must be
+	// in 127.0.0.0/8. Empty means DefaultAddr. Port 0 picks one free port
+	// for both. If a non-zero port cannot be bound (no permission, or in
+	// use), Start falls back to a free port on the same IP and logs it;
+	// Server.Addr reports what was bound.
+	Addr string
+
+	// DNSService is the DNS Service's own name, used as the NS target of the
+	// zone with its ClusterIPs as glue. Zero means DefaultDNSService. If the
+	// Service does not exist, NS answers name ns.dns.<zone> at Addr's IP.
+	DNSService types.NamespacedName
+
+	// Rand shuffles address records; the Server serialises its use. Nil
+	// means math/rand/v2's global source (seeded at random).
+	Rand *rand.Rand
+
+	// QueryLog, if not nil, is called once per reply after it was written.
+	// It runs synchronously on the serving goroutine, concurrently for
+	// concurrent queries, so it must be fast and safe for concurrent use.
+	QueryLog func(QueryEvent)
+
+	// Logger receives the few log lines the Server writes. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// QueryEvent describes one answered query, for Config.QueryLog.
+type QueryEvent struct {
+	Time      time.Time // when the query arrived
+	Client    net.Addr  // the client's address; nil if the writer has none
+	Network   string    // "udp" or "tcp"
+	Name      string    // the question's name as sent; "" if no question
+	Type      uint16    // the question's type; 0 if no question
+	Rcode     int       // the reply's RCODE
+	Answers   int       // RRs in the Answer section as sent
+	Truncated bool      // whether TC was set
+}
+
+// settings is a Config with defaults applied and values parsed.
+type settings struct {
+	zone       string   // lower-case FQDN
+	zoneLabels []string // labels of zone, lower case
+	ttl        uint32   // seconds
+	addr       netip.AddrPort
+	dnsService types.NamespacedName
+	fixedOrder bool
+	rand       *rand.Rand
+	queryLog   func(QueryEvent)
+	log        *slog.Logger
+}
+
+func (c Config) settings() (settings, error) {
+	zone, err := parseZone(c.Zone)
+	if err != nil {
+		return settings{}, err
+	}
+	ttl, err := ttlSeconds(c.TTL)
+	if err != nil {
+		return settings{}, err
+	}
+	addr, err := parseAddr(c.Addr)
+	if err != nil {
+		return settings{}, err
+	}
+	st := settings{
+		zone:       zone,
+		zoneLabels: labels(zone),
+		ttl:        ttl,
+		addr:       addr,
+		dnsService: c.DNSService,
+		fixedOrder: c.FixedOrder,
+		rand:       c.Rand,
+		queryLog:   c.QueryLog,
+		log:        c.Logger,
+	}
+	if st.dnsService == (types.NamespacedName{}) {
+		st.dnsService = DefaultDNSService
+	}
+	if st.log == nil {
+		st.log = slog.Default()
+	}
+	st.log = st.log.With("component", "clusterdns")
+	return st, nil
+}
+
+func parseZone(z string) (string, error) {
+	if z == "" {
+		z = DefaultZone
+	}
+	z = dns.Fqdn(strings.ToLower(z))
+	if _, ok := dns.IsDomainName(z); !ok {
+		return "", fmt.Errorf("clusterdns: zone %q is not a domain name", z)
+	}
+	return z, nil
+}
+
+func ttlSeconds(d time.Duration) (uint32, error) {
+	switch {
+	case d == 0:
+		d = DefaultTTL
+	case d < 0:
+		d = 0
+	case d > MaxTTL:
+		return 0, fmt.Errorf("clusterdns: TTL %v is above the maximum %v", d, MaxTTL)
+	}
+	return uint32(d / time.Second), nil
+}
+
+func parseAddr(a string) (netip.AddrPort, error) {
+	if a == "" {
+		a = DefaultAddr
+	}
+	if err := loopback.CheckAddr(a); err != nil {
+		return netip.AddrPort{}, fmt.Errorf("clusterdns: listen address: %w", err)
+	}
+	return netip.MustParseAddrPort(a), nil
+}
+
+// labels returns the labels of the FQDN name in order, as written
+// (escapes kept); the root has none.
+func labels(name string) []string {
+	idx := dns.Split(name)
+	out := make([]string, len(idx))
+	for i, start := range idx {
+		end := len(name) - 1
+		if i+1 < len(idx) {
+			end = idx[i+1] - 1
+		}
+		out[i] = name[start:end]
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package clusterdns_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pinlab/pinlab/internal/clusterdns"
+)
+
+const digPath = "/usr/bin/dig"
+
+// start starts fx's server and shuts it down when t ends.
+func start(t *testing.T, fx *fixture) string {
+	t.Helper()
+	if err := fx.srv.Start(t.Context()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := fx.srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return fx.srv.Addr()
+}
+
+// clientQuery asks addr over net ("udp" or "tcp") with miekg's client.
+func clientQuery(t *testing.T, network, addr, qname string, qtype uint16, edns uint16) *dns.Msg {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(qname, qtype)
+	if edns != 0 {
+		m.SetEdns0(edns, false)
+	}
+	c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("%s %s %s: %v", network, qname, dns.TypeToString[qtype], err)
+	}
+	return r
+}
+
+// TestServeOverSockets runs the server on a free port of 127.0.0.1 and
+// queries it with miekg's client and, when installed, dig.
+func TestServeOverSockets(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	addr := start(t, fx)
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || ap.Addr() != netip.MustParseAddr("127.0.0.1") || ap.Port() == 0 {
+		t.Fatalf("Addr() = %q, want 127.0.0.1 and a real port", addr)
+	}
+	scaleBig(t, fx, 300)
+
+	hdls := []string{"172.0.0.2", "172.0.0.3", "172.0.0.4"}
+	for _, network := range []string{"udp", "tcp"} {
+		t.Run("client "+network, func(t *testing.T) {
+			if got := addrsOf(clientQuery(t, network, addr, tn("hdls"), dns.TypeA, 0)); !slices.Equal(got, hdls) {
+				t.Errorf("hdls A = %v, want %v", got, hdls)
+			}
+			srv := clientQuery(t, network, addr, "_http._tcp."+tn("hdls"), dns.TypeSRV, 0)
+			if len(srv.Answer) != 4 || len(srv.Extra) != 4 {
+				t.Errorf("hdls SRV: %s with %d extra, want 4 and 4", describe(srv), len(srv.Extra))
+			}
+			if nx := clientQuery(t, network, addr, tn("svc0"), dns.TypeA, 0); nx.Rcode != dns.RcodeNameError || len(nx.Ns) != 1 {
+				t.Errorf("svc0 A: %s, want NXDOMAIN with SOA", describe(nx))
+			}
+		})
+	}
+
+	tests := []struct {
+		name, network string
+		edns          uint16
+		want          int
+		tc            bool
+	}{
+		{"300 endpoints over UDP without EDNS0", "udp", 0, 29, true},
+		{"300 endpoints over UDP with EDNS0 1232", "udp", 1232, 73, true},
+		{"300 endpoints over TCP", "tcp", 0, 300, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := clientQuery(t, tt.network, addr, tn("big"), dns.TypeA, tt.edns)
+			if len(got.Answer) != tt.want || got.Truncated != tt.tc {
+				t.Errorf("big A: %s, want %d answers tc=%v", describe(got), tt.want, tt.tc)
+			}
+		})
+	}
+
+	t.Run("dig", func(t *testing.T) {
+		if _, err := os.Stat(digPath); err != nil {
+			t.Skipf("dig not installed: %v", err)
+		}
+		digTests(t, ap)
+	})
+}
+
+func digTests(t *testing.T, ap netip.AddrPort) {
+	srvLines := []string{
+		"0 25 80 172-0-0-2." + tn("hdls"),
+		"0 25 80 172-0-0-3." + tn("hdls"),
+		"0 25 80 5678-abcd--1." + tn("hdls"),
+		"0 25 80 web-0." + tn("hdls"),
+	}
+	t.Run("headless A", func(t *testing.T) {
+		got := digLines(t, ap, "+short", tn("hdls"), "A")
+		if diff := cmp.Diff([]string{"172.0.0.2", "172.0.0.3", "172.0.0.4"}, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("SRV", func(t *testing.T) {
+		got := digLines(t, ap, "+short", "_http._tcp."+tn("hdls"), "SRV")
+		if diff := cmp.Diff(srvLines, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("noedns truncates", func(t *testing.T) {
+		out := strings.Join(digLines(t, ap, "+noedns", "+ignore", tn("big"), "A"), "\n")
+		if !regexp.MustCompile(`flags:[a-z ]* tc[ ;]`).MatchString(out) || !strings.Contains(out, "ANSWER: 29,") {
+			t.Errorf("want TC and 29 answers, got:\n%s", out)
+		}
+	})
+	t.Run("tcp is complete", func(t *testing.T) {
+		if got := digLines(t, ap, "+tcp", "+short", tn("big"), "A"); len(got) != 300 {
+			t.Errorf("got %d addresses, want 300", len(got))
+		}
+	})
+}
+
+// digLines runs dig against ap and returns its output lines, sorted.
+func digLines(t *testing.T, ap netip.AddrPort, args ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	base := []string{"@" + ap.Addr().String(), "-p", fmt.Sprint(ap.Port()), "+tries=1", "+time=5"}
+	out, err := exec.CommandContext(ctx, digPath, append(base, args...)...).Output()
+	if err != nil {
+		t.Fatalf("dig %v: %v\n%s", args, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	slices.Sort(lines)
+	return lines
+}
+
+// scaleBig grows Service big to n endpoints in slices of 100 through the
+// clientset and waits until its answer has them all.
+func scaleBig(t *testing.T, fx *fixture, n int) {
+	t.Helper()
+	client := fx.client.DiscoveryV1().EndpointSlices("testns")
+	for i := 1; i*100 < n; i++ {
+		es := endpointSlice("testns", "big", fmt.Sprintf("big-%d", i+1), discoveryv1.AddressTypeIPv4,
+			[]discoveryv1.EndpointPort{httpSlicePort}, readyEndpoints(i*100, min(100, n-i*100))...)
+		if _, err := client.Create(t.Context(), es, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := bigAddrs(n)
+	slices.SortFunc(want, func(a, b string) int {
+		return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b))
+	})
+	fx.waitFor(t, func() string {
+		got := addrsOf(fx.ask(t, tn("big"), dns.TypeA, true, 0))
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("big has %d of %d addresses", len(got), n)
+		}
+		return ""
+	})
+}
+
+// TestStartFallsBack: when the configured port is taken, Start serves on
+// another port of the same IP, says so once, and Addr reports it.
+func TestStartFallsBack(t *testing.T) {
+	first := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	taken := start(t, first)
+	var logs bytes.Buffer
+	cfg := clusterdns.Config{Addr: taken, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	fx := newFixture(t, cfg, referenceObjects()...)
+	addr := start(t, fx)
+
+	got, want := netip.MustParseAddrPort(addr), netip.MustParseAddrPort(cfg.Addr)
+	if got.Addr() != want.Addr() || got.Port() == want.Port() || got.Port() == 0 {
+		t.Errorf("Addr() = %s, want another port on %s", got, want.Addr())
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), addr) {
+		t.Errorf("want one log line naming %s, got:\n%s", addr, logs.String())
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		if r := clientQuery(t, network, addr, tn("svc1"), dns.TypeA, 0); len(r.Answer) != 1 {
+			t.Errorf("%s: %s", network, describe(r))
+		}
+	}
+}
+
+// TestStartStop covers the lifecycle: double Start, Shutdown before Start
+// and a restart.
+func TestStartStop(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	ctx := t.Context()
+	if err := fx.srv.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown before Start: %v", err)
+	}
+	if fx.srv.Addr() != "" {
+		t.Errorf("Addr before Start = %q, want empty", fx.srv.Addr())
+	}
+	if err := fx.srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.srv.Start(ctx); err == nil {
+		t.Error("second Start succeeded")
+	}
+	if err := fx.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr := start(t, fx)
+	if r := clientQuery(t, "udp", addr, tn("svc1"), dns.TypeA, 0); len(r.Answer) != 1 {
+		t.Errorf("after restart: %s", describe(r))
+	}
+}

@@ -1,0 +1,413 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/pinlab/pinlab/internal/loopback"
+)
+
+const (
+	ns       = "shop"
+	deadline = 10 * time.Second
+)
+
+// lab is one Proxier fed by a fake clientset, running until the test ends.
+type lab struct {
+	t      testing.TB
+	cs     *fake.Clientset
+	p      *Proxier
+	events chan connEvent
+	stop   func() error // ends Run and returns its error; idempotent
+}
+
+type connEvent struct {
+	c Conn
+	e ConnEvent
+}
+
+// newLab starts a Proxier and its informers; cleanup stops both and checks
+// that Run returned nil.
+func newLab(t testing.TB, cfg Config) *lab {
+	t.Helper()
+	l := &lab{t: t, cs: fake.NewClientset(), events: make(chan connEvent, 1<<14)}
+	cfg.OnConn = func(c Conn, e ConnEvent) {
+		select {
+		case l.events <- connEvent{c, e}:
+		default:
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	factory := informers.NewSharedInformerFactory(l.cs, 0)
+	l.p = New(factory, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- l.p.Run(ctx) }()
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("informer for %v did not sync", typ)
+		}
+	}
+	l.stop = sync.OnceValue(func() error {
+		cancel()
+		return <-runErr
+	})
+	t.Cleanup(func() {
+		if err := l.stop(); err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+		factory.Shutdown()
+	})
+	return l
+}
+
+// testWriter sends log lines to t.Log, shown only for failed tests or -v.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// ctx returns a context that ends after the test's wait deadline.
+func (l *lab) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	l.t.Cleanup(cancel)
+	return ctx
+}
+
+func tcpPort(name string, port int32) v1.ServicePort {
+	return v1.ServicePort{Name: name, Port: port, Protocol: v1.ProtocolTCP}
+}
+
+// service creates a ClusterIP Service (clusterIP "None" makes it headless).
+func (l *lab) service(name, clusterIP string, ports ...v1.ServicePort) {
+	l.t.Helper()
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: clusterIP, ClusterIPs: []string{clusterIP}, Ports: ports},
+	}
+	l.applyService(svc)
+}
+
+func (l *lab) applyService(svc *v1.Service) {
+	l.t.Helper()
+	ctx := l.ctx()
+	_, err := l.cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = l.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	}
+	if err != nil {
+		l.t.Fatalf("apply Service %s: %v", svc.Name, err)
+	}
+}
+
+func (l *lab) deleteService(name string) {
+	l.t.Helper()
+	if err := l.cs.CoreV1().Services(ns).Delete(l.ctx(), name, metav1.DeleteOptions{}); err != nil {
+		l.t.Fatalf("delete Service %s: %v", name, err)
+	}
+}
+
+// slice creates or replaces an IPv4 EndpointSlice of Service svc.
+func (l *lab) slice(name, svc string, ports []discovery.EndpointPort, eps ...discovery.Endpoint) {
+	l.t.Helper()
+	s := &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns,
+			Labels: map[string]string{discovery.LabelServiceName: svc},
+		},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       ports,
+		Endpoints:   eps,
+	}
+	ctx := l.ctx()
+	_, err := l.cs.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = l.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
+	}
+	if err != nil {
+		l.t.Fatalf("apply EndpointSlice %s: %v", name, err)
+	}
+}
+
+func slicePort(name string, port uint16) discovery.EndpointPort {
+	return discovery.EndpointPort{Name: new(name), Port: new(int32(port)), Protocol: new(v1.ProtocolTCP)}
+}
+
+// conditions for endpoints, as the EndpointSlice controller writes them.
+var (
+	readyCond       = discovery.EndpointConditions{Ready: new(true), Serving: new(true), Terminating: new(false)}
+	notReadyCond    = discovery.EndpointConditions{Ready: new(false), Serving: new(false), Terminating: new(false)}
+	drainingCond    = discovery.EndpointConditions{Ready: new(false), Serving: new(true), Terminating: new(true)}
+	terminatingCond = discovery.EndpointConditions{Ready: new(false), Serving: new(false), Terminating: new(true)}
+)
+
+// endpoint is b's entry in an EndpointSlice, with conditions c.
+func endpoint(b *backend, c discovery.EndpointConditions) discovery.Endpoint {
+	return discovery.Endpoint{
+		Addresses:  []string{b.addr.Addr().String()},
+		Conditions: c,
+		TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
+	}
+}
+
+// waitRule waits until the rule for vip satisfies cond (nil rule: absent).
+func (l *lab) waitRule(vip string, cond func(r *Rule) bool) {
+	l.t.Helper()
+	ap := netip.MustParseAddrPort(vip)
+	err := l.p.Wait(l.ctx(), func(rules []Rule) bool {
+		r, ok := findRule(rules, ap)
+		if !ok {
+			return cond(nil)
+		}
+		return cond(&r)
+	})
+	if err != nil {
+		l.t.Fatalf("rule for %s: %v; rules now %+v", vip, err, l.p.Rules())
+	}
+}
+
+// waitEndpoints waits until vip's eligible endpoints are exactly bs.
+func (l *lab) waitEndpoints(vip string, bs ...*backend) {
+	l.t.Helper()
+	var want []netip.AddrPort
+	for _, b := range bs {
+		want = append(want, b.addr)
+	}
+	l.waitRule(vip, func(r *Rule) bool {
+		var got []netip.AddrPort
+		if r != nil {
+			for _, e := range r.Endpoints {
+				got = append(got, e.Addr)
+			}
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want) && (r != nil && r.Listening) == (len(want) > 0)
+	})
+}
+
+func (l *lab) waitListening(vip string) {
+	l.t.Helper()
+	if err := l.p.WaitListening(l.ctx(), vip); err != nil {
+		l.t.Fatalf("WaitListening(%s): %v", vip, err)
+	}
+}
+
+// waitClosed waits for the ConnClosed event of the connection from client.
+func (l *lab) waitClosed(client net.Addr) Conn {
+	l.t.Helper()
+	want := addrPort(client)
+	timeout := time.After(deadline)
+	for {
+		select {
+		case ev := <-l.events:
+			if ev.e == ConnClosed && ev.c.Client == want {
+				return ev.c
+			}
+		case <-timeout:
+			l.t.Fatalf("no ConnClosed event for %v", want)
+		}
+	}
+}
+
+// backend is a stand-in pod: a TCP server that answers each line with
+// "<name> <line>", says "<name> bye" when the client half-closes, and records
+// the source address of every connection it accepts.
+type backend struct {
+	name string
+	addr netip.AddrPort
+	ln   net.Listener
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	conns   map[net.Conn]bool
+	remotes []netip.AddrPort
+}
+
+// startBackends starts one backend per IP, all on the same free port (an
+// EndpointSlice port applies to every endpoint of the slice). Names are
+// "pod-" + the IP's last octet.
+func startBackends(t testing.TB, ips ...string) []*backend {
+	t.Helper()
+	for attempt := 0; attempt < 20; attempt++ {
+		bs, err := listenAll(t, ips)
+		if err == nil {
+			return bs
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("no common free port for backends")
+	return nil
+}
+
+func listenAll(t testing.TB, ips []string) ([]*backend, error) {
+	var bs []*backend
+	port := "0"
+	for _, ip := range ips {
+		ln, err := loopback.Listen(context.Background(), net.JoinHostPort(ip, port))
+		if err != nil {
+			for _, b := range bs {
+				b.ln.Close()
+				b.wg.Wait()
+			}
+			return nil, err
+		}
+		b := &backend{name: "pod-" + ip[strings.LastIndexByte(ip, '.')+1:], ln: ln, conns: map[net.Conn]bool{}}
+		b.addr = addrPort(ln.Addr())
+		port = fmt.Sprint(b.addr.Port())
+		b.wg.Go(b.serve)
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		t.Cleanup(b.stop)
+	}
+	return bs, nil
+}
+
+func (b *backend) serve() {
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		b.mu.Lock()
+		b.conns[c] = true
+		b.remotes = append(b.remotes, addrPort(c.RemoteAddr()))
+		b.mu.Unlock()
+		b.wg.Go(func() { b.answer(c) })
+	}
+}
+
+func (b *backend) answer(c net.Conn) {
+	defer func() {
+		c.Close()
+		b.mu.Lock()
+		delete(b.conns, c)
+		b.mu.Unlock()
+	}()
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			fmt.Fprintf(c, "%s bye\n", b.name)
+			return
+		}
+		if _, err := fmt.Fprintf(c, "%s %s", b.name, line); err != nil {
+			return
+		}
+	}
+}
+
+func (b *backend) stop() {
+	b.ln.Close()
+	b.mu.Lock()
+	for c := range b.conns {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+func (b *backend) remoteIPs() []netip.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ips []netip.Addr
+	for _, r := range b.remotes {
+		ips = append(ips, r.Addr())
+	}
+	return ips
+}
+
+// client is a line-oriented connection to a VIP.
+type client struct {
+	*net.TCPConn
+	r *bufio.Reader
+}
+
+// dial connects to addr from source (zero: kernel's choice).
+func dial(addr, source string) (*client, error) {
+	d := loopback.Dialer{Timeout: deadline}
+	if source != "" {
+		d.Source = netip.MustParseAddr(source)
+	}
+	c, err := d.DialContext(context.Background(), addr)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(deadline))
+	return &client{c.(*net.TCPConn), bufio.NewReader(c)}, nil
+}
+
+func mustDial(t testing.TB, addr string) *client {
+	t.Helper()
+	c, err := dial(addr, "")
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ask sends msg and returns the name of the backend that answered.
+func (c *client) ask(msg string) (string, error) {
+	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
+		return "", err
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	name, got, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	if got != msg {
+		return "", fmt.Errorf("backend %s echoed %q, want %q", name, got, msg)
+	}
+	return name, nil
+}
+
+func (c *client) mustAsk(t testing.TB, msg string) string {
+	t.Helper()
+	name, err := c.ask(msg)
+	if err != nil {
+		t.Fatalf("round trip %q: %v", msg, err)
+	}
+	return name
+}
+
+// once opens a connection to vip from the kernel's choice of source, does one
+// round trip and closes it, returning the backend that answered.
+func once(vip string) (string, error) { return onceFrom(vip, "") }
+
+// onceFrom is once from source. Every connection leaves two sockets in
+// TIME_WAIT on the source IP (client and proxy-to-pod, the proxy dialling
+// from the client's IP), so tests with many connections spread them over
+// several source IPs to stay far from the ~28k ephemeral ports per IP.
+func onceFrom(vip, source string) (string, error) {
+	c, err := dial(vip, source)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.ask("hello")
+}

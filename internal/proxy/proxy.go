@@ -1,0 +1,220 @@
+// Package proxy emulates kube-proxy's iptables/nftables dataplane for
+// ClusterIP Services inside the lab: every TCP port of a Service whose
+// ClusterIP is in 127.0.0.0/8 gets a listener on ClusterIP:port, and each
+// accepted connection is relayed to one endpoint picked uniformly at random
+// when it opens (conntrack NEW), dialled from the client's own IP (DNAT
+// without SNAT). Endpoint changes never touch established connections. While
+// a Service port has no eligible endpoint its listener is closed, so connects
+// are refused as REJECT makes them.
+//
+// Semantics follow kubernetes/kubernetes pkg/proxy: topology.go
+// (CategorizeEndpoints: ready endpoints, else serving and terminating ones),
+// endpointslicecache.go (all slices of a Service merged, ports matched by
+// name), iptables/proxier.go and nftables/proxier.go (uniform random pick per
+// new connection, REJECT without endpoints, TCP conntrack entries kept).
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Config tunes a Proxier. The zero value works.
+type Config struct {
+	// Seed seeds the per-connection endpoint pick. Each VIP draws from its
+	// own stream derived from Seed and the VIP, so with the same Seed and the
+	// same order of connections to a VIP the same endpoints are picked.
+	// Zero (the default) seeds randomly.
+	Seed uint64
+	// DialTimeout bounds the connect to the chosen pod; when it expires the
+	// client connection is reset. Zero means 1s.
+	DialTimeout time.Duration
+	// OnConn, if not nil, is called on the connection's goroutine when a
+	// tracked connection opens (the pod accepted) and when it closes (both
+	// directions done). It must return quickly. Nil means no hook.
+	OnConn func(Conn, ConnEvent)
+	// Logger receives warnings (skipped Services, listen failures) and debug
+	// records (failed dials). Nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultDialTimeout is the connect timeout used when Config.DialTimeout is 0.
+const DefaultDialTimeout = time.Second
+
+// Proxier is the emulated kube-proxy. Create it with New, start the
+// informer factory, then call Run.
+type Proxier struct {
+	seed        uint64
+	dialTimeout time.Duration
+	onConn      func(Conn, ConnEvent)
+	log         *slog.Logger
+
+	services  corelisters.ServiceLister
+	slices    discoverylisters.EndpointSliceLister
+	handlers  []handlerRegistration
+	handleErr error
+
+	queue   queue
+	track   conntrack
+	rules   rulesBoard
+	wg      sync.WaitGroup // accept loops and relays
+	started atomic.Bool
+
+	// Owned by the Run goroutine.
+	ports      map[types.NamespacedName]map[netip.AddrPort]*servicePort
+	owner      map[netip.AddrPort]types.NamespacedName
+	conflicted map[types.NamespacedName]bool
+	warned     map[string]bool
+}
+
+type handlerRegistration struct {
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+}
+
+// New returns a Proxier fed by factory's Services and discovery/v1
+// EndpointSlices informers, which it registers; the caller starts factory
+// (before or after Run).
+func New(factory informers.SharedInformerFactory, cfg Config) *Proxier {
+	p := &Proxier{
+		seed:        cfg.Seed,
+		dialTimeout: cfg.DialTimeout,
+		onConn:      cfg.OnConn,
+		log:         cfg.Logger,
+		services:    factory.Core().V1().Services().Lister(),
+		slices:      factory.Discovery().V1().EndpointSlices().Lister(),
+		queue:       newQueue(),
+		rules:       newRulesBoard(),
+		ports:       map[types.NamespacedName]map[netip.AddrPort]*servicePort{},
+		owner:       map[netip.AddrPort]types.NamespacedName{},
+		conflicted:  map[types.NamespacedName]bool{},
+		warned:      map[string]bool{},
+	}
+	if p.dialTimeout <= 0 {
+		p.dialTimeout = DefaultDialTimeout
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.log = p.log.With("component", "proxy")
+	p.handle(factory.Core().V1().Services().Informer())
+	p.handle(factory.Discovery().V1().EndpointSlices().Informer())
+	return p
+}
+
+// handle registers p's event handler on inf.
+func (p *Proxier) handle(inf cache.SharedIndexInformer) {
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.onChange(nil, obj) },
+		UpdateFunc: p.onChange,
+		DeleteFunc: func(obj any) { p.onChange(obj, nil) },
+	})
+	if err != nil {
+		p.handleErr = errors.Join(p.handleErr, fmt.Errorf("proxy: registering event handler: %w", err))
+		return
+	}
+	p.handlers = append(p.handlers, handlerRegistration{inf, reg})
+}
+
+// onChange marks the Services behind old and cur (a Service, or an
+// EndpointSlice through its kubernetes.io/service-name label) for the next
+// sync. It never blocks the informer.
+func (p *Proxier) onChange(old, cur any) {
+	for _, obj := range []any{old, cur} {
+		if key, ok := serviceKey(obj); ok {
+			p.queue.add(key)
+		}
+	}
+}
+
+// Run syncs the dataplane with the informers' Services and EndpointSlices
+// until ctx ends, then closes every listener and every relayed connection
+// and waits for all its goroutines before returning nil. It may be called
+// once.
+func (p *Proxier) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("proxy: Run called more than once")
+	}
+	defer p.shutdown()
+	if p.handleErr != nil {
+		return p.handleErr
+	}
+	synced := make([]cache.InformerSynced, len(p.handlers))
+	for i, h := range p.handlers {
+		synced[i] = h.reg.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil // ctx ended first
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.queue.ready:
+			p.sync(ctx)
+		}
+	}
+}
+
+// shutdown tears the dataplane down: handlers, listeners, then relays, and
+// waits for every goroutine p started.
+func (p *Proxier) shutdown() {
+	for _, h := range p.handlers {
+		h.informer.RemoveEventHandler(h.reg)
+	}
+	for key, ports := range p.ports {
+		for _, sp := range ports {
+			sp.closeListener()
+		}
+		delete(p.ports, key)
+	}
+	p.track.closeAll()
+	p.wg.Wait()
+	p.rules.stop()
+}
+
+// Conntrack returns a snapshot of the currently open relayed connections,
+// oldest first.
+func (p *Proxier) Conntrack() []Conn { return p.track.snapshot() }
+
+// queue is the set of Services whose rules need a sync, kube-proxy's
+// "pending changes", with a one-slot signal for the Run loop.
+type queue struct {
+	mu    sync.Mutex
+	dirty map[types.NamespacedName]struct{}
+	ready chan struct{}
+}
+
+func newQueue() queue {
+	return queue{dirty: map[types.NamespacedName]struct{}{}, ready: make(chan struct{}, 1)}
+}
+
+func (q *queue) add(key types.NamespacedName) {
+	q.mu.Lock()
+	q.dirty[key] = struct{}{}
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) take() map[types.NamespacedName]struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := q.dirty
+	q.dirty = map[types.NamespacedName]struct{}{}
+	return d
+}
