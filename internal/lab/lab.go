@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +24,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 )
 
 // MaxIndex is the largest Config.Index: index i uses 127.(244+i).0.0/16 for
@@ -187,7 +190,39 @@ func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
 			return err
 		}
 	}
-	return nil
+	return l.waitCached(ctx, ordered)
+}
+
+// waitCached waits until the informer caches hold every object, so that
+// components and waits that read the caches see what was just written.
+func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
+	f := l.Cluster.Factory()
+	stores := map[string]cache.Store{
+		"Namespace":     f.Core().V1().Namespaces().Informer().GetStore(),
+		"Service":       f.Core().V1().Services().Informer().GetStore(),
+		"Deployment":    f.Apps().V1().Deployments().Informer().GetStore(),
+		"EndpointSlice": f.Discovery().V1().EndpointSlices().Informer().GetStore(),
+	}
+	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, o := range objs {
+			m, err := meta.Accessor(o)
+			if err != nil {
+				return false, err
+			}
+			key := m.GetName()
+			if _, isNS := o.(*corev1.Namespace); !isNS {
+				key = ns(m) + "/" + key
+			}
+			store := stores[fmt.Sprintf("%T", o)[strings.LastIndexByte(fmt.Sprintf("%T", o), '.')+1:]]
+			if store == nil {
+				continue
+			}
+			if _, ok, _ := store.GetByKey(key); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func (l *Lab) create(ctx context.Context, o runtime.Object) error {
@@ -308,7 +343,7 @@ func (l *Lab) waitDeployments(ctx context.Context) error {
 			return false, err
 		}
 		for _, d := range ds {
-			if d.Status.ReadyReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
+			if d.Status.ObservedGeneration < d.Generation || d.Status.ReadyReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
 				short = fmt.Sprintf("Deployment %s/%s: %d of %d pods ready%s", d.Namespace, d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas, l.podProblem(d))
 				return false, nil
 			}

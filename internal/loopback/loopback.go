@@ -55,6 +55,7 @@ func (d Dialer) DialContext(ctx context.Context, addr string) (net.Conn, error) 
 			return nil, err
 		}
 		nd.LocalAddr = &net.TCPAddr{IP: d.Source.AsSlice()}
+		nd.Control = bindNoPort
 	}
 	return nd.DialContext(ctx, "tcp", addr)
 }

@@ -37,8 +37,8 @@ type File struct {
 
 // supported lists the object kinds a lab runs, by apiVersion/kind.
 var supported = map[string]bool{
-	"v1/Namespace":     true,
-	"v1/Service":       true,
+	"v1/Namespace":       true,
+	"v1/Service":         true,
 	"apps/v1/Deployment": true,
 }
 

@@ -70,6 +70,7 @@ type ClientStats struct {
 	Errors   map[string]int64 `json:"errors"`
 	ByPod    map[string]int64 `json:"by_pod"` // client-side, from replies
 	Opened   int              `json:"conns_opened"`
+	OpenedAt []float64        `json:"conns_opened_at_s"`
 	Restarts []float64        `json:"restarts_s"`
 }
 
@@ -320,6 +321,9 @@ func (r *Recorder) clientStats(c *clientSeries) ClientStats {
 	}
 	for pod, k := range c.byPod {
 		cs.ByPod[pod] = k.sum(0, len(*k))
+	}
+	for _, iv := range c.conns {
+		cs.OpenedAt = append(cs.OpenedAt, secs(iv.from))
 	}
 	for _, at := range c.restarts {
 		cs.Restarts = append(cs.Restarts, secs(at))

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/scenario"
+	"github.com/pinlab/pinlab/scenarios"
+	"github.com/spf13/cobra"
+)
+
+// LabRunOptions are the inputs of `pinlab lab run`.
+type LabRunOptions struct {
+	// File is a scenario file path or a built-in scenario name.
+	File       string
+	Output     string // "table" or "json"
+	Variants   []string
+	Sequential bool
+	Seed       uint64
+	// Progress: "auto" (a live line when stderr is a terminal), "on", "off".
+	Progress string
+
+	Out, Err io.Writer
+}
+
+// NewCmdLabRun returns `pinlab lab run`; runF replaces the behaviour in
+// tests (nil means labRun).
+func NewCmdLabRun(stdout, stderr io.Writer, runF func(context.Context, *LabRunOptions) error) *cobra.Command {
+	opts := &LabRunOptions{Out: stdout, Err: stderr}
+	cmd := &cobra.Command{
+		Use:   "run [FILE|NAME]",
+		Short: "Run a scenario and report per-pod request rates for each variant",
+		Long: fmt.Sprintf(`Run a scenario: Kubernetes YAML (Namespace, Deployment, Service) plus one
+kind: Scenario document. Without an argument runs the built-in %q scenario.
+Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", ")),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("lab run takes at most one scenario, got %d", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = scenarios.Default
+			if len(args) == 1 {
+				opts.File = args[0]
+			}
+			if opts.Output != "table" && opts.Output != "json" {
+				return usageError{fmt.Errorf("-o %q: expected table or json", opts.Output)}
+			}
+			if opts.Progress != "auto" && opts.Progress != "on" && opts.Progress != "off" {
+				return usageError{fmt.Errorf("--progress %q: expected auto, on or off", opts.Progress)}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return labRun(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Output, "output", "o", "table", "output format: table or json (the full result)")
+	f.StringSliceVar(&opts.Variants, "variant", nil, "run only these variants (repeat or comma-separate)")
+	f.BoolVar(&opts.Sequential, "sequential", false, "run variants one after another instead of side by side")
+	f.Uint64Var(&opts.Seed, "seed", 0, "seed for pod names, ClusterIPs and random picks (0: random, reported)")
+	f.StringVar(&opts.Progress, "progress", "auto", "progress line on stderr: auto, on or off")
+	return cmd
+}
+
+func labRun(ctx context.Context, opts *LabRunOptions) error {
+	f, err := scenario.Open(opts.File)
+	if err != nil {
+		return err
+	}
+	ro := scenario.Options{Sequential: opts.Sequential, Variants: opts.Variants, Seed: opts.Seed}
+	if show(opts) {
+		pl := &progressLine{w: opts.Err, live: isTerminal(opts.Err)}
+		ro.Progress = pl.update
+		defer pl.finish()
+	}
+	res, err := scenario.Run(ctx, f, ro)
+	if res != nil {
+		if opts.Output == "json" {
+			if werr := report.JSON(opts.Out, res); werr != nil {
+				return werr
+			}
+		} else if werr := report.Text(opts.Out, res); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, v := range res.Variants {
+		if v.Error != "" {
+			return fmt.Errorf("variant %s failed: %s", v.Name, v.Error)
+		}
+	}
+	return nil
+}
+
+func show(opts *LabRunOptions) bool {
+	switch opts.Progress {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return isTerminal(opts.Err)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine renders scenario progress: one rewritten line on a terminal,
+// otherwise a line every 10s and at each state change.
+type progressLine struct {
+	w     io.Writer
+	live  bool
+	last  string
+	lastT time.Time
+	wrote bool
+}
+
+func (p *progressLine) update(ps []scenario.Progress) {
+	var parts []string
+	var states []string
+	var elapsed, dur time.Duration
+	for _, v := range ps {
+		parts = append(parts, fmt.Sprintf("%s %s %d calls", v.Variant, v.State, v.Calls))
+		if v.Failed > 0 {
+			parts[len(parts)-1] += fmt.Sprintf(" (%d failed)", v.Failed)
+		}
+		states = append(states, v.State)
+		elapsed, dur = max(elapsed, v.Elapsed), max(dur, v.Duration)
+	}
+	line := fmt.Sprintf("[%4.1fs/%.0fs] %s", elapsed.Seconds(), dur.Seconds(), strings.Join(parts, " | "))
+	stateKey := strings.Join(states, ",")
+	if p.live {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.wrote = true
+		return
+	}
+	if stateKey != p.last || time.Since(p.lastT) >= 10*time.Second {
+		fmt.Fprintln(p.w, line)
+		p.last, p.lastT = stateKey, time.Now()
+	}
+}
+
+func (p *progressLine) finish() {
+	if p.live && p.wrote {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

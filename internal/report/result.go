@@ -1,0 +1,48 @@
+// Package report renders the results of lab runs: a terminal report with
+// per-variant, per-window pod tables and a comparison across variants, and
+// the full result as JSON for tools. It only formats data; it measures
+// nothing.
+package report
+
+import "github.com/pinlab/pinlab/internal/stats"
+
+// Result is everything a run measured.
+type Result struct {
+	Scenario    string       `json:"scenario"`
+	Description string       `json:"description,omitempty"`
+	Source      string       `json:"source"`
+	Duration    float64      `json:"duration_s"`
+	Seed        uint64       `json:"seed"`
+	SideBySide  bool         `json:"side_by_side"`
+	MinResolve  float64      `json:"grpc_min_resolution_interval_s"`
+	DNSTTL      float64      `json:"dns_ttl_s"`
+	Windows     []WindowSpec `json:"windows"`
+	Steps       []string     `json:"timeline"`
+	Variants    []Variant    `json:"variants"`
+}
+
+// WindowSpec is a measurement window.
+type WindowSpec struct {
+	Name string  `json:"name"`
+	From float64 `json:"from_s"`
+	To   float64 `json:"to_s"`
+}
+
+// Variant is one variant's measurements and reading.
+type Variant struct {
+	Name          string        `json:"name"`
+	Description   string        `json:"description,omitempty"`
+	Target        string        `json:"target"`
+	ServiceKind   string        `json:"service_kind"` // ClusterIP or headless
+	ClusterIP     string        `json:"cluster_ip,omitempty"`
+	Policy        string        `json:"policy"`
+	Servers       string        `json:"servers,omitempty"`
+	Clients       int           `json:"clients"`
+	RatePerClient float64       `json:"rate_per_client"`
+	DNS           string        `json:"dns_addr,omitempty"`
+	PodCIDR       string        `json:"pod_cidr,omitempty"`
+	Summary       stats.Summary `json:"summary"`
+	Why           string        `json:"why,omitempty"`
+	StepErrors    []string      `json:"step_errors,omitempty"`
+	Error         string        `json:"error,omitempty"`
+}

@@ -1,0 +1,170 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/pinlab/pinlab/internal/stats"
+)
+
+// MaxPodRows bounds the pod rows printed per window; the JSON has them all.
+const MaxPodRows = 24
+
+// JSON writes r as indented JSON.
+func JSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Text writes the terminal report: a header, then per variant its windows'
+// pod tables and the line saying why, then a comparison across variants.
+func Text(w io.Writer, r *Result) error {
+	p := &printer{w: w}
+	p.header(r)
+	for _, v := range r.Variants {
+		p.variant(v)
+	}
+	if len(r.Variants) > 1 {
+		p.comparison(r)
+	}
+	return p.err
+}
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *printer) header(r *Result) {
+	p.f("pinlab lab run: %s (%s)\n", r.Scenario, r.Source)
+	if r.Description != "" {
+		p.f("  %s\n", r.Description)
+	}
+	how := "side by side"
+	if !r.SideBySide {
+		how = "one after another"
+	}
+	p.f("  %gs per variant, %d variant(s) %s, seed %d; grpc-go min re-resolution %gs; DNS TTL %gs\n",
+		r.Duration, len(r.Variants), how, r.Seed, r.MinResolve, r.DNSTTL)
+	if len(r.Steps) > 0 {
+		p.f("  timeline: %s\n", strings.Join(r.Steps, "; "))
+	}
+}
+
+func (p *printer) variant(v Variant) {
+	p.f("\n== %s", v.Name)
+	if v.Description != "" {
+		p.f(": %s", v.Description)
+	}
+	p.f("\n   %d client(s) -> %s (%s", v.Clients, v.Target, v.ServiceKind)
+	if v.ClusterIP != "" {
+		p.f(" %s", v.ClusterIP)
+	}
+	p.f("), %s, %g calls/s each", v.Policy, v.RatePerClient)
+	if v.Servers != "" {
+		p.f("; servers: %s", v.Servers)
+	}
+	p.f("\n")
+	if v.Error != "" {
+		p.f("   FAILED: %s\n", v.Error)
+		return
+	}
+	for _, w := range v.Summary.Windows {
+		p.window(w)
+	}
+	for _, e := range v.StepErrors {
+		p.f("   step failed: %s\n", e)
+	}
+	if v.Why != "" {
+		p.f("   why: %s\n", v.Why)
+	}
+}
+
+func errorsIn(w stats.WindowStats) int64 {
+	var n int64
+	for _, c := range w.Errors {
+		n += c
+	}
+	return n
+}
+
+func (p *printer) window(w stats.WindowStats) {
+	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %.2f, max/mean %.2f, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms\n",
+		w.Name, w.From, w.To, w.Rate, w.Jain, w.MaxMean, w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99)
+	if len(w.Errors) > 0 {
+		p.f("   errors by code: %s\n", codes(w.Errors))
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "   #\tPOD\tIP\tREADY\tCALLS/S\tSHARE\tCONNS\t\n")
+	for i, ps := range w.Pods {
+		if i == MaxPodRows {
+			fmt.Fprintf(tw, "   \t... %d more (see -o json)\t\t\t\t\t\t\n", len(w.Pods)-i)
+			break
+		}
+		ready := "-"
+		if ps.ReadyAt != nil {
+			ready = fmt.Sprintf("%.1fs", *ps.ReadyAt)
+			if ps.Added {
+				ready = "+" + ready
+			}
+		}
+		fmt.Fprintf(tw, "   %d\t%s\t%s\t%s\t%.1f\t%.1f%%\t%.1f\t\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns)
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+func codes(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *printer) comparison(r *Result) {
+	p.f("\n== comparison (READY +: pod added during the run; ADDED: share of calls those pods served)\n")
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "WINDOW\tVARIANT\tPODS\tIDLE\tJAIN\tMAX/MEAN\tADDED\tCONNS/CLIENT\tCALLS/S\tERRORS\tP99\n")
+	for i, ws := range r.Windows {
+		for _, v := range r.Variants {
+			if v.Error != "" || i >= len(v.Summary.Windows) {
+				fmt.Fprintf(tw, "%s\t%s\tfailed\t\t\t\t\t\t\t\t\n", ws.Name, v.Name)
+				continue
+			}
+			w := v.Summary.Windows[i]
+			added := "-"
+			if w.AddedPods > 0 {
+				added = fmt.Sprintf("%.1f%%", 100*w.AddedShare)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%.1f\t%.0f\t%d\t%.2fms\n",
+				ws.Name, v.Name, len(w.Pods), w.Idle, w.Jain, w.MaxMean, added, w.ConnsPerClient, w.Rate, errorsIn(w), w.LatencyP99)
+		}
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+	p.f("\nwhy, per variant:\n")
+	for _, v := range r.Variants {
+		if v.Why != "" {
+			p.f("  %s: %s\n", v.Name, v.Why)
+		}
+	}
+}

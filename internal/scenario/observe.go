@@ -1,0 +1,136 @@
+package scenario
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/proxy"
+	"github.com/pinlab/pinlab/internal/stats"
+	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// podObserver records what one pod served; only pricing calls count, so
+// kubelet health probes do not.
+type podObserver struct {
+	rec  *stats.Recorder
+	name string
+}
+
+func (o podObserver) Served(peer netip.AddrPort, method string, code codes.Code) {
+	if code == codes.OK && strings.HasPrefix(method, "/pricing.v1.Pricing/") {
+		o.rec.Served(o.name, peer.Addr(), time.Now())
+	}
+}
+
+func (o podObserver) Conn(peer netip.AddrPort, open bool) {
+	o.rec.PodConn(o.name, peer, open, time.Now())
+}
+
+// clientObserver records one load client's calls and connections.
+type clientObserver struct {
+	rec  *stats.Recorder
+	name string
+}
+
+func (o clientObserver) Called(r load.Result) {
+	o.rec.Call(o.name, r.Pod, r.Code, r.Latency, r.Due)
+}
+
+func (o clientObserver) Conn(remote netip.AddrPort, open bool) {
+	o.rec.ClientConn(o.name, remote, open, time.Now())
+}
+
+func dnsObserver(rec *stats.Recorder) func(clusterdns.QueryEvent) {
+	return func(ev clusterdns.QueryEvent) {
+		q := stats.DNSQuery{Name: ev.Name, Type: dns.TypeToString[ev.Type], Rcode: dns.RcodeToString[ev.Rcode], Answers: ev.Answers}
+		if ev.Client != nil {
+			q.Client = ev.Client.String()
+		}
+		rec.DNS(q, ev.Time)
+	}
+}
+
+func proxyObserver(rec *stats.Recorder) func(proxy.Conn, proxy.ConnEvent) {
+	return func(c proxy.Conn, ev proxy.ConnEvent) {
+		switch ev {
+		case proxy.ConnOpened:
+			rec.ProxyConnOpened(c.Client, c.VIP.String(), c.Endpoint.String(), c.Pod, c.Opened)
+		case proxy.ConnClosed:
+			rec.ProxyConnClosed(c.Client, c.VIP.String(), time.Now())
+		}
+	}
+}
+
+// podPhases turns pod informer events into lifecycle records: created,
+// ready / not-ready, terminating, deleted.
+type podPhases struct {
+	rec *stats.Recorder
+
+	mu    sync.Mutex
+	state map[types.UID]podState
+}
+
+type podState struct {
+	ready, terminating bool
+}
+
+func newPodPhases(rec *stats.Recorder) *podPhases {
+	return &podPhases{rec: rec, state: map[types.UID]podState{}}
+}
+
+func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.update,
+		UpdateFunc: func(_, cur any) { p.update(cur) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				p.mu.Lock()
+				delete(p.state, pod.UID)
+				p.mu.Unlock()
+				p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodDeleted, time.Now())
+			}
+		},
+	}
+}
+
+func (p *podPhases) update(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old, seen := p.state[pod.UID]
+	now := time.Now()
+	if !seen {
+		p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodCreated, pod.CreationTimestamp.Time)
+	}
+	cur := podState{ready: cluster.IsPodReady(pod), terminating: pod.DeletionTimestamp != nil}
+	if cur.ready != old.ready {
+		ph := stats.PodNotReady
+		if cur.ready {
+			ph = stats.PodReady
+		}
+		p.rec.PodPhase(pod.Name, pod.Status.PodIP, ph, now)
+	}
+	if cur.terminating && !old.terminating {
+		p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodTerminating, now)
+	}
+	p.state[pod.UID] = cur
+}
+
+var _ pod.Observer = podObserver{}
+var _ load.Observer = clientObserver{}

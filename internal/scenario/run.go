@@ -1,0 +1,430 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/stats"
+	grpcdns "google.golang.org/grpc/resolver/dns"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// DefaultMinResolutionInterval is grpc-go's own minimum time between DNS
+// resolutions of a channel.
+const DefaultMinResolutionInterval = 30 * time.Second
+
+// setupTimeout bounds the wait for a variant's initial pods and data plane.
+const setupTimeout = 60 * time.Second
+
+// Options configure Run. The zero value runs every variant side by side.
+type Options struct {
+	// Sequential runs variants one after another instead of side by side.
+	Sequential bool
+	// Variants selects variants by name; empty means all.
+	Variants []string
+	// Seed makes pod names, ClusterIPs and random picks repeatable; 0 picks
+	// one (reported in the result).
+	Seed uint64
+	// Progress, if not nil, is called about twice a second, and once at the
+	// end, from one goroutine.
+	Progress func([]Progress)
+	// Logger receives component logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Progress is one variant's state for a progress line.
+type Progress struct {
+	Variant  string
+	State    string // "starting", "running", "done", "failed"
+	Elapsed  time.Duration
+	Duration time.Duration
+	Calls    int64
+	Failed   int64
+}
+
+// Run runs the file's variants and returns their results. Variants run side
+// by side in separate mini-clusters (up to lab.MaxIndex+1 at a time) unless
+// opts.Sequential. A variant that fails to start is reported in its result;
+// Run itself fails only for bad options or when ctx ends.
+func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
+	plans, err := selectPlans(f.Plans(), opts.Variants)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Seed == 0 {
+		opts.Seed = rand.Uint64()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	sp := f.Scenario.Spec
+	minRes := DefaultMinResolutionInterval
+	if sp.GRPC.MinResolutionInterval != nil {
+		minRes = sp.GRPC.MinResolutionInterval.Duration
+	}
+	// Process-wide in grpc-go; set it every run so a previous run's value
+	// never leaks into this one.
+	grpcdns.SetMinResolutionInterval(minRes)
+	res := &report.Result{
+		Scenario: f.Scenario.Metadata.Name, Description: sp.Description, Source: f.Name,
+		Duration: sp.Duration.Duration.Seconds(), Seed: opts.Seed, SideBySide: !opts.Sequential,
+		MinResolve: minRes.Seconds(), DNSTTL: 5,
+	}
+	if sp.DNS.TTL != nil {
+		res.DNSTTL = sp.DNS.TTL.Duration.Seconds()
+	}
+	for _, w := range plans[0].Windows {
+		res.Windows = append(res.Windows, report.WindowSpec{Name: w.Name, From: w.From.Seconds(), To: w.To.Seconds()})
+	}
+	for _, st := range sp.Timeline {
+		res.Steps = append(res.Steps, st.describe())
+	}
+	runs := make([]*variantRun, len(plans))
+	for i, p := range plans {
+		runs[i] = &variantRun{file: f, plan: p, opts: opts, seed: opts.Seed + uint64(i)*7919}
+		runs[i].state.Store("waiting")
+	}
+	stopProgress := startProgress(opts.Progress, runs)
+	batch := lab.MaxIndex + 1
+	if opts.Sequential {
+		batch = 1
+	}
+	for start := 0; start < len(runs); start += batch {
+		var wg sync.WaitGroup
+		for i, r := range runs[start:min(start+batch, len(runs))] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.run(ctx, i)
+			}()
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	stopProgress()
+	for _, r := range runs {
+		res.Variants = append(res.Variants, r.result)
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("scenario: interrupted: %w", context.Cause(ctx))
+	}
+	return res, nil
+}
+
+func selectPlans(all []Plan, names []string) ([]Plan, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Plan
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(p Plan) bool { return p.Name == n })
+		if i < 0 {
+			var have []string
+			for _, p := range all {
+				have = append(have, p.Name)
+			}
+			return nil, fmt.Errorf("scenario: no variant %q (variants: %s)", n, strings.Join(have, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// startProgress calls report every 500ms until the returned stop is called,
+// which reports once more and waits.
+func startProgress(report func([]Progress), runs []*variantRun) (stop func()) {
+	if report == nil {
+		return func() {}
+	}
+	snapshot := func() []Progress {
+		out := make([]Progress, len(runs))
+		for i, r := range runs {
+			out[i] = r.progress()
+		}
+		return out
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				report(snapshot())
+				return
+			case <-t.C:
+				report(snapshot())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+func (st Step) describe() string {
+	at := st.At.Duration.String()
+	switch {
+	case st.Scale != nil:
+		return fmt.Sprintf("%s: scale Deployment %s to %d", at, st.Scale.Deployment, *st.Scale.Replicas)
+	case st.RestartClient != nil:
+		return fmt.Sprintf("%s: restart client %s", at, st.RestartClient.Client)
+	}
+	return at
+}
+
+// variantRun is one variant in its own lab.
+type variantRun struct {
+	file *File
+	plan Plan
+	opts Options
+	seed uint64
+
+	state   atomic.Value // string
+	rec     atomic.Pointer[stats.Recorder]
+	started atomic.Int64 // unix nanos of load start
+	result  report.Variant
+}
+
+func (r *variantRun) progress() Progress {
+	p := Progress{Variant: r.plan.Name, State: r.state.Load().(string), Duration: r.plan.Duration}
+	if s := r.started.Load(); s != 0 {
+		p.Elapsed = min(time.Since(time.Unix(0, s)), r.plan.Duration)
+	}
+	if rec := r.rec.Load(); rec != nil {
+		p.Calls, p.Failed = rec.Totals()
+	}
+	return p
+}
+
+func (r *variantRun) run(ctx context.Context, index int) {
+	p := r.plan
+	first := p.Clients[0]
+	r.result = report.Variant{
+		Name: p.Name, Description: p.Description, Policy: first.Policy, Servers: p.Servers,
+		Target: fmt.Sprintf("%s:%d", first.Target.Host, first.Target.Port), ServiceKind: "ClusterIP",
+		Clients: len(p.Clients), RatePerClient: first.Rate,
+	}
+	if first.Target.Headless() {
+		r.result.ServiceKind = "headless"
+	}
+	r.state.Store("starting")
+	if err := r.execute(ctx, index); err != nil {
+		r.result.Error = err.Error()
+		r.state.Store("failed")
+		return
+	}
+	r.state.Store("done")
+}
+
+func (r *variantRun) execute(ctx context.Context, index int) error {
+	rec := stats.NewRecorder(time.Now())
+	r.rec.Store(rec)
+	sp := r.file.Scenario.Spec
+	cfg := lab.Config{
+		Index: index, Seed: r.seed, Logger: r.opts.Logger,
+		PodObserver: func(p *corev1.Pod) pod.Observer { return podObserver{rec: rec, name: p.Name} },
+		DNSQuery:    dnsObserver(rec),
+		ProxyConn:   proxyObserver(rec),
+	}
+	if sp.DNS.TTL != nil {
+		cfg.DNSTTL = sp.DNS.TTL.Duration
+		if cfg.DNSTTL == 0 {
+			cfg.DNSTTL = -1 // explicit zero: no caching
+		}
+	}
+	cfg.DNSFixedOrder = sp.DNS.FixedOrder
+	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	l, err := lab.Start(setupCtx, cfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	r.result.DNS = l.DNSAddr()
+	r.result.PodCIDR = l.Cluster.Config().PodCIDR.String()
+	l.Cluster.Factory().Core().V1().Pods().Informer().AddEventHandler(newPodPhases(rec).handlers())
+	if err := l.Apply(setupCtx, r.plan.Objects); err != nil {
+		return r.file.applyError(err)
+	}
+	if err := l.WaitReady(setupCtx); err != nil {
+		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.plan.Name, setupTimeout, err)
+	}
+	r.result.ClusterIP = r.clusterIP(l)
+	rec.Node(netip.MustParseAddr("127.0.0.1"))
+	clients, err := r.newClients(l, rec)
+	if err != nil {
+		return err
+	}
+	return r.drive(ctx, l, rec, clients)
+}
+
+// clusterIP returns the first client's Service ClusterIP ("" if headless).
+func (r *variantRun) clusterIP(l *lab.Lab) string {
+	t := r.plan.Clients[0].Target
+	svc, err := l.Cluster.Factory().Core().V1().Services().Lister().Services(t.Namespace).Get(t.Service.Name)
+	if err != nil || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return ""
+	}
+	return svc.Spec.ClusterIP
+}
+
+// newClients creates the plan's load clients, each with its own IP from the
+// pod network, as client pods would have.
+func (r *variantRun) newClients(l *lab.Lab, rec *stats.Recorder) (map[string]*load.Client, error) {
+	clients := map[string]*load.Client{}
+	for _, cp := range r.plan.Clients {
+		ip, err := l.Cluster.PodIPs().Allocate()
+		if err != nil {
+			return nil, err
+		}
+		rec.Client(cp.Name, ip)
+		c, err := load.New(load.Config{
+			Name: cp.Name, Source: ip, Target: cp.Target.GRPCTarget(l.DNSAddr()), Policy: cp.Policy,
+			Rate: cp.Rate, Timeout: cp.Timeout, Observer: clientObserver{rec: rec, name: cp.Name},
+		})
+		if err != nil {
+			return nil, err
+		}
+		clients[cp.Name] = c
+	}
+	return clients, nil
+}
+
+// drive runs load for the plan's duration, applying timeline steps, then
+// stops the clients (in-flight calls finish) and summarises.
+func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder, clients map[string]*load.Client) error {
+	start := time.Now()
+	rec.SetStart(start)
+	r.started.Store(start.UnixNano())
+	r.state.Store("running")
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Run(loadCtx)
+		}()
+	}
+	stepErrs := r.timeline(loadCtx, l, rec, clients, start)
+	stopLoad()
+	wg.Wait()
+	r.result.StepErrors = stepErrs
+	r.result.Summary = rec.Summarize(r.plan.Windows)
+	r.result.Why = explain(r.plan, r.result.Summary, time.Duration(r.file.minResolution()*float64(time.Second)))
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted at %.1fs of %v", time.Since(start).Seconds(), r.plan.Duration)
+	}
+	return nil
+}
+
+// timeline applies the steps at their offsets and returns when the run's
+// duration is over (or ctx ends). It returns the steps that failed.
+func (r *variantRun) timeline(ctx context.Context, l *lab.Lab, rec *stats.Recorder, clients map[string]*load.Client, start time.Time) []string {
+	steps := append([]Step(nil), r.plan.Steps...)
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Duration < steps[j].At.Duration })
+	var errs []string
+	t := time.NewTimer(0)
+	defer t.Stop()
+	wait := func(at time.Duration) bool {
+		t.Reset(time.Until(start.Add(at)))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	<-t.C
+	for _, st := range steps {
+		if !wait(st.At.Duration) {
+			return errs
+		}
+		if err := r.apply(ctx, l, clients, st); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", st.describe(), err))
+			rec.Mark(st.describe()+" failed: "+err.Error(), time.Now())
+			continue
+		}
+		rec.Mark(st.describe(), time.Now())
+	}
+	wait(r.plan.Duration)
+	return errs
+}
+
+func (r *variantRun) apply(ctx context.Context, l *lab.Lab, clients map[string]*load.Client, st Step) error {
+	switch {
+	case st.Scale != nil:
+		d, err := r.file.deployment(st.Scale.Namespace, st.Scale.Deployment)
+		if err != nil {
+			return err
+		}
+		return l.Scale(ctx, namespaceOfObj(d.Namespace), d.Name, *st.Scale.Replicas)
+	case st.RestartClient != nil:
+		var errs []error
+		for _, cp := range r.plan.Clients {
+			if cp.Name == st.RestartClient.Client || cp.Group == st.RestartClient.Client {
+				errs = append(errs, clients[cp.Name].Restart())
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+func namespaceOfObj(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+func (f *File) minResolution() float64 {
+	if m := f.Scenario.Spec.GRPC.MinResolutionInterval; m != nil {
+		return m.Duration.Seconds()
+	}
+	return DefaultMinResolutionInterval.Seconds()
+}
+
+// applyError maps an API error from applying the file's objects to the
+// document and field it concerns.
+func (f *File) applyError(err error) error {
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) || se.ErrStatus.Details == nil {
+		return err
+	}
+	det := se.ErrStatus.Details
+	for _, o := range f.Objects {
+		m, merr := meta.Accessor(o.Obj)
+		if merr != nil || m.GetName() != det.Name || !strings.EqualFold(o.Doc.Kind, det.Kind) && det.Kind != "" {
+			continue
+		}
+		field := ""
+		if len(det.Causes) > 0 {
+			field = det.Causes[0].Field
+		}
+		return o.Doc.Errorf(field, "rejected by the API: %s", se.ErrStatus.Message)
+	}
+	return err
+}
