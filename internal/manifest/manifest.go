@@ -197,6 +197,8 @@ func (d Document) Errorf(field, format string, args ...any) error {
 
 var typeErrRE = regexp.MustCompile(`cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type`)
 
+var quotedRE = regexp.MustCompile(`"([^"]*)"`)
+
 // Decode strictly decodes the document into v (a pointer to a Go type with
 // JSON tags): unknown and duplicate fields are errors, and each error says
 // which fields exist where the unknown one was found.
@@ -244,12 +246,20 @@ func (d Document) typeError(err error, v any) error {
 	// encoding/json's UnmarshalTypeError, as sigs.k8s.io/json words it:
 	// "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
 	if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
-		path := m[2]
-		msg := fmt.Sprintf("cannot use a %s here; expected %s", m[1], goTypeAt(v, path))
-		return &Error{File: d.File, Line: d.LineOf(path), Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
+		line, path := d.locate(m[2])
+		msg := fmt.Sprintf("cannot use a %s here; expected %s", m[1], goTypeAt(v, m[2]))
+		return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
 	}
-	if ok, off := sjson.SyntaxErrorOffset(err); ok {
-		return d.Errorf("", "malformed value near byte %d of the converted document: %v", off, err)
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	// Errors from a field's own decoder (e.g. metav1.Duration's
+	// `time: invalid duration "ten"`) carry no path; find the value.
+	if m := quotedRE.FindStringSubmatch(msg); m != nil {
+		if path, line, ok := d.findScalar(m[1]); ok {
+			if _, known := typeAt(v, path); known {
+				msg += "; expected " + goTypeAt(v, path)
+			}
+			return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
+		}
 	}
-	return d.Errorf("", "%v", strings.TrimPrefix(err.Error(), "json: "))
+	return d.Errorf("", "%v", msg)
 }

@@ -44,36 +44,85 @@ func splitPath(path string) []segment {
 // LineOf returns the line of the value at path in the document, or of the
 // deepest part of the path that exists; the document's line for "".
 func (d Document) LineOf(path string) int {
-	n := d.node
-	line := d.Line
-	for _, s := range splitPath(path) {
-		next := child(n, s)
-		if next == nil {
-			return line
-		}
-		n, line = next, next.Line
-	}
+	line, _ := d.locate(path)
 	return line
 }
 
-// child returns the node for s under n. A field step into a list (a path
-// without its index, as some decoders report) searches the list's items.
-func child(n *yaml.Node, s segment) *yaml.Node {
+// locate returns the line of path and the path with list indexes filled in
+// where it stepped into a list by field name ("spec.ports.port" becomes
+// "spec.ports[0].port"), as decoders that drop indexes report.
+func (d Document) locate(path string) (int, string) {
+	n := d.node
+	line := d.Line
+	var full strings.Builder
+	for _, s := range splitPath(path) {
+		next, idx := child(n, s)
+		if next == nil {
+			return line, path
+		}
+		if idx >= 0 && s.index < 0 {
+			fmt.Fprintf(&full, "[%d]", idx)
+		}
+		if s.index >= 0 {
+			fmt.Fprintf(&full, "[%d]", s.index)
+		} else {
+			if full.Len() > 0 {
+				full.WriteByte('.')
+			}
+			full.WriteString(s.field)
+		}
+		n, line = next, next.Line
+	}
+	return line, full.String()
+}
+
+// findScalar returns the path and line of the only scalar value equal to v
+// in the document.
+func (d Document) findScalar(v string) (string, int, bool) {
+	var paths []string
+	var lines []int
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			if n.Value == v {
+				paths, lines = append(paths, path), append(lines, n.Line)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], strings.TrimPrefix(path+"."+n.Content[i].Value, "."))
+			}
+		}
+	}
+	walk(d.node, "")
+	if len(paths) != 1 {
+		return "", 0, false
+	}
+	return paths[0], lines[0], true
+}
+
+// child returns the node for s under n and, when a field step went into a
+// list (a path without its index), the index of the item it was found in.
+func child(n *yaml.Node, s segment) (*yaml.Node, int) {
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
 	if n == nil {
-		return nil
+		return nil, -1
 	}
 	switch {
 	case n.Kind == yaml.SequenceNode && s.index >= 0:
 		if s.index < len(n.Content) {
-			return n.Content[s.index]
+			return n.Content[s.index], -1
 		}
 	case n.Kind == yaml.SequenceNode:
-		for _, item := range n.Content {
-			if c := child(item, s); c != nil {
-				return c
+		for i, item := range n.Content {
+			if c, _ := child(item, s); c != nil {
+				return c, i
 			}
 		}
 	case n.Kind == yaml.MappingNode:
@@ -83,13 +132,13 @@ func child(n *yaml.Node, s segment) *yaml.Node {
 					// Point at the key for nested values, where the eye looks.
 					v := *n.Content[i+1]
 					v.Line = n.Content[i].Line
-					return &v
+					return &v, -1
 				}
-				return n.Content[i+1]
+				return n.Content[i+1], -1
 			}
 		}
 	}
-	return nil
+	return nil, -1
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)

@@ -27,7 +27,7 @@ func Text(w io.Writer, r *Result) error {
 	p := &printer{w: w}
 	p.header(r)
 	for _, v := range r.Variants {
-		p.variant(v)
+		p.variant(v, len(r.Variants) == 1)
 	}
 	if len(r.Variants) > 1 {
 		p.comparison(r)
@@ -62,7 +62,7 @@ func (p *printer) header(r *Result) {
 	}
 }
 
-func (p *printer) variant(v Variant) {
+func (p *printer) variant(v Variant, alone bool) {
 	p.f("\n== %s", v.Name)
 	if v.Description != "" {
 		p.f(": %s", v.Description)
@@ -86,7 +86,7 @@ func (p *printer) variant(v Variant) {
 	for _, e := range v.StepErrors {
 		p.f("   step failed: %s\n", e)
 	}
-	if v.Why != "" {
+	if v.Why != "" && alone {
 		p.f("   why: %s\n", v.Why)
 	}
 }

@@ -284,6 +284,12 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 		if err := checkPolicy(o.Policy); err != nil {
 			return d.Errorf(q+".policy", "%v", err)
 		}
+		if o.Count < 0 || o.Count > 1000 {
+			return d.Errorf(q+".count", "%d: expected 1 to 1000", o.Count)
+		}
+		if o.Rate < 0 || o.Rate > 100000 {
+			return d.Errorf(q+".rate", "%v: expected calls per second per client, > 0 and at most 100000", o.Rate)
+		}
 		if o.Target != "" {
 			for _, c := range f.Scenario.Spec.Clients {
 				if o.Name == "" || o.Name == c.Name {

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -65,15 +66,13 @@ func (f *File) Plans() []Plan {
 func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 	var out []ClientPlan
 	for _, c := range f.Scenario.Spec.Clients {
-		target, policy := c.Target, c.Policy
+		target, policy, count, rate := c.Target, c.Policy, c.Count, c.Rate
 		for _, o := range overlays {
 			if o.Name == "" || o.Name == c.Name {
-				if o.Target != "" {
-					target = o.Target
-				}
-				if o.Policy != "" {
-					policy = o.Policy
-				}
+				target = cmp.Or(o.Target, target)
+				policy = cmp.Or(o.Policy, policy)
+				count = cmp.Or(o.Count, count)
+				rate = cmp.Or(o.Rate, rate)
 			}
 		}
 		if policy == "" {
@@ -84,8 +83,8 @@ func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 		if timeout == 0 {
 			timeout = time.Second
 		}
-		for n := range max(c.Count, 1) {
-			out = append(out, ClientPlan{Name: fmt.Sprintf("%s-%d", c.Name, n), Group: c.Name, Target: t, Policy: policy, Rate: c.Rate, Timeout: timeout})
+		for n := range max(count, 1) {
+			out = append(out, ClientPlan{Name: fmt.Sprintf("%s-%d", c.Name, n), Group: c.Name, Target: t, Policy: policy, Rate: rate, Timeout: timeout})
 		}
 	}
 	return out

@@ -107,12 +107,14 @@ type Variant struct {
 	Servers     []ServerOverlay `json:"servers,omitempty"`
 }
 
-// ClientOverlay changes client groups' target or policy. An empty Name
-// applies to every group.
+// ClientOverlay changes client groups' target, policy, count or rate; unset
+// fields keep the group's value. An empty Name applies to every group.
 type ClientOverlay struct {
-	Name   string `json:"name,omitempty"`
-	Target string `json:"target,omitempty"`
-	Policy string `json:"policy,omitempty"`
+	Name   string  `json:"name,omitempty"`
+	Target string  `json:"target,omitempty"`
+	Policy string  `json:"policy,omitempty"`
+	Count  int     `json:"count,omitempty"`
+	Rate   float64 `json:"rate,omitempty"`
 }
 
 // ServerOverlay sets grpc-go server options of a Deployment's pods by

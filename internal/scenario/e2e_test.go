@@ -1,0 +1,221 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/stats"
+)
+
+// objects is the pricing workload of the claims: Deployment pricing with
+// the given replicas, ClusterIP Service pricing, headless pricing-headless.
+func objects(replicas int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pricing, namespace: shop}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: pricing}}
+  template:
+    metadata: {labels: {app: pricing}}
+    spec:
+      containers:
+      - name: pricing
+        image: pinlab
+        args: [pod, pricing]
+        ports: [{name: grpc, containerPort: 8471}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pricing, namespace: shop}
+spec:
+  selector: {app: pricing}
+  ports: [{name: grpc, port: 8471, targetPort: grpc}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pricing-headless, namespace: shop}
+spec:
+  clusterIP: None
+  selector: {app: pricing}
+  ports: [{name: grpc, port: 8471, targetPort: grpc}]
+`, replicas)
+}
+
+const headless = "dns:///pricing-headless.shop.svc.cluster.local:8471"
+
+func run(t *testing.T, yaml string) map[string]report.Variant {
+	t.Helper()
+	f, err := Load("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, f, Options{Seed: uint64(time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]report.Variant{}
+	for _, v := range res.Variants {
+		if v.Error != "" {
+			t.Fatalf("variant %s failed: %s", v.Name, v.Error)
+		}
+		out[v.Name] = v
+	}
+	return out
+}
+
+func window(t *testing.T, v report.Variant, name string) stats.WindowStats {
+	t.Helper()
+	for _, w := range v.Summary.Windows {
+		if w.Name == name {
+			return w
+		}
+	}
+	t.Fatalf("variant %s has no window %s", v.Name, name)
+	return stats.WindowStats{}
+}
+
+func noErrors(t *testing.T, v report.Variant) {
+	t.Helper()
+	for _, c := range v.Summary.Clients {
+		if len(c.Errors) > 0 || c.OK == 0 {
+			t.Errorf("variant %s client %s: %d ok, errors %v; want only successes", v.Name, c.Name, c.OK, c.Errors)
+		}
+	}
+}
+
+// TestStaticPods checks claims V1 and G2 on pods that do not change.
+func TestStaticPods(t *testing.T) {
+	vs := run(t, objects(3)+`---
+apiVersion: pinlab.dev/v1alpha1
+kind: Scenario
+metadata: {name: static}
+spec:
+  duration: 4s
+  clients:
+  - {name: order, namespace: shop, count: 4, target: "pricing:8471", rate: 200}
+  windows: [{name: run, from: 1s, to: 4s}]
+  variants:
+  - name: clusterip-one-client
+    clients: [{name: order, count: 1}]
+  - name: headless-rr
+    clients: [{target: "`+headless+`", policy: round_robin}]
+`)
+	t.Run("V1 ClusterIP pins every call of one channel to one pod", func(t *testing.T) {
+		v := vs["clusterip-one-client"]
+		noErrors(t, v)
+		if len(v.Summary.Clients) != 1 || len(v.Summary.Clients[0].ByPod) != 1 {
+			t.Errorf("clients %+v: want one client with replies from exactly 1 pod", v.Summary.Clients)
+		}
+		w := window(t, v, "run")
+		busy := 0
+		for _, p := range w.Pods {
+			if p.Calls > 0 {
+				busy++
+				if p.Share != 1 {
+					t.Errorf("pod %s served %.1f%% of calls, want 100%%", p.Name, 100*p.Share)
+				}
+			}
+		}
+		if len(w.Pods) != 3 || busy != 1 {
+			t.Errorf("%d of %d pods served calls; want 1 of 3", busy, len(w.Pods))
+		}
+	})
+	t.Run("G2 headless round_robin spreads evenly", func(t *testing.T) {
+		v := vs["headless-rr"]
+		noErrors(t, v)
+		w := window(t, v, "run")
+		if len(w.Pods) != 3 || w.Jain <= 0.95 {
+			t.Errorf("%d pods, Jain's index %.3f; want 3 pods and > 0.95", len(w.Pods), w.Jain)
+		}
+	})
+}
+
+// TestScaleOut checks claims V3, G1, G4 and S1 on a short scale-out: 2 pods,
+// 4 clients, scale to 6 at 2s, grpc-go's minimum re-resolution interval
+// lowered to 4s so the run stays short.
+func TestScaleOut(t *testing.T) {
+	vs := run(t, objects(2)+`---
+apiVersion: pinlab.dev/v1alpha1
+kind: Scenario
+metadata: {name: short-scale-out}
+spec:
+  duration: 9s
+  grpc: {minResolutionInterval: 4s}
+  clients:
+  - {name: order, namespace: shop, count: 4, target: "pricing.shop.svc.cluster.local:8471", rate: 200}
+  timeline:
+  - at: 2s
+    scale: {deployment: pricing, replicas: 6}
+  windows:
+  - {name: after, from: 3.5s, to: 9s}
+  - {name: late, from: 6s, to: 9s}
+  variants:
+  - name: clusterip
+  - name: headless-pf
+    clients: [{target: "`+headless+`", policy: pick_first}]
+  - name: headless-rr
+    clients: [{target: "`+headless+`", policy: round_robin}]
+  - name: headless-rr-age
+    clients: [{target: "`+headless+`", policy: round_robin}]
+    servers: [{deployment: pricing, maxConnectionAge: 1500ms, maxConnectionAgeGrace: 1s}]
+`)
+	for _, v := range vs {
+		noErrors(t, v)
+	}
+	t.Run("V3 ClusterIP: pods added by a scale-out get under 5% of calls", func(t *testing.T) {
+		w := window(t, vs["clusterip"], "after")
+		if w.AddedPods != 4 || w.AddedShare >= 0.05 {
+			t.Errorf("%d added pods got %.1f%% of calls; want 4 pods under 5%%", w.AddedPods, 100*w.AddedShare)
+		}
+	})
+	t.Run("G1 headless pick_first: one pod per client", func(t *testing.T) {
+		for _, c := range vs["headless-pf"].Summary.Clients {
+			if len(c.ByPod) != 1 {
+				t.Errorf("client %s got replies from %v, want exactly one pod", c.Name, c.ByPod)
+			}
+		}
+	})
+	t.Run("G4 headless round_robin without connection age: added pods stay idle", func(t *testing.T) {
+		v := vs["headless-rr"]
+		w := window(t, v, "after")
+		if w.AddedPods != 4 || w.AddedShare != 0 {
+			t.Errorf("%d added pods got %.2f%% of calls; want 4 pods with none", w.AddedPods, 100*w.AddedShare)
+		}
+		if n := len(lookupRounds(v.Summary.DNS, "pricing-headless.shop.svc.cluster.local")); n != 1 {
+			t.Errorf("%d DNS lookup rounds, want 1 (nothing triggers a re-resolution)", n)
+		}
+	})
+	t.Run("S1 MaxConnectionAge: added pods get calls after the next resolution", func(t *testing.T) {
+		v := vs["headless-rr-age"]
+		rounds := lookupRounds(v.Summary.DNS, "pricing-headless.shop.svc.cluster.local")
+		if len(rounds) < 2 || rounds[1] < 3.5 {
+			t.Fatalf("DNS lookup rounds at %v s; want a second one no earlier than the 4s minimum interval allows", rounds)
+		}
+		w := window(t, v, "late")
+		for _, p := range w.Pods {
+			if p.Added && p.Calls == 0 {
+				t.Errorf("added pod %s got no calls in %s", p.Name, w.Name)
+			}
+			if p.Added && p.FirstCall != nil && *p.FirstCall < rounds[1]-0.2 {
+				t.Errorf("added pod %s got its first call at %.1fs, before the re-resolution at %.1fs", p.Name, *p.FirstCall, rounds[1])
+			}
+		}
+		if w.AddedPods != 4 || w.AddedShare < 0.4 {
+			t.Errorf("%d added pods got %.1f%% in %s; want 4 pods with at least 40%% (fair: 66.7%%)", w.AddedPods, 100*w.AddedShare, w.Name)
+		}
+		if !strings.Contains(v.Why, "grpc-go resolves at most once per 4s") {
+			t.Errorf("why = %q; want it to name the re-resolution floor", v.Why)
+		}
+	})
+}

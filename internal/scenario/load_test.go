@@ -1,0 +1,158 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pinlab/pinlab/internal/manifest"
+	"github.com/pinlab/pinlab/scenarios"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+const baseScenario = `---
+apiVersion: pinlab.dev/v1alpha1
+kind: Scenario
+metadata: {name: t}
+spec:
+  duration: 10s
+  clients:
+  - name: order
+    namespace: shop
+    count: 2
+    target: pricing.shop.svc.cluster.local:8471
+    rate: 100
+  timeline:
+  - at: 2s
+    scale: {deployment: pricing, replicas: 4}
+  windows:
+  - {name: all, from: 1s, to: 10s}
+  variants:
+  - name: a
+  - name: b
+    servers: [{deployment: pricing, maxConnectionAge: 5s}]
+`
+
+func TestLoadErrors(t *testing.T) {
+	base := objects(2) + baseScenario
+	tests := []struct {
+		name     string
+		old, new string // replace old by new in base
+		marker   string // the error names the line holding marker
+		want     []string
+	}{
+		{name: "yaml does not parse", old: "  duration: 10s", new: "  duration: [10s", marker: "", want: []string{"YAML does not parse"}},
+		{name: "unknown field in the scenario", old: "    rate: 100", new: "    rat: 100", marker: "rat: 100", want: []string{"spec.clients[0].rat", `did you mean "rate"`}},
+		{name: "unknown field in a Deployment", old: "  replicas: 2", new: "  replica: 2", marker: "replica: 2", want: []string{`Deployment "pricing"`, "spec.replica", `did you mean "replicas"`}},
+		{name: "unknown kind", old: "kind: Namespace", new: "kind: Ingress", marker: "kind: Ingress", want: []string{"v1 Ingress is not supported"}},
+		{name: "scale names a missing Deployment", old: "deployment: pricing, replicas: 4", new: "deployment: pricng, replicas: 4", marker: "pricng", want: []string{"spec.timeline[0].scale.deployment", `no Deployment "pricng"`, "shop/pricing"}},
+		{name: "target names a missing Service", old: "target: pricing.shop", new: "target: prices.shop", marker: "target:", want: []string{"spec.clients[0].target", `no Service "prices"`}},
+		{name: "negative rate", old: "rate: 100", new: "rate: -5", marker: "rate: -5", want: []string{"spec.clients[0].rate", "-5", "> 0"}},
+		{name: "rate is not a number", old: "rate: 100", new: "rate: fast", marker: "rate: fast", want: []string{"spec.clients[0].rate", "expected a number"}},
+		{name: "bad duration", old: "duration: 10s", new: "duration: ten", marker: "duration: ten", want: []string{"spec.duration"}},
+		{name: "bad policy", old: "    rate: 100", new: "    rate: 100\n    policy: random", marker: "policy: random", want: []string{"spec.clients[0].policy", "pick_first"}},
+		{name: "target with a foreign DNS server", old: "target: pricing", new: "target: dns://8.8.8.8/pricing", marker: "target:", want: []string{"without an authority"}},
+		{name: "window past the end", old: "to: 10s}", new: "to: 11s}", marker: "name: all", want: []string{"spec.windows[0]", "to <= duration"}},
+		{name: "step with no action", old: "    scale: {deployment: pricing, replicas: 4}", new: "", marker: "at: 2s", want: []string{"spec.timeline[0]", "exactly one action"}},
+		{name: "restart of an unknown client", old: "    scale: {deployment: pricing, replicas: 4}", new: "    restartClient: {client: order-7}", marker: "order-7", want: []string{"restartClient.client", `"order-7" names no client`}},
+		{name: "variant overlay on a missing Deployment", old: "deployment: pricing, maxConnectionAge", new: "deployment: pricer, maxConnectionAge", marker: "pricer", want: []string{"spec.variants[1].servers[0].deployment"}},
+		{name: "duplicate variant", old: "  - name: b", new: "  - name: a", marker: "", want: []string{`variant "a" is defined twice`}},
+		{name: "undeclared namespace", old: "metadata: {name: pricing, namespace: shop}\nspec:\n  selector", new: "metadata: {name: pricing, namespace: shoe}\nspec:\n  selector", marker: "namespace: shoe", want: []string{`namespace "shoe" is not defined`}},
+		{name: "no scenario", old: baseScenario, new: "", marker: "", want: []string{"no Scenario document"}},
+		{name: "two scenarios", old: baseScenario, new: baseScenario + baseScenario, marker: "", want: []string{"a second Scenario document"}},
+		{name: "negative replicas", old: "replicas: 4}", new: "replicas: -1}", marker: "replicas: -1", want: []string{"spec.timeline[0].scale.replicas"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(base, tt.old) {
+				t.Fatalf("test bug: %q not in base", tt.old)
+			}
+			yaml := strings.Replace(base, tt.old, tt.new, 1)
+			_, err := Load("test.yaml", []byte(yaml))
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			var me *manifest.Error
+			if !errors.As(err, &me) {
+				t.Errorf("error %T is not a *manifest.Error: %v", err, err)
+			}
+			want := append([]string{"test.yaml"}, tt.want...)
+			if tt.marker != "" {
+				want = append(want, fmt.Sprintf("test.yaml:%d:", lineOf(yaml, tt.marker)))
+			}
+			for _, w := range want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func lineOf(text, marker string) int {
+	for i, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, marker) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func TestOpen(t *testing.T) {
+	if _, err := Open("/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Open of a missing file: %v, want a no-such-file error", err)
+	}
+	for _, name := range scenarios.Names() {
+		t.Run(name, func(t *testing.T) {
+			f, err := Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Plans()) == 0 {
+				t.Fatal("no plans")
+			}
+		})
+	}
+}
+
+func TestPlansApplyOverlays(t *testing.T) {
+	f, err := Load("test.yaml", []byte(objects(2)+baseScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := f.Plans()
+	if len(plans) != 2 || len(plans[0].Clients) != 2 || plans[0].Clients[1].Name != "order-1" {
+		t.Fatalf("plans %+v", plans)
+	}
+	if got := targetAge(plans[0]); got != 0 {
+		t.Errorf("variant a: MaxConnectionAge %v, want none", got)
+	}
+	if got := targetAge(plans[1]); got.String() != "5s" {
+		t.Errorf("variant b: MaxConnectionAge %v, want 5s", got)
+	}
+	// The overlay must not leak into the file's own objects.
+	if got := targetAge(Plan{Clients: plans[1].Clients, Objects: []runtime.Object{f.Objects[1].Obj}}); got != 0 {
+		t.Errorf("base objects changed by an overlay: age %v", got)
+	}
+}
+
+func TestSetFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []string
+		want string
+	}{
+		{name: "append", in: []string{"pod", "pricing"}, want: "pod pricing --max-connection-age=5s"},
+		{name: "replace joined", in: []string{"pod", "pricing", "--max-connection-age=1s"}, want: "pod pricing --max-connection-age=5s"},
+		{name: "replace separate", in: []string{"pod", "--max-connection-age", "1s", "pricing"}, want: "pod pricing --max-connection-age=5s"},
+		{name: "keep grace", in: []string{"pod", "pricing", "--max-connection-age-grace=2s"}, want: "pod pricing --max-connection-age-grace=2s --max-connection-age=5s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(setFlag(tt.in, "--max-connection-age", "5s"), " "); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
