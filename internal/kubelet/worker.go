@@ -170,6 +170,7 @@ func (w *podWorker) probeLoop(ctx context.Context, pr *prober) (stopNow bool) {
 			if !probing {
 				continue
 			}
+			before := w.message
 			if err := pr.check(ctx); err != nil {
 				okRun, failRun = 0, failRun+1
 				w.message = "readiness probe failed: " + err.Error()
@@ -183,6 +184,10 @@ func (w *podWorker) probeLoop(ctx context.Context, pr *prober) (stopNow bool) {
 				w.writeStatus(ctx)
 			case w.ready && failRun >= failure:
 				w.ready = false
+				w.writeStatus(ctx)
+			case w.message != before && (pr.probe != nil || failRun >= 20):
+				// The kubelet reports probe failures as events; the lab
+				// has none, so the latest failure shows in status.message.
 				w.writeStatus(ctx)
 			}
 			if pr.probe == nil && w.ready {

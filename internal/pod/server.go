@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -52,6 +53,7 @@ type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 
+	ln       net.Listener
 	wg       sync.WaitGroup
 	serveErr error
 }
@@ -82,6 +84,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
 	}
+	s.ln = ln
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -91,6 +94,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 	return nil
 }
+
+// Addr returns the bound address once Start succeeded.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Stop shuts down gracefully as a pod does on SIGTERM with grpc-go's
 // GracefulStop: health turns NOT_SERVING, the listener closes, every

@@ -105,11 +105,11 @@ func (p *printer) window(w stats.WindowStats) {
 	if len(w.Errors) > 0 {
 		p.f("   errors by code: %s\n", codes(w.Errors))
 	}
-	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "   #\tPOD\tIP\tREADY\tCALLS/S\tSHARE\tCONNS\t\n")
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "   %3s\tPOD\tIP\t%7s\t%8s\t%6s\t%5s\n", "#", "READY", "CALLS/S", "SHARE", "CONNS")
 	for i, ps := range w.Pods {
 		if i == MaxPodRows {
-			fmt.Fprintf(tw, "   \t... %d more (see -o json)\t\t\t\t\t\t\n", len(w.Pods)-i)
+			fmt.Fprintf(tw, "   %3s\t... %d more (see -o json)\n", "", len(w.Pods)-i)
 			break
 		}
 		ready := "-"
@@ -119,7 +119,7 @@ func (p *printer) window(w stats.WindowStats) {
 				ready = "+" + ready
 			}
 		}
-		fmt.Fprintf(tw, "   %d\t%s\t%s\t%s\t%.1f\t%.1f%%\t%.1f\t\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns)
+		fmt.Fprintf(tw, "   %3d\t%s\t%s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns)
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
@@ -146,7 +146,7 @@ func (p *printer) comparison(r *Result) {
 	for i, ws := range r.Windows {
 		for _, v := range r.Variants {
 			if v.Error != "" || i >= len(v.Summary.Windows) {
-				fmt.Fprintf(tw, "%s\t%s\tfailed\t\t\t\t\t\t\t\t\n", ws.Name, v.Name)
+				fmt.Fprintf(tw, "%s\t%s\tfailed\n", ws.Name, v.Name)
 				continue
 			}
 			w := v.Summary.Windows[i]

@@ -1,0 +1,184 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/cluster"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestIsPinlabImage(t *testing.T) {
+	tests := []struct {
+		image string
+		want  bool
+	}{
+		{"pinlab", true}, {"pinlab:latest", true}, {"ghcr.io/acme/pinlab:v1", true},
+		{"localhost:5000/pinlab@sha256:abc", true}, {"pinlabs", false}, {"nginx", false}, {"pinlab/other", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.image, func(t *testing.T) {
+			if got := IsPinlabImage(tt.image); got != tt.want {
+				t.Errorf("IsPinlabImage(%q) = %v, want %v", tt.image, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestContainerArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		c       corev1.Container
+		want    string
+		wantErr string
+	}{
+		{name: "args only", c: corev1.Container{Name: "a", Image: "pinlab", Args: []string{"pod", "pricing"}}, want: "pod pricing"},
+		{name: "command runs pinlab", c: corev1.Container{Name: "a", Image: "pinlab", Command: []string{"/usr/bin/pinlab", "pod"}, Args: []string{"pricing"}}, want: "pod pricing"},
+		{name: "other image", c: corev1.Container{Name: "a", Image: "nginx"}, wantErr: `image "nginx" is not pinlab`},
+		{name: "other command", c: corev1.Container{Name: "a", Image: "pinlab", Command: []string{"sh"}}, wantErr: "does not run pinlab"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ContainerArgs(&tt.c)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, " ") != tt.want {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// node runs a cluster's API and a kubelet (no controllers) until the test ends.
+func node(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: cluster.DefaultPodCIDR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := New(c.Client(), c.Factory(), Config{PodIPs: c.PodIPs()})
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Factory().Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c.Factory().Shutdown()
+	})
+	return c
+}
+
+func createPod(t *testing.T, c *cluster.Cluster, name string, mod func(*corev1.Pod)) {
+	t.Helper()
+	grace := int64(5)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{
+		TerminationGracePeriodSeconds: &grace,
+		Containers: []corev1.Container{{Name: "app", Image: "pinlab", Args: []string{"pod", "pricing"},
+			Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}}}}}}
+	if mod != nil {
+		mod(p)
+	}
+	if _, err := c.Client().CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitPod(t *testing.T, c *cluster.Cluster, name, what string, cond func(*corev1.Pod, error) bool) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := c.Client().CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if cond(p, err) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s: timed out waiting for %s; last: %+v %v", name, what, p.Status, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPodLifecycle(t *testing.T) {
+	c := node(t)
+	createPod(t, c, "p1", nil)
+	p := waitPod(t, c, "p1", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
+	if p.Status.Phase != corev1.PodRunning || !strings.HasPrefix(p.Status.PodIP, "127.244.") {
+		t.Fatalf("status %s with IP %q; want Running with a pod IP", p.Status.Phase, p.Status.PodIP)
+	}
+	addr := p.Status.PodIP + ":8471"
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("pod server not reachable at %s: %v", addr, err)
+	}
+	conn.Close()
+
+	if err := c.Client().CoreV1().Pods("default").Delete(context.Background(), "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "p1", "removal", func(_ *corev1.Pod, err error) bool { return apierrors.IsNotFound(err) })
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Errorf("%s still accepts connections after the pod was deleted", addr)
+	}
+	if n := c.PodIPs().InUse(); n != 0 {
+		t.Errorf("%d pod IPs still allocated after deletion, want 0", n)
+	}
+}
+
+func TestPodsThatCannotRun(t *testing.T) {
+	tests := []struct {
+		name   string
+		mod    func(*corev1.Pod)
+		reason string
+	}{
+		{name: "foreign image", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx:1.27" }, reason: `image "nginx:1.27" is not pinlab`},
+		{name: "bad args", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Args = []string{"pod", "inventory"} }, reason: `unknown workload "inventory"`},
+		{name: "failing readiness probe", mod: func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
+				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9)}}}
+		}, reason: "readiness probe failed"},
+	}
+	c := node(t)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprint("bad-", i)
+			createPod(t, c, name, tt.mod)
+			p := waitPod(t, c, name, "a reason", func(p *corev1.Pod, err error) bool {
+				if err != nil {
+					return false
+				}
+				msg := p.Status.Message
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.State.Waiting != nil {
+						msg += cs.State.Waiting.Message
+					}
+				}
+				return strings.Contains(msg, tt.reason)
+			})
+			if cluster.IsPodReady(p) {
+				t.Error("pod is Ready, want not ready")
+			}
+			if err := c.Client().CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitPod(t, c, name, "removal", func(_ *corev1.Pod, err error) bool { return apierrors.IsNotFound(err) })
+		})
+	}
+}

@@ -1,0 +1,212 @@
+package pod
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    Args
+		wantErr bool
+	}{
+		{name: "plain", args: []string{"pod", "pricing"}, want: Args{Workload: "pricing"}},
+		{name: "all flags", args: []string{"pod", "pricing", "--port=9000", "--max-connection-age", "10s", "--max-connection-age-grace=5s"},
+			want: Args{Workload: "pricing", Port: 9000, MaxConnectionAge: 10 * time.Second, MaxConnectionAgeGrace: 5 * time.Second}},
+		{name: "flags first", args: []string{"pod", "--max-connection-age=1m", "pricing"}, want: Args{Workload: "pricing", MaxConnectionAge: time.Minute}},
+		{name: "not a pod command", args: []string{"load", "pricing"}, wantErr: true},
+		{name: "no workload", args: []string{"pod"}, wantErr: true},
+		{name: "unknown workload", args: []string{"pod", "inventory"}, wantErr: true},
+		{name: "unknown flag", args: []string{"pod", "pricing", "--max-age=1s"}, wantErr: true},
+		{name: "bad duration", args: []string{"pod", "pricing", "--max-connection-age=soon"}, wantErr: true},
+		{name: "bad port", args: []string{"pod", "pricing", "--port=70000"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseArgs(tt.args)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseArgs(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); !tt.wantErr && diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// recorder is an Observer that keeps what it was told.
+type recorder struct {
+	mu     sync.Mutex
+	served map[string]int // by method
+	opened int
+	closed int
+}
+
+func (r *recorder) Served(_ netip.AddrPort, method string, code codes.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.served == nil {
+		r.served = map[string]int{}
+	}
+	if code == codes.OK {
+		r.served[method]++
+	}
+}
+
+func (r *recorder) Conn(_ netip.AddrPort, open bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if open {
+		r.opened++
+	} else {
+		r.closed++
+	}
+}
+
+func startServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	cfg.Name, cfg.Namespace = "pricing-abc", "shop"
+	cfg.Addr = netip.MustParseAddrPort("127.244.200.1:0")
+	s := New(cfg)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+func dial(t *testing.T, s *Server) *grpc.ClientConn {
+	t.Helper()
+	d := loopback.Dialer{Source: netip.MustParseAddr("127.244.200.9")}
+	cc, err := grpc.NewClient("passthrough:///"+s.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func TestGetPriceNamesThePod(t *testing.T) {
+	rec := &recorder{}
+	s := startServer(t, Config{Observer: rec})
+	cc := dial(t, s)
+	resp, err := pricingv1.NewPricingClient(cc).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetPod() != "pricing-abc" || resp.GetPodIp() != "127.244.200.1" || resp.GetNamespace() != "shop" {
+		t.Errorf("reply %v does not name pod pricing-abc at 127.244.200.1 in shop", resp)
+	}
+	again, _ := pricingv1.NewPricingClient(cc).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
+	if again.GetPriceCents() != resp.GetPriceCents() {
+		t.Errorf("price of one SKU changed: %d then %d", resp.GetPriceCents(), again.GetPriceCents())
+	}
+	h, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health = %v, %v; want SERVING", h, err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.served["/pricing.v1.Pricing/GetPrice"] != 2 || rec.opened != 1 {
+		t.Errorf("observer saw %v and %d connections; want 2 GetPrice calls on 1 connection", rec.served, rec.opened)
+	}
+}
+
+func TestWatchPricesStreams(t *testing.T) {
+	s := startServer(t, Config{})
+	stream, err := pricingv1.NewPricingClient(dial(t, s)).WatchPrices(context.Background(), &pricingv1.WatchPricesRequest{Sku: "a", IntervalMs: 1, Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.OK && err.Error() != "EOF" {
+				t.Fatalf("stream ended with %v", err)
+			}
+			break
+		}
+		seqs = append(seqs, m.GetSeq())
+	}
+	if diff := cmp.Diff([]int64{1, 2, 3}, seqs); diff != "" {
+		t.Errorf("sequence (-want +got):\n%s", diff)
+	}
+}
+
+// TestMaxConnectionAgeDrainsWithoutErrors: calls shorter than the grace
+// period survive many GOAWAY cycles without a single failure, and the
+// client really did reconnect each time.
+func TestMaxConnectionAgeDrainsWithoutErrors(t *testing.T) {
+	rec := &recorder{}
+	s := startServer(t, Config{MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: time.Second, Observer: rec})
+	c := pricingv1.NewPricingClient(dial(t, s))
+	deadline := time.Now().Add(10 * time.Second)
+	for calls := 0; ; calls++ {
+		rec.mu.Lock()
+		cycles := rec.opened
+		rec.mu.Unlock()
+		if cycles > 20 {
+			t.Logf("%d calls over %d connections", calls, cycles)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d connections in 10s; MaxConnectionAge 50ms did not recycle them", cycles)
+		}
+		if _, err := c.GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
+			t.Fatalf("call %d failed during connection-age drains: %v", calls, err)
+		}
+	}
+}
+
+func TestStopLetsInFlightStreamFinishWithinGrace(t *testing.T) {
+	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.244.200.2:0")})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := pricingv1.NewPricingClient(dial(t, s)).WatchPrices(context.Background(), &pricingv1.WatchPricesRequest{IntervalMs: 20, Count: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopped <- s.Stop(ctx)
+	}()
+	n := 1
+	for ; ; n++ {
+		if _, err := stream.Recv(); err != nil {
+			break
+		}
+	}
+	if n != 5 {
+		t.Errorf("stream got %d messages during graceful stop, want all 5", n)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+}

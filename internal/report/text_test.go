@@ -1,0 +1,85 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/stats"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func f(v float64) *float64 { return &v }
+
+func sample() *Result {
+	pods := func(shares ...float64) []stats.PodStats {
+		var out []stats.PodStats
+		for i, s := range shares {
+			p := stats.PodStats{Name: "pricing-7d9f8-" + string(rune('a'+i)), IP: "127.244.0." + string(rune('2'+i)), Ordinal: i + 1,
+				ReadyAt: f(-0.5), Calls: int64(s * 10000), Rate: s * 1000, Share: s, Conns: 2 * s}
+			if i >= 2 {
+				p.ReadyAt, p.Added = f(10.6), true
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	w := func(name string, from, to float64, jain float64, ps []stats.PodStats) stats.WindowStats {
+		return stats.WindowStats{Name: name, From: from, To: to, Pods: ps, Calls: 10000, Rate: 1000, Jain: jain, MaxMean: 1 / jain,
+			ConnsPerClient: 1, Errors: map[string]int64{}, LatencyP50: 0.41, LatencyP99: 2.5}
+	}
+	return &Result{
+		Scenario: "scale-out", Description: "pricing scales from 2 to 4 pods.", Source: "builtin:scale-out",
+		Duration: 60, Seed: 42, SideBySide: true, MinResolve: 30, DNSTTL: 5,
+		Windows: []WindowSpec{{Name: "before", From: 3, To: 10}, {Name: "settled", From: 40, To: 60}},
+		Steps:   []string{"10s: scale Deployment pricing to 4"},
+		Variants: []Variant{
+			{Name: "clusterip", Description: "ClusterIP", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.96.1.2",
+				Policy: "pick_first", Clients: 4, RatePerClient: 250, Why: "kube-proxy picked once per connection.",
+				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 0.5, pods(0.5, 0.5, 0, 0))}}},
+			{Name: "headless-rr-age", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin",
+				Servers: "pricing: MaxConnectionAge 10s", Clients: 4, RatePerClient: 250, Why: "re-resolved at 30s.",
+				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))}}},
+			{Name: "broken", Target: "x:1", ServiceKind: "ClusterIP", Policy: "pick_first", Error: "pods not ready"},
+		},
+	}
+}
+
+func TestTextGolden(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Text(&buf, sample()); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "scale-out.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
+		t.Errorf("report differs from %s (-want +got; rerun with -update if intended):\n%s", golden, diff)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	if err := JSON(&buf, sample()); err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sample(), &back); diff != "" {
+		t.Errorf("JSON round trip (-want +got):\n%s", diff)
+	}
+}
