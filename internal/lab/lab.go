@@ -70,6 +70,9 @@ type Lab struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start builds and starts a lab; it returns once the API caches have synced
@@ -153,8 +156,14 @@ func (l *Lab) stop() {
 }
 
 // Close stops every component (pods stop at once) and waits for their
-// goroutines; it returns the first error a component reported.
+// goroutines; it returns the errors components reported. Closing again
+// returns the same result.
 func (l *Lab) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.close() })
+	return l.closeErr
+}
+
+func (l *Lab) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	dnsErr := l.DNS.Shutdown(ctx)

@@ -103,7 +103,7 @@ metadata: {name: static}
 spec:
   duration: 4s
   clients:
-  - {name: order, namespace: shop, count: 4, target: "pricing:8471", rate: 200}
+  - {name: order, namespace: shop, count: 4, target: "pricing:8471", rate: 50}
   windows: [{name: run, from: 1s, to: 4s}]
   variants:
   - name: clusterip-one-client
@@ -153,7 +153,7 @@ spec:
   duration: 9s
   grpc: {minResolutionInterval: 4s}
   clients:
-  - {name: order, namespace: shop, count: 4, target: "pricing.shop.svc.cluster.local:8471", rate: 200}
+  - {name: order, namespace: shop, count: 4, target: "pricing.shop.svc.cluster.local:8471", rate: 50}
   timeline:
   - at: 2s
     scale: {deployment: pricing, replicas: 6}

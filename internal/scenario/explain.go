@@ -31,6 +31,7 @@ type facts struct {
 	firstAdded *float64 // first call served by an added pod
 	scaleAt    *float64
 	usedPods   int // pods with calls in the last window
+	restarts   []string
 }
 
 func gather(p Plan, s stats.Summary) facts {
@@ -47,6 +48,11 @@ func gather(p Plan, s stats.Summary) facts {
 		}
 	}
 	sort.Float64s(f.reconnects)
+	for _, c := range s.Clients {
+		for _, at := range c.Restarts {
+			f.restarts = append(f.restarts, fmt.Sprintf("%s at %.1fs", c.Name, at))
+		}
+	}
 	f.lookups = lookupRounds(s.DNS, t.Host)
 	added := map[string]bool{}
 	for _, w := range s.Windows {
@@ -122,13 +128,16 @@ func explain(p Plan, s stats.Summary, minResolve time.Duration) string {
 	var parts []string
 	switch {
 	case !f.headless:
-		parts = append(parts, fmt.Sprintf("kube-proxy picked a pod once per new connection to the ClusterIP and each client held %.1f connection(s), so every call on it went to that pod", f.last.ConnsPerClient))
+		parts = append(parts, fmt.Sprintf("kube-proxy picked a pod once per new connection to the ClusterIP and each client held %.1f connections on average, so every call on a connection went to its pod", f.last.ConnsPerClient))
 	case f.policy == "pick_first":
-		parts = append(parts, fmt.Sprintf("pick_first connected each client to one address of the DNS answer: %d clients used %d pod(s)", f.clients, f.usedPods))
+		parts = append(parts, fmt.Sprintf("pick_first connected each client to one address of the DNS answer: %s used %s", plural(f.clients, "client"), plural(f.usedPods, "pod")))
 	default:
 		parts = append(parts, "round_robin spread each client's calls over every address it had resolved")
 	}
 	parts = append(parts, f.connectionLine())
+	if len(f.restarts) > 0 {
+		parts = append(parts, fmt.Sprintf("restarted %s: a new channel resolves and connects afresh", strings.Join(f.restarts, ", ")))
+	}
 	if f.headless {
 		parts = append(parts, f.lookupLine(minResolve))
 	}
@@ -150,13 +159,13 @@ func (f facts) connectionLine() string {
 		if f.headless {
 			how = "each GOAWAY also asked the resolver to re-resolve"
 		}
-		return fmt.Sprintf("MaxConnectionAge %v made clients open %d new connections after start-up (first at %.1fs; %s)", f.age, n, f.reconnects[0], how)
+		return fmt.Sprintf("MaxConnectionAge %v made clients open %s after start-up (first at %.1fs; %s)", f.age, plural(n, "new connection"), f.reconnects[0], how)
 	case f.age > 0:
 		return fmt.Sprintf("MaxConnectionAge %v was set but no connection was replaced during the run", f.age)
 	case n == 0:
 		return "no connection broke or was replaced, so nothing made the clients reconnect"
 	}
-	return fmt.Sprintf("clients opened %d new connections after start-up (first at %.1fs)", n, f.reconnects[0])
+	return fmt.Sprintf("clients opened %s after start-up (first at %.1fs)", plural(n, "new connection"), f.reconnects[0])
 }
 
 func (f facts) lookupLine(minResolve time.Duration) string {
@@ -193,4 +202,11 @@ func (f facts) addedLine() string {
 	}
 	return fmt.Sprintf("the %d pods added%s got their first call at %.1fs and %.1f%% of calls in window %q (Jain's index %.2f)",
 		f.added, when, *f.firstAdded, 100*f.last.AddedShare, f.last.Name, f.last.Jain)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
