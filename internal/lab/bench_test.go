@@ -185,4 +185,3 @@ func heapAndGoroutines() (uint64, int) {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc, runtime.NumGoroutine()
 }
-
