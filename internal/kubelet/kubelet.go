@@ -135,8 +135,10 @@ func (k *Kubelet) dispatch(ctx context.Context, key string) {
 		w.update(p)
 		return
 	}
-	if p.DeletionTimestamp != nil && p.Status.PodIP == "" {
-		// Deleted before it ever ran: nothing to stop.
+	if p.DeletionTimestamp != nil {
+		// Terminating without a worker: it never ran here, or its worker
+		// already finished and this is a late event. Nothing to stop; make
+		// sure the object goes (a second delete is a no-op).
 		k.wg.Add(1)
 		go func() {
 			defer k.wg.Done()

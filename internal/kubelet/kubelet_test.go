@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testPodCIDR is outside the ranges labs use, so these pods never collide
+// with a lab running at the same time.
+var testPodCIDR = netip.MustParsePrefix("127.205.0.0/16")
 
 func TestIsPinlabImage(t *testing.T) {
 	tests := []struct {
@@ -66,7 +71,7 @@ func TestContainerArgs(t *testing.T) {
 // node runs a cluster's API and a kubelet (no controllers) until the test ends.
 func node(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: cluster.DefaultPodCIDR})
+	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: testPodCIDR})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +125,7 @@ func TestPodLifecycle(t *testing.T) {
 	c := node(t)
 	createPod(t, c, "p1", nil)
 	p := waitPod(t, c, "p1", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
-	if p.Status.Phase != corev1.PodRunning || !strings.HasPrefix(p.Status.PodIP, "127.244.") {
+	if p.Status.Phase != corev1.PodRunning || !testPodCIDR.Contains(netip.MustParseAddr(p.Status.PodIP)) {
 		t.Fatalf("status %s with IP %q; want Running with a pod IP", p.Status.Phase, p.Status.PodIP)
 	}
 	addr := p.Status.PodIP + ":8471"

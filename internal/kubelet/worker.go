@@ -28,11 +28,12 @@ type podWorker struct {
 	changed chan struct{} // cap 1: a newer pod state or vanish is waiting
 
 	// State reported in status; touched only by the worker goroutine.
-	ip      netip.Addr
-	started metav1.Time
-	ready   bool
-	waiting string // reason the container is not running, if any
-	message string
+	ip       netip.Addr
+	released bool
+	started  metav1.Time
+	ready    bool
+	waiting  string // reason the container is not running, if any
+	message  string
 }
 
 func newPodWorker(k *Kubelet, p *corev1.Pod) *podWorker {
@@ -82,8 +83,8 @@ func (w *podWorker) run(ctx context.Context) {
 		w.idle(ctx)
 		return
 	}
-	defer w.k.cfg.PodIPs.Release(ip)
 	w.ip = ip
+	defer w.releaseIP()
 	srv, pr, err := w.start(ctx, p)
 	if err != nil {
 		w.waiting, w.message = "CreateContainerConfigError", err.Error()
@@ -129,6 +130,7 @@ func (w *podWorker) idle(ctx context.Context) {
 				return
 			}
 			if p.DeletionTimestamp != nil {
+				w.releaseIP()
 				w.k.finish(ctx, p)
 				return
 			}
@@ -215,7 +217,18 @@ func (w *podWorker) terminate(ctx context.Context, srv *pod.Server) {
 	w.ready = false
 	w.waiting = "Terminated"
 	w.writeStatus(ctx)
+	// As the kubelet tears the sandbox down before it removes the object,
+	// the address is free once the pod is gone from the API.
+	w.releaseIP()
 	w.k.finish(ctx, p)
+}
+
+// releaseIP returns the pod's address to the pool; later calls do nothing.
+func (w *podWorker) releaseIP() {
+	if w.ip.IsValid() && !w.released {
+		w.k.cfg.PodIPs.Release(w.ip)
+		w.released = true
+	}
 }
 
 // writeStatus reports the worker's state as the pod's status.

@@ -28,7 +28,7 @@ const callers = 32
 // both alike, and reports the ratio (kube-proxy's old userspace mode managed
 // 0.36 of direct, iptables mode 0.96).
 func BenchmarkVIPvsDirect(b *testing.B) {
-	l := startLab(b, Config{Index: 5}, pricing(1))
+	l := startLab(b, Config{}, pricing(1))
 	f := l.Cluster.Factory()
 	pods, _ := f.Core().V1().Pods().Lister().List(labels.Everything())
 	svc, err := f.Core().V1().Services().Lister().Services("shop").Get("pricing")
@@ -104,7 +104,7 @@ func BenchmarkStartupTo10ReadyPods(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		l, err := Start(ctx, Config{Index: 6})
+		l, err := Start(ctx, Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func BenchmarkIdlePodMemory(b *testing.B) {
 	var kib, gor float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		l := startLab(b, Config{Index: 7 + i%2}, pricing(0))
+		l := startLab(b, Config{}, pricing(0))
 		heap0, g0 := heapAndGoroutines()
 		b.StartTimer()
 		scaleAndWait(b, l, pods)

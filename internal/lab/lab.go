@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/proxy"
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,16 +34,23 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// MaxIndex is the largest Config.Index: index i uses 127.(244+i).0.0/16 for
-// pods, so i may go up to 11.
-const MaxIndex = 11
+// Ranges is the number of address ranges, so the most labs that can run at
+// once on one machine.
+const Ranges = 12
 
-// Config configures a lab. The zero value is lab 0 with default DNS.
+// lockPort is the port a lab binds on its DNS address to claim its range
+// against every other lab on the machine, in this process or another.
+const lockPort = 10053
+
+// Config configures a lab. The zero value is a lab on the first free address
+// range with default DNS.
 type Config struct {
-	// Index selects the lab's address ranges so labs can run side by side:
-	// pods 127.(244+Index).0.0/16, Services 127.(96+Index).0.0/16, cluster
-	// DNS at 127.(96+Index).0.10:53. 0 to MaxIndex.
-	Index int
+	// Range selects the lab's addresses: range r (1 to Ranges) has pods in
+	// 127.(243+r).0.0/16, Services in 127.(95+r).0.0/16 and the cluster DNS
+	// at 127.(95+r).0.10:53. A lab claims its range machine-wide for its
+	// lifetime (a listener on 127.(95+r).0.10:10053). Zero picks the first
+	// free range; a range in use is an error.
+	Range int
 	// DNSTTL and DNSFixedOrder configure the cluster DNS (see
 	// clusterdns.Config.TTL and FixedOrder).
 	DNSTTL        time.Duration
@@ -70,6 +79,7 @@ type Lab struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan error
+	lock   net.Listener
 
 	closeOnce sync.Once
 	closeErr  error
@@ -78,9 +88,45 @@ type Lab struct {
 // Start builds and starts a lab; it returns once the API caches have synced
 // and the DNS server is serving. Close stops it.
 func Start(ctx context.Context, cfg Config) (*Lab, error) {
-	if cfg.Index < 0 || cfg.Index > MaxIndex {
-		return nil, fmt.Errorf("lab: index %d out of range 0..%d", cfg.Index, MaxIndex)
+	lock, index, err := claimRange(ctx, cfg.Range)
+	if err != nil {
+		return nil, err
 	}
+	l, err := start(ctx, cfg, index)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.lock = lock
+	return l, nil
+}
+
+// claimRange binds the lock address of range r (or of the first free range
+// when r is 0) and returns the listener and the 0-based index.
+func claimRange(ctx context.Context, r int) (net.Listener, int, error) {
+	if r < 0 || r > Ranges {
+		return nil, 0, fmt.Errorf("lab: range %d: want 1 to %d, or 0 for the first free one", r, Ranges)
+	}
+	first, last := 0, Ranges-1
+	if r > 0 {
+		first, last = r-1, r-1
+	}
+	var lastErr error
+	for i := first; i <= last; i++ {
+		addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(96 + i), 0, 10}), lockPort)
+		ln, err := loopback.Listen(ctx, addr.String())
+		if err == nil {
+			return ln, i, nil
+		}
+		lastErr = err
+	}
+	if r > 0 {
+		return nil, 0, fmt.Errorf("lab: address range %d is in use by another lab: %w", r, lastErr)
+	}
+	return nil, 0, fmt.Errorf("lab: all %d address ranges are in use by other labs on this machine: %w", Ranges, lastErr)
+}
+
+func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
@@ -88,8 +134,8 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c, err := cluster.New(cluster.Config{
-		PodCIDR:     netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(244 + cfg.Index), 0, 0}), 16),
-		ServiceCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(96 + cfg.Index), 0, 0}), 16),
+		PodCIDR:     netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(244 + index), 0, 0}), 16),
+		ServiceCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(96 + index), 0, 0}), 16),
 		Seed:        cfg.Seed,
 		Logger:      cfg.Logger,
 	})
@@ -172,6 +218,9 @@ func (l *Lab) close() error {
 	var errs []error
 	for err := range l.errs {
 		errs = append(errs, err)
+	}
+	if l.lock != nil {
+		l.lock.Close()
 	}
 	return errors.Join(append(errs, dnsErr)...)
 }

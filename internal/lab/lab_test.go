@@ -108,7 +108,7 @@ func runClient(t *testing.T, l *Lab, target, policy string, d time.Duration) *ta
 }
 
 func TestLabEndToEnd(t *testing.T) {
-	l := startLab(t, Config{Index: 3}, pricing(3))
+	l := startLab(t, Config{}, pricing(3))
 	tests := []struct {
 		name     string
 		target   string

@@ -73,12 +73,13 @@ type Config struct {
 // Client is one load generator. Run it once.
 type Client struct {
 	cfg Config
-	ch  atomic.Pointer[channel]
 
 	wg       sync.WaitGroup // call goroutines and channel drains
 	inflight atomic.Int64
-	mu       sync.Mutex // serialises Restart and shutdown
-	closed   bool
+
+	mu     sync.Mutex // guards ch and closed
+	ch     *channel   // the channel new calls use
+	closed bool
 }
 
 // channel is one grpc.ClientConn and the calls in flight on it.
@@ -117,7 +118,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ch.Store(ch)
+	c.ch = ch
 	return c, nil
 }
 
@@ -149,7 +150,10 @@ func (c *Client) Restart() error {
 	if err != nil {
 		return err
 	}
-	old := c.ch.Swap(next)
+	// Calls join a channel under c.mu, so every call on old has joined
+	// before the drain below starts waiting.
+	old := c.ch
+	c.ch = next
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -188,8 +192,10 @@ func (c *Client) launch(due time.Time) {
 		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted})
 		return
 	}
-	ch := c.ch.Load()
+	c.mu.Lock()
+	ch := c.ch
 	ch.calls.Add(1)
+	c.mu.Unlock()
 	c.inflight.Add(1)
 	c.wg.Add(1)
 	go func() {
@@ -216,9 +222,8 @@ func (c *Client) shutdown() {
 	c.closed = true
 	c.mu.Unlock()
 	c.wg.Wait()
-	ch := c.ch.Load()
-	ch.calls.Wait()
-	ch.conn.Close()
+	c.ch.calls.Wait()
+	c.ch.conn.Close()
 }
 
 type discard struct{}

@@ -54,7 +54,7 @@ func startPod(t *testing.T, ip string) string {
 }
 
 func TestConfigErrors(t *testing.T) {
-	good := Config{Name: "c", Source: netip.MustParseAddr("127.244.1.1"), Target: "passthrough:///127.0.0.1:1", Rate: 1}
+	good := Config{Name: "c", Source: netip.MustParseAddr("127.203.1.1"), Target: "passthrough:///127.0.0.1:1", Rate: 1}
 	tests := []struct {
 		name string
 		mod  func(*Config)
@@ -79,9 +79,9 @@ func TestConfigErrors(t *testing.T) {
 // TestOpenLoopSchedule: the client offers exactly the scheduled number of
 // calls whatever the server does; every one is accounted for.
 func TestOpenLoopSchedule(t *testing.T) {
-	addr := startPod(t, "127.244.201.1")
+	addr := startPod(t, "127.203.201.1")
 	var obs collector
-	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.244.201.9"), Target: "passthrough:///" + addr, Rate: 500, Observer: &obs})
+	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.9"), Target: "passthrough:///" + addr, Rate: 500, Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,15 +98,15 @@ func TestOpenLoopSchedule(t *testing.T) {
 	if total > 201 || total < 100 || obs.codes[codes.OK] != total {
 		t.Errorf("codes %v (%d calls); want up to 201 calls, all OK", obs.codes, total)
 	}
-	if obs.pods["pod-127.244.201.1"] != total {
-		t.Errorf("replies by pod %v; want all from pod-127.244.201.1", obs.pods)
+	if obs.pods["pod-127.203.201.1"] != total {
+		t.Errorf("replies by pod %v; want all from pod-127.203.201.1", obs.pods)
 	}
 }
 
 func TestRestartOpensANewConnection(t *testing.T) {
-	addr := startPod(t, "127.244.201.2")
+	addr := startPod(t, "127.203.201.2")
 	var obs collector
-	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.244.201.10"), Target: "passthrough:///" + addr, Rate: 200, Observer: &obs})
+	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.10"), Target: "passthrough:///" + addr, Rate: 200, Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,8 @@ func TestRestartOpensANewConnection(t *testing.T) {
 
 func TestUnreachableTargetCountsErrors(t *testing.T) {
 	var obs collector
-	// Nothing listens on port 1 of 127.244.201.3.
-	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.244.201.11"), Target: "passthrough:///127.244.201.3:1", Rate: 100, Timeout: 50 * time.Millisecond, Observer: &obs})
+	// Nothing listens on port 1 of 127.203.201.3.
+	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.11"), Target: "passthrough:///127.203.201.3:1", Rate: 100, Timeout: 50 * time.Millisecond, Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
 	}

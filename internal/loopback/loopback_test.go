@@ -44,7 +44,7 @@ func TestDialerRefusesOutsideLoopback(t *testing.T) {
 }
 
 func TestListenAndDial(t *testing.T) {
-	ln, err := Listen(context.Background(), "127.244.0.1:0")
+	ln, err := Listen(context.Background(), "127.204.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestListenAndDial(t *testing.T) {
 		done <- netip.MustParseAddrPort(c.RemoteAddr().String())
 		c.Close()
 	}()
-	src := netip.MustParseAddr("127.244.0.9")
+	src := netip.MustParseAddr("127.204.0.9")
 	c, err := Dialer{Source: src}.DialContext(context.Background(), ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

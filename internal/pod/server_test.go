@@ -84,7 +84,7 @@ func (r *recorder) Conn(_ netip.AddrPort, open bool) {
 func startServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
 	cfg.Name, cfg.Namespace = "pricing-abc", "shop"
-	cfg.Addr = netip.MustParseAddrPort("127.244.200.1:0")
+	cfg.Addr = netip.MustParseAddrPort("127.203.200.1:0")
 	s := New(cfg)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func startServer(t *testing.T, cfg Config) *Server {
 
 func dial(t *testing.T, s *Server) *grpc.ClientConn {
 	t.Helper()
-	d := loopback.Dialer{Source: netip.MustParseAddr("127.244.200.9")}
+	d := loopback.Dialer{Source: netip.MustParseAddr("127.203.200.9")}
 	cc, err := grpc.NewClient("passthrough:///"+s.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
@@ -114,8 +114,8 @@ func TestGetPriceNamesThePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetPod() != "pricing-abc" || resp.GetPodIp() != "127.244.200.1" || resp.GetNamespace() != "shop" {
-		t.Errorf("reply %v does not name pod pricing-abc at 127.244.200.1 in shop", resp)
+	if resp.GetPod() != "pricing-abc" || resp.GetPodIp() != "127.203.200.1" || resp.GetNamespace() != "shop" {
+		t.Errorf("reply %v does not name pod pricing-abc at 127.203.200.1 in shop", resp)
 	}
 	again, _ := pricingv1.NewPricingClient(cc).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
 	if again.GetPriceCents() != resp.GetPriceCents() {
@@ -180,7 +180,7 @@ func TestMaxConnectionAgeDrainsWithoutErrors(t *testing.T) {
 }
 
 func TestStopLetsInFlightStreamFinishWithinGrace(t *testing.T) {
-	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.244.200.2:0")})
+	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.200.2:0")})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

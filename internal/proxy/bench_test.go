@@ -11,9 +11,9 @@ import (
 // run, so the ratio is the relay's cost.
 func BenchmarkRelay(b *testing.B) {
 	l := newLab(b, Config{})
-	bs := startBackends(b, "127.244.10.1")
-	const vip = "127.96.77.13:18101"
-	l.service("pricing", "127.96.77.13", tcpPort("grpc", 18101))
+	bs := startBackends(b, "127.202.10.1")
+	const vip = "127.201.77.13:18101"
+	l.service("pricing", "127.201.77.13", tcpPort("grpc", 18101))
 	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
 	l.waitListening(vip)
 

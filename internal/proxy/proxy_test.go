@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The VIPs of this file live in 127.96.77.0/24, one port per test.
+// The VIPs of this file live in 127.201.77.0/24, one port per test.
 
 func grpcPorts(b []*backend) []discovery.EndpointPort {
 	return []discovery.EndpointPort{slicePort("grpc", b[0].addr.Port())}
@@ -29,9 +29,9 @@ func TestDistribution(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("Config.Seed = %d", seed)
 	l := newLab(t, Config{Seed: seed})
-	bs := startBackends(t, "127.244.0.1", "127.244.0.2", "127.244.0.3", "127.244.0.4")
-	const vip = "127.96.77.1:18001"
-	l.service("pricing", "127.96.77.1", tcpPort("grpc", 18001))
+	bs := startBackends(t, "127.202.0.1", "127.202.0.2", "127.202.0.3", "127.202.0.4")
+	const vip = "127.201.77.1:18001"
+	l.service("pricing", "127.201.77.1", tcpPort("grpc", 18001))
 	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond))
 	l.slice("pricing-b", "pricing", grpcPorts(bs), endpoint(bs[2], readyCond), endpoint(bs[3], readyCond))
 	l.waitEndpoints(vip, bs...)
@@ -42,7 +42,7 @@ func TestDistribution(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := 0; w < workers; w++ {
-		source := fmt.Sprintf("127.244.200.%d", w+1)
+		source := fmt.Sprintf("127.202.200.%d", w+1)
 		wg.Go(func() {
 			for i := 0; i < conns/workers; i++ {
 				name, err := onceFrom(vip, source)
@@ -82,9 +82,9 @@ func TestDistribution(t *testing.T) {
 // connections spread over the pods.
 func TestConnectionPinnedToOneBackend(t *testing.T) {
 	l := newLab(t, Config{Seed: 1})
-	bs := startBackends(t, "127.244.0.11", "127.244.0.12", "127.244.0.13")
-	const vip = "127.96.77.2:18002"
-	l.service("pricing", "127.96.77.2", tcpPort("grpc", 18002))
+	bs := startBackends(t, "127.202.0.11", "127.202.0.12", "127.202.0.13")
+	const vip = "127.201.77.2:18002"
+	l.service("pricing", "127.201.77.2", tcpPort("grpc", 18002))
 	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond), endpoint(bs[2], readyCond))
 	l.waitEndpoints(vip, bs...)
 
@@ -129,10 +129,10 @@ func TestConntrackSurvivesEndpointChange(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLab(t, Config{})
-			bs := startBackends(t, fmt.Sprintf("127.244.1.%d", 2*i+1), fmt.Sprintf("127.244.1.%d", 2*i+2))
+			bs := startBackends(t, fmt.Sprintf("127.202.1.%d", 2*i+1), fmt.Sprintf("127.202.1.%d", 2*i+2))
 			a, b := bs[0], bs[1]
-			vip := fmt.Sprintf("127.96.77.3:%d", tt.port)
-			l.service("pricing", "127.96.77.3", tcpPort("grpc", int32(tt.port)))
+			vip := fmt.Sprintf("127.201.77.3:%d", tt.port)
+			l.service("pricing", "127.201.77.3", tcpPort("grpc", int32(tt.port)))
 			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(a, readyCond))
 			l.waitEndpoints(vip, a)
 
@@ -209,9 +209,9 @@ func TestRefusedWithoutEligibleEndpoints(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLab(t, Config{})
-			bs := startBackends(t, fmt.Sprintf("127.244.2.%d", i+1))
-			vip := fmt.Sprintf("127.96.77.4:%d", tt.port)
-			l.service("pricing", "127.96.77.4", tcpPort("grpc", int32(tt.port)))
+			bs := startBackends(t, fmt.Sprintf("127.202.2.%d", i+1))
+			vip := fmt.Sprintf("127.201.77.4:%d", tt.port)
+			l.service("pricing", "127.201.77.4", tcpPort("grpc", int32(tt.port)))
 			if tt.slice {
 				l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], tt.cond))
 			}
@@ -239,10 +239,10 @@ func TestRefusedWithoutEligibleEndpoints(t *testing.T) {
 // take new connections; not-serving terminating ones never do.
 func TestTerminatingFallback(t *testing.T) {
 	l := newLab(t, Config{})
-	bs := startBackends(t, "127.244.3.1", "127.244.3.2", "127.244.3.3", "127.244.3.4")
+	bs := startBackends(t, "127.202.3.1", "127.202.3.2", "127.202.3.3", "127.202.3.4")
 	draining, gone, notReady, fresh := bs[0], bs[1], bs[2], bs[3]
-	const vip = "127.96.77.5:18031"
-	l.service("pricing", "127.96.77.5", tcpPort("grpc", 18031))
+	const vip = "127.201.77.5:18031"
+	l.service("pricing", "127.201.77.5", tcpPort("grpc", 18031))
 	l.slice("pricing-a", "pricing", grpcPorts(bs),
 		endpoint(draining, drainingCond), endpoint(gone, terminatingCond), endpoint(notReady, notReadyCond))
 	l.waitEndpoints(vip, draining)
@@ -267,29 +267,29 @@ func TestTerminatingFallback(t *testing.T) {
 // network rule) ClusterIPs outside 127.0.0.0/8.
 func TestNoListener(t *testing.T) {
 	l := newLab(t, Config{})
-	bs := startBackends(t, "127.244.4.1")
+	bs := startBackends(t, "127.202.4.1")
 	l.service("headless", "None", tcpPort("grpc", 18041))
 	l.slice("headless-a", "headless", grpcPorts(bs), endpoint(bs[0], readyCond))
 	l.service("outside", "10.96.0.10", tcpPort("grpc", 18041))
 	l.slice("outside-a", "outside", grpcPorts(bs), endpoint(bs[0], readyCond))
-	l.service("udp", "127.96.77.6", v1.ServicePort{Name: "dns", Port: 18042, Protocol: v1.ProtocolUDP})
+	l.service("udp", "127.201.77.6", v1.ServicePort{Name: "dns", Port: 18042, Protocol: v1.ProtocolUDP})
 	l.slice("udp-a", "udp", grpcPorts(bs), endpoint(bs[0], readyCond))
 	ext := externalName("ext")
 	l.applyService(ext)
 	// Events are handled in order, so once the last Service is programmed
 	// the ones before it have been considered.
-	l.service("sentinel", "127.96.77.7", tcpPort("grpc", 18043))
+	l.service("sentinel", "127.201.77.7", tcpPort("grpc", 18043))
 	l.slice("sentinel-a", "sentinel", grpcPorts(bs), endpoint(bs[0], readyCond))
-	l.waitListening("127.96.77.7:18043")
+	l.waitListening("127.201.77.7:18043")
 
 	var got []string
 	for _, r := range l.p.Rules() {
 		got = append(got, r.Service.Name+" "+r.VIP.String())
 	}
-	if diff := cmp.Diff([]string{"sentinel 127.96.77.7:18043"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"sentinel 127.201.77.7:18043"}, got); diff != "" {
 		t.Errorf("Rules() (-want +got):\n%s", diff)
 	}
-	if _, err := dial("127.96.77.6:18042", ""); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := dial("127.201.77.6:18042", ""); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("dial UDP-only Service's ClusterIP over TCP: %v, want ECONNREFUSED", err)
 	}
 }
@@ -298,23 +298,23 @@ func TestNoListener(t *testing.T) {
 // name, whatever its number; each Service port gets its own VIP listener.
 func TestNamedTargetPort(t *testing.T) {
 	l := newLab(t, Config{})
-	grpcB := startBackends(t, "127.244.5.1")[0]
-	metricsB := startBackends(t, "127.244.5.1")[0]
+	grpcB := startBackends(t, "127.202.5.1")[0]
+	metricsB := startBackends(t, "127.202.5.1")[0]
 	metricsB.name = "metrics"
 	if grpcB.addr.Port() == metricsB.addr.Port() {
 		t.Fatal("backends share a port")
 	}
-	l.service("pricing", "127.96.77.8", tcpPort("grpc", 8471), tcpPort("metrics", 18051))
+	l.service("pricing", "127.201.77.8", tcpPort("grpc", 8471), tcpPort("metrics", 18051))
 	ports := []discovery.EndpointPort{slicePort("metrics", metricsB.addr.Port()), slicePort("grpc", grpcB.addr.Port())}
 	l.slice("pricing-a", "pricing", ports, endpoint(grpcB, readyCond))
-	l.waitListening("127.96.77.8:8471")
-	l.waitListening("127.96.77.8:18051")
+	l.waitListening("127.201.77.8:8471")
+	l.waitListening("127.201.77.8:18051")
 
 	tests := []struct {
 		name, vip, want string
 	}{
-		{"grpc", "127.96.77.8:8471", "pod-1"},
-		{"metrics", "127.96.77.8:18051", "metrics"},
+		{"grpc", "127.201.77.8:8471", "pod-1"},
+		{"metrics", "127.201.77.8:18051", "metrics"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,27 +329,27 @@ func TestNamedTargetPort(t *testing.T) {
 // close VIP listeners.
 func TestServiceUpdates(t *testing.T) {
 	l := newLab(t, Config{})
-	bs := startBackends(t, "127.244.6.1")
+	bs := startBackends(t, "127.202.6.1")
 	ports := []discovery.EndpointPort{slicePort("a", bs[0].addr.Port()), slicePort("b", bs[0].addr.Port())}
 	l.slice("pricing-a", "pricing", ports, endpoint(bs[0], readyCond))
-	l.service("pricing", "127.96.77.9", tcpPort("a", 18061))
-	l.waitListening("127.96.77.9:18061")
+	l.service("pricing", "127.201.77.9", tcpPort("a", 18061))
+	l.waitListening("127.201.77.9:18061")
 
-	l.service("pricing", "127.96.77.9", tcpPort("a", 18061), tcpPort("b", 18062))
-	l.waitListening("127.96.77.9:18062")
-	if _, err := once("127.96.77.9:18062"); err != nil {
+	l.service("pricing", "127.201.77.9", tcpPort("a", 18061), tcpPort("b", 18062))
+	l.waitListening("127.201.77.9:18062")
+	if _, err := once("127.201.77.9:18062"); err != nil {
 		t.Fatalf("added port: %v", err)
 	}
 
-	l.service("pricing", "127.96.77.9", tcpPort("b", 18062))
-	l.waitRule("127.96.77.9:18061", func(r *Rule) bool { return r == nil })
-	if _, err := dial("127.96.77.9:18061", ""); !errors.Is(err, syscall.ECONNREFUSED) {
+	l.service("pricing", "127.201.77.9", tcpPort("b", 18062))
+	l.waitRule("127.201.77.9:18061", func(r *Rule) bool { return r == nil })
+	if _, err := dial("127.201.77.9:18061", ""); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("removed port: %v, want ECONNREFUSED", err)
 	}
 
 	l.deleteService("pricing")
-	l.waitRule("127.96.77.9:18062", func(r *Rule) bool { return r == nil })
-	if _, err := dial("127.96.77.9:18062", ""); !errors.Is(err, syscall.ECONNREFUSED) {
+	l.waitRule("127.201.77.9:18062", func(r *Rule) bool { return r == nil })
+	if _, err := dial("127.201.77.9:18062", ""); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("deleted Service: %v, want ECONNREFUSED", err)
 	}
 }
@@ -357,19 +357,19 @@ func TestServiceUpdates(t *testing.T) {
 // TestClientSourceIP: DNAT without SNAT, so the pod sees the client's IP.
 func TestClientSourceIP(t *testing.T) {
 	l := newLab(t, Config{})
-	bs := startBackends(t, "127.244.7.1")
-	const vip = "127.96.77.10:18071"
-	l.service("pricing", "127.96.77.10", tcpPort("grpc", 18071))
+	bs := startBackends(t, "127.202.7.1")
+	const vip = "127.201.77.10:18071"
+	l.service("pricing", "127.201.77.10", tcpPort("grpc", 18071))
 	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
 	l.waitListening(vip)
 
-	c, err := dial(vip, "127.244.9.9")
+	c, err := dial(vip, "127.202.9.9")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.mustAsk(t, "hello")
-	if diff := cmp.Diff([]netip.Addr{netip.MustParseAddr("127.244.9.9")}, bs[0].remoteIPs(), netipEqual); diff != "" {
+	if diff := cmp.Diff([]netip.Addr{netip.MustParseAddr("127.202.9.9")}, bs[0].remoteIPs(), netipEqual); diff != "" {
 		t.Errorf("source IPs seen by the pod (-want +got):\n%s", diff)
 	}
 }
@@ -378,10 +378,10 @@ func TestClientSourceIP(t *testing.T) {
 // a reset when the chosen pod refuses.
 func TestDialFailureResetsClient(t *testing.T) {
 	l := newLab(t, Config{})
-	bs := startBackends(t, "127.244.8.1")
-	dead := &backend{name: "dead", addr: netip.AddrPortFrom(netip.MustParseAddr("127.244.8.2"), bs[0].addr.Port())}
-	const vip = "127.96.77.11:18081"
-	l.service("pricing", "127.96.77.11", tcpPort("grpc", 18081))
+	bs := startBackends(t, "127.202.8.1")
+	dead := &backend{name: "dead", addr: netip.AddrPortFrom(netip.MustParseAddr("127.202.8.2"), bs[0].addr.Port())}
+	const vip = "127.201.77.11:18081"
+	l.service("pricing", "127.201.77.11", tcpPort("grpc", 18081))
 	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(dead, readyCond))
 	l.waitListening(vip)
 
@@ -400,9 +400,9 @@ func TestDialFailureResetsClient(t *testing.T) {
 // closes relayed connections and listeners.
 func TestOnConnAndShutdown(t *testing.T) {
 	l := newLab(t, Config{})
-	bs := startBackends(t, "127.244.8.11")
-	const vip = "127.96.77.12:18091"
-	l.service("pricing", "127.96.77.12", tcpPort("grpc", 18091))
+	bs := startBackends(t, "127.202.8.11")
+	const vip = "127.201.77.12:18091"
+	l.service("pricing", "127.201.77.12", tcpPort("grpc", 18091))
 	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
 	l.waitListening(vip)
 

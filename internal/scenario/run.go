@@ -59,7 +59,7 @@ type Progress struct {
 }
 
 // Run runs the file's variants and returns their results. Variants run side
-// by side in separate mini-clusters (up to lab.MaxIndex+1 at a time) unless
+// by side in separate mini-clusters (up to lab.Ranges at a time) unless
 // opts.Sequential. A variant that fails to start is reported in its result;
 // Run itself fails only for bad options or when ctx ends.
 func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
@@ -101,17 +101,17 @@ func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
 		runs[i].state.Store("waiting")
 	}
 	stopProgress := startProgress(opts.Progress, runs)
-	batch := lab.MaxIndex + 1
+	batch := lab.Ranges
 	if opts.Sequential {
 		batch = 1
 	}
 	for start := 0; start < len(runs); start += batch {
 		var wg sync.WaitGroup
-		for i, r := range runs[start:min(start+batch, len(runs))] {
+		for _, r := range runs[start:min(start+batch, len(runs))] {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r.run(ctx, i)
+				r.run(ctx)
 			}()
 		}
 		wg.Wait()
@@ -217,7 +217,7 @@ func (r *variantRun) progress() Progress {
 	return p
 }
 
-func (r *variantRun) run(ctx context.Context, index int) {
+func (r *variantRun) run(ctx context.Context) {
 	p := r.plan
 	first := p.Clients[0]
 	r.result = report.Variant{
@@ -229,7 +229,7 @@ func (r *variantRun) run(ctx context.Context, index int) {
 		r.result.ServiceKind = "headless"
 	}
 	r.state.Store("starting")
-	if err := r.execute(ctx, index); err != nil {
+	if err := r.execute(ctx); err != nil {
 		r.result.Error = err.Error()
 		r.state.Store("failed")
 		return
@@ -237,12 +237,12 @@ func (r *variantRun) run(ctx context.Context, index int) {
 	r.state.Store("done")
 }
 
-func (r *variantRun) execute(ctx context.Context, index int) error {
+func (r *variantRun) execute(ctx context.Context) error {
 	rec := stats.NewRecorder(time.Now())
 	r.rec.Store(rec)
 	sp := r.file.Scenario.Spec
 	cfg := lab.Config{
-		Index: index, Seed: r.seed, Logger: r.opts.Logger,
+		Seed: r.seed, Logger: r.opts.Logger,
 		PodObserver: func(p *corev1.Pod) pod.Observer { return podObserver{rec: rec, name: p.Name} },
 		DNSQuery:    dnsObserver(rec),
 		ProxyConn:   proxyObserver(rec),
