@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -24,6 +25,8 @@ type LabRunOptions struct {
 	Seed       uint64
 	// Progress: "auto" (a live line when stderr is a terminal), "on", "off".
 	Progress string
+	// LogLevel of component logs on stderr: "off", "info" or "debug".
+	LogLevel string
 
 	Out, Err io.Writer
 }
@@ -55,6 +58,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			if opts.Progress != "auto" && opts.Progress != "on" && opts.Progress != "off" {
 				return usageError{fmt.Errorf("--progress %q: expected auto, on or off", opts.Progress)}
 			}
+			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
+				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -67,6 +73,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.BoolVar(&opts.Sequential, "sequential", false, "run variants one after another instead of side by side")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed for pod names, ClusterIPs and random picks (0: random, reported)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress line on stderr: auto, on or off")
+	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	return cmd
 }
 
@@ -76,6 +83,9 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		return err
 	}
 	ro := scenario.Options{Sequential: opts.Sequential, Variants: opts.Variants, Seed: opts.Seed}
+	if lvl, ok := logLevels[opts.LogLevel]; ok {
+		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
+	}
 	if show(opts) {
 		pl := &progressLine{w: opts.Err, live: isTerminal(opts.Err)}
 		ro.Progress = pl.update
@@ -101,6 +111,8 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	}
 	return nil
 }
+
+var logLevels = map[string]slog.Level{"info": slog.LevelInfo, "debug": slog.LevelDebug}
 
 func show(opts *LabRunOptions) bool {
 	switch opts.Progress {

@@ -65,6 +65,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Logger = cfg.Logger.With("component", "kubelet")
 	inf := factory.Core().V1().Pods()
 	k := &Kubelet{
 		cfg:     cfg,

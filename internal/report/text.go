@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -75,6 +76,12 @@ func (p *printer) variant(v Variant, alone bool) {
 	if v.Servers != "" {
 		p.f("; servers: %s", v.Servers)
 	}
+	if v.DNS != "" {
+		p.f("; cluster DNS %s", v.DNS)
+		if !strings.HasSuffix(v.DNS, ":53") {
+			p.f(" (port 53 could not be bound)")
+		}
+	}
 	p.f("\n")
 	if v.Error != "" {
 		p.f("   FAILED: %s\n", v.Error)
@@ -82,6 +89,9 @@ func (p *printer) variant(v Variant, alone bool) {
 	}
 	for _, w := range v.Summary.Windows {
 		p.window(w)
+	}
+	if v.ClusterIP != "" {
+		p.conntrack(v)
 	}
 	for _, e := range v.StepErrors {
 		p.f("   step failed: %s\n", e)
@@ -166,5 +176,38 @@ func (p *printer) comparison(r *Result) {
 		if v.Why != "" {
 			p.f("  %s: %s\n", v.Name, v.Why)
 		}
+	}
+}
+
+// MaxConntrackRows bounds the kube-proxy connections listed per variant.
+const MaxConntrackRows = 8
+
+// conntrack lists the kube-proxy connections still open at the end of the
+// run: which pod each client's connection through the VIP was pinned to.
+func (p *printer) conntrack(v Variant) {
+	names := map[string]string{}
+	for _, c := range v.Summary.Clients {
+		names[c.IP] = c.Name
+	}
+	var open []stats.ProxyConn
+	for _, c := range v.Summary.Proxy {
+		if c.Closed == nil {
+			open = append(open, c)
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	p.f("\n   kube-proxy connections open at the end (client -> VIP -> pod):\n")
+	for i, c := range open {
+		if i == MaxConntrackRows {
+			p.f("     ... %d more (see -o json)\n", len(open)-i)
+			break
+		}
+		who := c.Client
+		if host, _, err := net.SplitHostPort(c.Client); err == nil && names[host] != "" {
+			who = names[host] + " " + c.Client
+		}
+		p.f("     %s -> %s -> %s (%s) since %.1fs\n", who, c.VIP, c.Pod, c.Endpoint, c.Opened.Seconds())
 	}
 }

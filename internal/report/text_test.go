@@ -16,6 +16,8 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 func f(v float64) *float64 { return &v }
 
+func off(s float64) *stats.Offset { o := stats.Offset(s * 1e9); return &o }
+
 func sample() *Result {
 	pods := func(shares ...float64) []stats.PodStats {
 		var out []stats.PodStats
@@ -40,10 +42,17 @@ func sample() *Result {
 		Steps:   []string{"10s: scale Deployment pricing to 4"},
 		Variants: []Variant{
 			{Name: "clusterip", Description: "ClusterIP", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.96.1.2",
-				Policy: "pick_first", Clients: 4, RatePerClient: 250, Why: "kube-proxy picked once per connection.",
-				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 0.5, pods(0.5, 0.5, 0, 0))}}},
+				Policy: "pick_first", Clients: 4, RatePerClient: 250, Why: "kube-proxy picked once per connection.", DNS: "127.96.0.10:53",
+				Summary: stats.Summary{
+					Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 0.5, pods(0.5, 0.5, 0, 0))},
+					Clients: []stats.ClientStats{{Name: "order-0", IP: "127.244.0.9"}},
+					Proxy: []stats.ProxyConn{
+						{Opened: 0.012e9, Closed: off(5), Client: "127.244.0.9:40001", VIP: "127.96.1.2:8471", Endpoint: "127.244.0.3:8471", Pod: "pricing-7d9f8-b"},
+						{Opened: 5.1e9, Client: "127.244.0.9:40002", VIP: "127.96.1.2:8471", Endpoint: "127.244.0.2:8471", Pod: "pricing-7d9f8-a"},
+					},
+				}},
 			{Name: "headless-rr-age", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin",
-				Servers: "pricing: MaxConnectionAge 10s", Clients: 4, RatePerClient: 250, Why: "re-resolved at 30s.",
+				Servers: "pricing: MaxConnectionAge 10s", Clients: 4, RatePerClient: 250, Why: "re-resolved at 30s.", DNS: "127.97.0.10:21053",
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))}}},
 			{Name: "broken", Target: "x:1", ServiceKind: "ClusterIP", Policy: "pick_first", Error: "pods not ready"},
 		},

@@ -5,6 +5,8 @@
 package stats
 
 import (
+	"fmt"
+	"math"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -99,6 +101,16 @@ func (o Offset) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, secs(time.Duration(o)), 'f', -1, 64), nil
 }
 
+// UnmarshalJSON reads an offset written by MarshalJSON.
+func (o *Offset) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("stats: offset %s is not a number of seconds", b)
+	}
+	*o = Offset(math.Round(f * 1e9))
+	return nil
+}
+
 // Seconds returns the offset in seconds.
 func (o Offset) Seconds() float64 { return time.Duration(o).Seconds() }
 
@@ -126,12 +138,12 @@ type DNSQuery struct {
 // ProxyConn is one connection kube-proxy tracked: client -> VIP -> pod.
 // Offsets are filled in by Summarize.
 type ProxyConn struct {
-	Opened   Offset `json:"opened_s"`
-	Closed   Offset `json:"closed_s"` // negative while still open
-	Client   string `json:"client"`
-	VIP      string `json:"vip"`
-	Endpoint string `json:"endpoint"`
-	Pod      string `json:"pod"`
+	Opened   Offset  `json:"opened_s"`
+	Closed   *Offset `json:"closed_s"` // nil (null) while still open
+	Client   string  `json:"client"`
+	VIP      string  `json:"vip"`
+	Endpoint string  `json:"endpoint"`
+	Pod      string  `json:"pod"`
 }
 
 // Mark is a timeline step or other note at an offset from the start.

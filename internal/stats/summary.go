@@ -59,7 +59,10 @@ type WindowStats struct {
 	ClientOK       int64            `json:"client_ok"`
 	Errors         map[string]int64 `json:"errors"`
 	LatencyP50     float64          `json:"latency_p50_ms"`
+	LatencyP90     float64          `json:"latency_p90_ms"`
 	LatencyP99     float64          `json:"latency_p99_ms"`
+	LatencyP999    float64          `json:"latency_p999_ms"`
+	LatencyMax     float64          `json:"latency_max_ms"`
 }
 
 // ClientStats is one load client over the whole run.
@@ -123,9 +126,10 @@ func (r *Recorder) Summarize(windows []Window) Summary {
 	}
 	for _, p := range r.proxy {
 		c := p.c
-		c.Opened, c.Closed = Offset(r.offset(p.opened)), -1
+		c.Opened = Offset(r.offset(p.opened))
 		if !p.closed.IsZero() {
-			c.Closed = Offset(r.offset(p.closed))
+			closed := Offset(r.offset(p.closed))
+			c.Closed = &closed
 		}
 		s.Proxy = append(s.Proxy, c)
 	}
@@ -279,8 +283,9 @@ func (r *Recorder) clientWindow(ws *WindowStats, w Window) {
 	for s := max(int(w.From/time.Second), 0); s < int((w.To+time.Second-1)/time.Second) && s < len(r.latency); s++ {
 		h.Merge(&r.latency[s])
 	}
-	ws.LatencyP50 = float64(h.Quantile(0.5)) / float64(time.Millisecond)
-	ws.LatencyP99 = float64(h.Quantile(0.99)) / float64(time.Millisecond)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	ws.LatencyP50, ws.LatencyP90 = ms(h.Quantile(0.5)), ms(h.Quantile(0.9))
+	ws.LatencyP99, ws.LatencyP999, ws.LatencyMax = ms(h.Quantile(0.99)), ms(h.Quantile(0.999)), ms(h.Max())
 }
 
 // avgOpen returns the time-averaged number of intervals (accepted by keep)
