@@ -217,8 +217,15 @@ func (c *Client) call(ch *channel, due time.Time) {
 	c.cfg.Observer.Called(r)
 }
 
+// Close releases a client that will not Run (Run closes its client itself).
+func (c *Client) Close() { c.shutdown() }
+
 func (c *Client) shutdown() {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
 	c.closed = true
 	c.mu.Unlock()
 	c.wg.Wait()

@@ -147,11 +147,38 @@ func (f *File) check() error {
 			return err
 		}
 	}
+	if err := f.checkOfferedLoad(); err != nil {
+		return err
+	}
 	if g := sp.GRPC.MinResolutionInterval; g != nil && g.Duration < 0 {
 		return d.Errorf("spec.grpc.minResolutionInterval", "must not be negative")
 	}
 	if t := sp.DNS.TTL; t != nil && (t.Duration < 0 || t.Duration > time.Hour || t.Duration%time.Second != 0) {
 		return d.Errorf("spec.dns.ttl", "%v: expected whole seconds between 0s and 3600s", t.Duration)
+	}
+	return nil
+}
+
+// MaxOfferedLoad bounds the calls per second all clients of one variant
+// offer together: about what two cores can serve through the lab, well
+// above what the claims need. Beyond it a run measures the machine, not
+// Kubernetes.
+const MaxOfferedLoad = 20000
+
+func (f *File) checkOfferedLoad() error {
+	for i, p := range f.Plans() {
+		var total float64
+		for _, c := range p.Clients {
+			total += c.Rate
+		}
+		if total > MaxOfferedLoad {
+			field := "spec.clients"
+			if len(f.Scenario.Spec.Variants) > 0 {
+				field = fmt.Sprintf("spec.variants[%d]", i)
+			}
+			return f.doc.Errorf(field, "variant %s offers %.0f calls/s in all (%d clients); expected at most %d calls/s per variant: lower count or rate",
+				p.Name, total, len(p.Clients), MaxOfferedLoad)
+		}
 	}
 	return nil
 }

@@ -61,6 +61,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "undeclared namespace", old: "metadata: {name: pricing, namespace: shop}\nspec:\n  selector", new: "metadata: {name: pricing, namespace: shoe}\nspec:\n  selector", marker: "namespace: shoe", want: []string{`namespace "shoe" is not defined`}},
 		{name: "no scenario", old: baseScenario, new: "", marker: "", want: []string{"no Scenario document"}},
 		{name: "two scenarios", old: baseScenario, new: baseScenario + baseScenario, marker: "", want: []string{"a second Scenario document"}},
+		{name: "offered load beyond one machine", old: "    count: 2", new: "    count: 1000", marker: "", want: []string{"offers 100000 calls/s in all (1000 clients)", "at most 20000"}},
 		{name: "negative replicas", old: "replicas: 4}", new: "replicas: -1}", marker: "replicas: -1", want: []string{"spec.timeline[0].scale.replicas"}},
 	}
 	for _, tt := range tests {

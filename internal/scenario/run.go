@@ -291,12 +291,19 @@ func (r *variantRun) clusterIP(l *lab.Lab) string {
 
 // newClients creates the plan's load clients, each with its own IP from the
 // pod network, as client pods would have.
-func (r *variantRun) newClients(l *lab.Lab, rec *stats.Recorder) (map[string]*load.Client, error) {
+func (r *variantRun) newClients(l *lab.Lab, rec *stats.Recorder) (_ map[string]*load.Client, err error) {
 	clients := map[string]*load.Client{}
+	defer func() {
+		if err != nil {
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+	}()
 	for _, cp := range r.plan.Clients {
 		ip, err := l.Cluster.PodIPs().Allocate()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("client %s: no pod IP: %w", cp.Name, err)
 		}
 		rec.Client(cp.Name, ip)
 		c, err := load.New(load.Config{
