@@ -16,6 +16,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// burstReplicas is the most pods one sync creates or deletes, the
+// ReplicaSet controller's BurstReplicas (500); the rest follow in later
+// syncs.
+const burstReplicas = 500
+
 // expectationTTL bounds how long a controller waits to observe its own pod
 // creations and deletions before trusting its cache again.
 const expectationTTL = 30 * time.Second
@@ -173,14 +178,14 @@ func IsPodActive(p *corev1.Pod) bool {
 
 func (rc *replicaSetController) manage(ctx context.Context, key string, rs *appsv1.ReplicaSet, active []*corev1.Pod) error {
 	diff := int(*rs.Spec.Replicas) - len(active)
+	diff = max(min(diff, burstReplicas), -burstReplicas)
 	switch {
 	case diff > 0:
 		rc.expect(key, diff, 0)
-		for i := 0; i < diff; i++ {
-			if err := rc.createPod(ctx, rs); err != nil {
-				rc.lower(key, diff-i, 0)
-				return err
-			}
+		created, err := slowStart(ctx, diff, func() error { return rc.createPod(ctx, rs) })
+		if err != nil {
+			rc.lower(key, diff-created, 0)
+			return err
 		}
 	case diff < 0:
 		victims := rankForDeletion(active)[:-diff]
@@ -194,6 +199,26 @@ func (rc *replicaSetController) manage(ctx context.Context, key string, rs *apps
 		}
 	}
 	return nil
+}
+
+// slowStart calls create n times in batches of 1, 2, 4, ... and stops at the
+// first batch with an error or when ctx ends, as the controller's
+// slowStartBatch does so a failing create is not repeated hundreds of
+// times. It returns how many creates succeeded.
+func slowStart(ctx context.Context, n int, create func() error) (int, error) {
+	done := 0
+	for batch := 1; done < n; batch *= 2 {
+		for range min(batch, n-done) {
+			if ctx.Err() != nil {
+				return done, ctx.Err()
+			}
+			if err := create(); err != nil {
+				return done, err
+			}
+			done++
+		}
+	}
+	return done, nil
 }
 
 func (rc *replicaSetController) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {

@@ -159,6 +159,11 @@ func (f *File) check() error {
 	return nil
 }
 
+// MaxReplicas bounds a Deployment's pods in a lab: each pod is a real
+// server (about 30 KiB and 2 goroutines idle, more under load), and a lab's
+// pod range is one /16.
+const MaxReplicas = 1000
+
 // MaxOfferedLoad bounds the calls per second all clients of one variant
 // offer together: about what two cores can serve through the lab, well
 // above what the claims need. Beyond it a run measures the machine, not
@@ -200,6 +205,9 @@ func (f *File) checkObjects() error {
 			return o.Doc.Errorf("metadata.name", "%s is defined twice (first in document %d)", o.Doc.What(), prev.Index)
 		}
 		seen[key] = o.Doc
+		if d, ok := o.Obj.(*appsv1.Deployment); ok && d.Spec.Replicas != nil && *d.Spec.Replicas > MaxReplicas {
+			return o.Doc.Errorf("spec.replicas", "%d: expected at most %d pods per Deployment in a lab", *d.Spec.Replicas, MaxReplicas)
+		}
 		if o.Doc.Kind != "Namespace" && !namespaces[namespaceOf(o.Doc)] {
 			return o.Doc.Errorf("metadata.namespace", "namespace %q is not defined in this file; add a Namespace document (the API server would reject the object)", namespaceOf(o.Doc))
 		}
@@ -263,6 +271,9 @@ func (f *File) checkStep(i int, st Step, groups map[string]bool) error {
 	case st.Scale != nil && st.RestartClient == nil:
 		if st.Scale.Replicas == nil || *st.Scale.Replicas < 0 {
 			return d.Errorf(p+".scale.replicas", "required, >= 0")
+		}
+		if *st.Scale.Replicas > MaxReplicas {
+			return d.Errorf(p+".scale.replicas", "%d: expected at most %d pods per Deployment in a lab", *st.Scale.Replicas, MaxReplicas)
 		}
 		if _, err := f.deployment(st.Scale.Namespace, st.Scale.Deployment); err != nil {
 			return d.Errorf(p+".scale.deployment", "%v", err)

@@ -62,6 +62,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "no scenario", old: baseScenario, new: "", marker: "", want: []string{"no Scenario document"}},
 		{name: "two scenarios", old: baseScenario, new: baseScenario + baseScenario, marker: "", want: []string{"a second Scenario document"}},
 		{name: "offered load beyond one machine", old: "    count: 2", new: "    count: 1000", marker: "", want: []string{"offers 100000 calls/s in all (1000 clients)", "at most 20000"}},
+		{name: "scale beyond the lab", old: "replicas: 4}", new: "replicas: 100000}", marker: "replicas: 100000", want: []string{"spec.timeline[0].scale.replicas", "at most 1000"}},
+		{name: "too many initial replicas", old: "  replicas: 2", new: "  replicas: 5000", marker: "replicas: 5000", want: []string{"spec.replicas", "at most 1000"}},
 		{name: "negative replicas", old: "replicas: 4}", new: "replicas: -1}", marker: "replicas: -1", want: []string{"spec.timeline[0].scale.replicas"}},
 	}
 	for _, tt := range tests {
