@@ -41,37 +41,77 @@ func ContainerArgs(c *corev1.Container) ([]string, error) {
 	return args, nil
 }
 
-// containerConfig turns a pod's single pinlab container into a server
-// config. The listen port is --port, else the container's first TCP
-// containerPort, else pod.DefaultPort.
-func containerConfig(p *corev1.Pod, ip netip.Addr) (pod.Config, error) {
-	if len(p.Spec.Containers) != 1 {
-		return pod.Config{}, fmt.Errorf("pod has %d containers; the lab runs pods with exactly one pinlab container", len(p.Spec.Containers))
+// SpecError is a pod spec the lab cannot run; Field is the JSON path of
+// the problem within the pod spec (e.g. "containers[0].image").
+type SpecError struct {
+	Field string
+	Msg   string
+}
+
+func (e *SpecError) Error() string { return e.Field + ": " + e.Msg }
+
+// Workload is what the kubelet runs for a pod spec.
+type Workload struct {
+	Args pod.Args
+	// Port is where the server listens: --port, else the container's first
+	// TCP containerPort, else pod.DefaultPort.
+	Port int
+}
+
+// WorkloadFor checks that spec is a pod the lab's kubelet can run (exactly
+// one container, image pinlab, valid pod args, readiness probes of kind grpc
+// or tcpSocket, no liveness or startup probes yet) and returns its workload.
+// Errors are *SpecError.
+func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
+	if len(spec.Containers) != 1 {
+		return Workload{}, &SpecError{"containers", fmt.Sprintf("%d containers; the lab runs pods with exactly one pinlab container", len(spec.Containers))}
 	}
-	c := &p.Spec.Containers[0]
+	c := &spec.Containers[0]
 	args, err := ContainerArgs(c)
 	if err != nil {
-		return pod.Config{}, err
+		field := "containers[0].image"
+		if IsPinlabImage(c.Image) {
+			field = "containers[0].command"
+		}
+		return Workload{}, &SpecError{field, err.Error()}
 	}
 	a, err := pod.ParseArgs(args)
 	if err != nil {
-		return pod.Config{}, fmt.Errorf("container %q: %w", c.Name, err)
+		return Workload{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: %v", c.Name, err)}
 	}
-	port := a.Port
-	if port == 0 {
-		port = pod.DefaultPort
+	if p := c.ReadinessProbe; p != nil && p.GRPC == nil && p.TCPSocket == nil {
+		return Workload{}, &SpecError{"containers[0].readinessProbe", "only grpc and tcpSocket readiness probes are supported in the lab"}
+	}
+	if c.LivenessProbe != nil {
+		return Workload{}, &SpecError{"containers[0].livenessProbe", "liveness probes are not supported in the lab yet"}
+	}
+	if c.StartupProbe != nil {
+		return Workload{}, &SpecError{"containers[0].startupProbe", "startup probes are not supported in the lab yet"}
+	}
+	w := Workload{Args: a, Port: a.Port}
+	if w.Port == 0 {
+		w.Port = pod.DefaultPort
 		for _, cp := range c.Ports {
 			if cp.Protocol == "" || cp.Protocol == corev1.ProtocolTCP {
-				port = int(cp.ContainerPort)
+				w.Port = int(cp.ContainerPort)
 				break
 			}
 		}
 	}
+	return w, nil
+}
+
+// containerConfig turns a pod into its server's config at ip.
+func containerConfig(p *corev1.Pod, ip netip.Addr) (pod.Config, error) {
+	w, err := WorkloadFor(&p.Spec)
+	if err != nil {
+		return pod.Config{}, err
+	}
 	return pod.Config{
 		Name:                  p.Name,
 		Namespace:             p.Namespace,
-		Addr:                  netip.AddrPortFrom(ip, uint16(port)),
-		MaxConnectionAge:      a.MaxConnectionAge,
-		MaxConnectionAgeGrace: a.MaxConnectionAgeGrace,
+		Addr:                  netip.AddrPortFrom(ip, uint16(w.Port)),
+		MaxConnectionAge:      w.Args.MaxConnectionAge,
+		MaxConnectionAgeGrace: w.Args.MaxConnectionAgeGrace,
 	}, nil
 }

@@ -197,6 +197,21 @@ func (d Document) Errorf(field, format string, args ...any) error {
 
 var typeErrRE = regexp.MustCompile(`cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type`)
 
+// stripGoNames drops the Go names of embedded structs that decoders put in
+// paths ("readinessProbe.ProbeHandler.exec"); JSON names never start with
+// an upper-case letter in these APIs.
+func stripGoNames(path string) string {
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && p[0] >= 'A' && p[0] <= 'Z' {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
+}
+
 var quotedRE = regexp.MustCompile(`"([^"]*)"`)
 
 // Decode strictly decodes the document into v (a pointer to a Go type with
@@ -246,15 +261,16 @@ func (d Document) typeError(err error, v any) error {
 	// encoding/json's UnmarshalTypeError, as sigs.k8s.io/json words it:
 	// "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
 	if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
-		line, path := d.locate(m[2])
-		msg := fmt.Sprintf("cannot use a %s here; expected %s", m[1], goTypeAt(v, m[2]))
+		jsonPath := stripGoNames(m[2])
+		line, path := d.locate(jsonPath)
+		msg := fmt.Sprintf("cannot use a %s here; expected %s", m[1], goTypeAt(v, jsonPath))
 		return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	// Errors from a field's own decoder (e.g. metav1.Duration's
 	// `time: invalid duration "ten"`) carry no path; find the value.
-	if m := quotedRE.FindStringSubmatch(msg); m != nil {
-		if path, line, ok := d.findScalar(m[1]); ok {
+	for _, m := range quotedRE.FindAllStringSubmatch(msg, -1) {
+		if path, line, ok := d.findValue(m[1]); ok {
 			if _, known := typeAt(v, path); known {
 				msg += "; expected " + goTypeAt(v, path)
 			}

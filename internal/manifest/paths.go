@@ -79,13 +79,19 @@ func (d Document) locate(path string) (int, string) {
 // findScalar returns the path and line of the only scalar value equal to v
 // in the document.
 func (d Document) findScalar(v string) (string, int, bool) {
+	return d.findScalarFunc(func(s string) bool { return s == v })
+}
+
+// findScalarFunc returns the path and line of the only scalar value for
+// which match is true.
+func (d Document) findScalarFunc(match func(string) bool) (string, int, bool) {
 	var paths []string
 	var lines []int
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
 		case yaml.ScalarNode:
-			if n.Value == v {
+			if match(n.Value) {
 				paths, lines = append(paths, path), append(lines, n.Line)
 			}
 		case yaml.SequenceNode:
@@ -103,6 +109,15 @@ func (d Document) findScalar(v string) (string, int, bool) {
 		return "", 0, false
 	}
 	return paths[0], lines[0], true
+}
+
+// findValue is findScalar, falling back to the only scalar that contains v
+// (errors quote parts of values: `unknown unit " seconds"`).
+func (d Document) findValue(v string) (string, int, bool) {
+	if p, l, ok := d.findScalar(v); ok {
+		return p, l, ok
+	}
+	return d.findScalarFunc(func(s string) bool { return v != "" && strings.Contains(s, v) })
 }
 
 // child returns the node for s under n and, when a field step went into a
@@ -143,12 +158,14 @@ func child(n *yaml.Node, s segment) (*yaml.Node, int) {
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
+// yamlErrLine returns the line a YAML syntax error names; yaml.v3 leaves
+// out the line when the problem is on the first one.
 func yamlErrLine(err error) int {
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
-	return 0
+	return 1
 }
 
 func cleanYAMLErr(err error) string {
@@ -261,6 +278,11 @@ func goTypeAt(v any, path string) string {
 	if !ok {
 		return "another type"
 	}
+	return describe(t)
+}
+
+func describe(t reflect.Type) string {
+	t = deref(t)
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
@@ -272,7 +294,7 @@ func goTypeAt(v any, path string) string {
 	case reflect.String:
 		return "a string"
 	case reflect.Slice:
-		return "a list"
+		return "a list of " + plural(describe(t.Elem()))
 	case reflect.Map, reflect.Struct:
 		if t.Name() == "Duration" {
 			return `a duration such as "10s"`
@@ -283,6 +305,20 @@ func goTypeAt(v any, path string) string {
 		return "a mapping"
 	}
 	return t.String()
+}
+
+// plural turns "a string" into "strings", "an integer" into "integers".
+func plural(s string) string {
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "an "), "a ")
+	switch {
+	case strings.HasPrefix(s, "list of"):
+		return "lists"
+	case strings.HasPrefix(s, "duration"):
+		return "durations"
+	case strings.Contains(s, " or "):
+		return "values (" + s + ")"
+	}
+	return s + "s"
 }
 
 // closest returns the name within edit distance 2 of s, if one is.

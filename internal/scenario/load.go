@@ -115,8 +115,11 @@ func (f *File) check() error {
 	if err := f.checkObjects(); err != nil {
 		return err
 	}
-	if sp.Duration.Duration <= 0 {
-		return d.Errorf("spec.duration", "must be a positive duration such as 60s")
+	if err := f.checkWorkloads(); err != nil {
+		return err
+	}
+	if sp.Duration.Duration <= 0 || sp.Duration.Duration > MaxDuration {
+		return d.Errorf("spec.duration", "%v: expected a positive duration up to %v, such as 60s", sp.Duration.Duration, MaxDuration)
 	}
 	if len(sp.Clients) == 0 {
 		return d.Errorf("spec.clients", "at least one client group is required")
@@ -132,11 +135,16 @@ func (f *File) check() error {
 			return err
 		}
 	}
+	windows := map[string]bool{}
 	for i, w := range sp.Windows {
 		p := fmt.Sprintf("spec.windows[%d]", i)
 		if w.Name == "" {
 			return d.Errorf(p+".name", "required")
 		}
+		if windows[w.Name] {
+			return d.Errorf(p+".name", "window %q is defined twice", w.Name)
+		}
+		windows[w.Name] = true
 		if w.From.Duration < 0 || w.To.Duration <= w.From.Duration || w.To.Duration > sp.Duration.Duration {
 			return d.Errorf(p, "from %v to %v: expected 0 <= from < to <= duration (%v)", w.From.Duration, w.To.Duration, sp.Duration.Duration)
 		}
@@ -157,6 +165,32 @@ func (f *File) check() error {
 		return d.Errorf("spec.dns.ttl", "%v: expected whole seconds between 0s and 3600s", t.Duration)
 	}
 	return nil
+}
+
+// MaxClients bounds a client group's count.
+const MaxClients = 1000
+
+// MaxDuration bounds a run: every load the lab makes stops by itself.
+const MaxDuration = time.Hour
+
+// countOf returns a group's client count (default 1).
+func countOf(n *int) int {
+	if n == nil {
+		return 1
+	}
+	return *n
+}
+
+func (f *File) namespaceDeclared(ns string) bool {
+	if ns == metav1.NamespaceDefault {
+		return true
+	}
+	for _, o := range f.Objects {
+		if o.Doc.Kind == "Namespace" && o.Doc.Name == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxReplicas bounds a Deployment's pods in a lab: each pod is a real
@@ -235,8 +269,11 @@ func (f *File) checkClient(i int, groups map[string]bool) error {
 		return d.Errorf(p+".name", "client group %q is defined twice", c.Name)
 	}
 	groups[c.Name] = true
-	if c.Count < 0 || c.Count > 1000 {
-		return d.Errorf(p+".count", "%d: expected 1 to 1000", c.Count)
+	if c.Count != nil && (*c.Count < 1 || *c.Count > MaxClients) {
+		return d.Errorf(p+".count", "%d: expected 1 to %d", *c.Count, MaxClients)
+	}
+	if c.Namespace != "" && !f.namespaceDeclared(c.Namespace) {
+		return d.Errorf(p+".namespace", "namespace %q is not defined in this file", c.Namespace)
 	}
 	if !(c.Rate > 0) || c.Rate > 100000 {
 		return d.Errorf(p+".rate", "%v: expected calls per second per client, > 0 and at most 100000", c.Rate)
@@ -296,7 +333,7 @@ func (f *File) clientExists(name string) bool {
 			return true
 		}
 		if n, ok := strings.CutPrefix(name, c.Name+"-"); ok {
-			if i, err := strconv.Atoi(n); err == nil && i >= 0 && i < max(c.Count, 1) {
+			if i, err := strconv.Atoi(n); err == nil && i >= 0 && i < countOf(c.Count) {
 				return true
 			}
 		}
@@ -322,8 +359,8 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 		if err := checkPolicy(o.Policy); err != nil {
 			return d.Errorf(q+".policy", "%v", err)
 		}
-		if o.Count < 0 || o.Count > 1000 {
-			return d.Errorf(q+".count", "%d: expected 1 to 1000", o.Count)
+		if o.Count != nil && (*o.Count < 1 || *o.Count > MaxClients) {
+			return d.Errorf(q+".count", "%d: expected 1 to %d", *o.Count, MaxClients)
 		}
 		if o.Rate < 0 || o.Rate > 100000 {
 			return d.Errorf(q+".rate", "%v: expected calls per second per client, > 0 and at most 100000", o.Rate)
@@ -435,7 +472,11 @@ func (f *File) resolveTarget(target, ns string) (Target, error) {
 	if svc == nil {
 		return Target{}, fmt.Errorf("%q: no Service %q in namespace %q in this file", target, labels[0], ns)
 	}
-	return Target{Service: svc, Namespace: ns, Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, ns, Zone), Port: port}, nil
+	t := Target{Service: svc, Namespace: ns, Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, ns, Zone), Port: port}
+	if err := f.checkClientPort(t); err != nil {
+		return Target{}, fmt.Errorf("%q: %w", target, err)
+	}
+	return t, nil
 }
 
 func (f *File) service(ns, name string) *corev1.Service {

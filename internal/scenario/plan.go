@@ -66,12 +66,14 @@ func (f *File) Plans() []Plan {
 func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 	var out []ClientPlan
 	for _, c := range f.Scenario.Spec.Clients {
-		target, policy, count, rate := c.Target, c.Policy, c.Count, c.Rate
+		target, policy, count, rate := c.Target, c.Policy, countOf(c.Count), c.Rate
 		for _, o := range overlays {
 			if o.Name == "" || o.Name == c.Name {
 				target = cmp.Or(o.Target, target)
 				policy = cmp.Or(o.Policy, policy)
-				count = cmp.Or(o.Count, count)
+				if o.Count != nil {
+					count = *o.Count
+				}
 				rate = cmp.Or(o.Rate, rate)
 			}
 		}
@@ -83,7 +85,7 @@ func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 		if timeout == 0 {
 			timeout = time.Second
 		}
-		for n := range max(count, 1) {
+		for n := range count {
 			out = append(out, ClientPlan{Name: fmt.Sprintf("%s-%d", c.Name, n), Group: c.Name, Target: t, Policy: policy, Rate: rate, Timeout: timeout})
 		}
 	}

@@ -56,8 +56,8 @@ type Client struct {
 	// Namespace is the clients' namespace, used to complete short Service
 	// names in Target as a pod's DNS search path would; default "default".
 	Namespace string `json:"namespace,omitempty"`
-	// Count is the number of clients; default 1.
-	Count int `json:"count,omitempty"`
+	// Count is the number of clients, 1 to 1000; default 1.
+	Count *int `json:"count,omitempty"`
 	// Target is the gRPC target: "<service>[.<namespace>[.svc.cluster.local]]:<port>",
 	// optionally with "dns:///" in front. Clients resolve it through the
 	// lab's cluster DNS, as a pod would.
@@ -113,7 +113,7 @@ type ClientOverlay struct {
 	Name   string  `json:"name,omitempty"`
 	Target string  `json:"target,omitempty"`
 	Policy string  `json:"policy,omitempty"`
-	Count  int     `json:"count,omitempty"`
+	Count  *int    `json:"count,omitempty"`
 	Rate   float64 `json:"rate,omitempty"`
 }
 
