@@ -82,7 +82,7 @@ func (c *Cluster) assignName(gvr schema.GroupVersionResource, ns string, m metav
 		return apierrors.NewBadRequest(fmt.Sprintf("%s: metadata.name or metadata.generateName is required", gvr.Resource))
 	}
 	for range 10 {
-		name := m.GetGenerateName() + c.randString(5)
+		name := m.GetGenerateName() + c.randString(gvr.Resource, 5)
 		if _, err := c.tracker().Get(gvr, ns, name); apierrors.IsNotFound(err) {
 			m.SetName(name)
 			return nil

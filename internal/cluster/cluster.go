@@ -11,6 +11,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
@@ -83,8 +84,8 @@ type Cluster struct {
 	podIPs    *IPAM
 	serviceIP *IPAM
 
-	rmu sync.Mutex
-	rnd *rand.Rand
+	rmu     sync.Mutex
+	streams map[string]*rand.Rand // one per purpose, so the seed repeats each
 }
 
 // New returns a cluster with namespaces default and kube-system and the
@@ -111,7 +112,7 @@ func New(cfg Config) (*Cluster, error) {
 		client:    fake.NewClientset(),
 		podIPs:    podIPs,
 		serviceIP: serviceIPs,
-		rnd:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)),
+		streams:   map[string]*rand.Rand{},
 	}
 	c.installAPI()
 	c.factory = informers.NewSharedInformerFactory(c.client, 0)
@@ -189,13 +190,29 @@ func (c *Cluster) Run(ctx context.Context, ctrls *Controllers) error {
 	}
 }
 
-func (c *Cluster) randString(n int) string {
+// stream returns the random source for one purpose (e.g. the names of one
+// resource). Separate streams keep each sequence repeatable for a seed no
+// matter how other components interleave. Callers hold c.rmu.
+func (c *Cluster) stream(purpose string) *rand.Rand {
+	r := c.streams[purpose]
+	if r == nil {
+		h := fnv.New64a()
+		h.Write([]byte(purpose))
+		r = rand.New(rand.NewPCG(c.cfg.Seed, h.Sum64()))
+		c.streams[purpose] = r
+	}
+	return r
+}
+
+// randString returns n characters for a generated name of resource.
+func (c *Cluster) randString(resource string, n int) string {
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // as apimachinery's rand.String
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	r := c.stream("names/" + resource)
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = alphabet[c.rnd.IntN(len(alphabet))]
+		b[i] = alphabet[r.IntN(len(alphabet))]
 	}
 	return string(b)
 }
@@ -203,5 +220,5 @@ func (c *Cluster) randString(n int) string {
 func (c *Cluster) randomServiceIP() (netip.Addr, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	return c.serviceIP.AllocateRandom(c.rnd)
+	return c.serviceIP.AllocateRandom(c.stream("clusterIPs"))
 }

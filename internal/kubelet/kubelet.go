@@ -148,6 +148,9 @@ func (k *Kubelet) dispatch(ctx context.Context, key string) {
 		return
 	}
 	w := newPodWorker(k, p)
+	// Allocating here, in the order pods arrive, rather than in the
+	// workers keeps pod IPs repeatable for a seed.
+	w.ip, w.ipErr = k.cfg.PodIPs.Allocate()
 	k.workers[p.UID] = w
 	k.wg.Add(1)
 	go func() {

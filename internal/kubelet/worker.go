@@ -28,7 +28,8 @@ type podWorker struct {
 	changed chan struct{} // cap 1: a newer pod state or vanish is waiting
 
 	// State reported in status; touched only by the worker goroutine.
-	ip       netip.Addr
+	ip       netip.Addr // allocated by the dispatcher, in pod order
+	ipErr    error
 	released bool
 	started  metav1.Time
 	ready    bool
@@ -76,15 +77,13 @@ func (w *podWorker) log() func(msg string, args ...any) {
 // the pod is deleted (gracefully) or ctx ends (at once).
 func (w *podWorker) run(ctx context.Context) {
 	p, _ := w.latest()
-	ip, err := w.k.cfg.PodIPs.Allocate()
-	if err != nil {
-		w.waiting, w.message = "FailedCreatePodSandBox", err.Error()
+	defer w.releaseIP()
+	if w.ipErr != nil {
+		w.waiting, w.message = "FailedCreatePodSandBox", w.ipErr.Error()
 		w.writeStatus(ctx)
 		w.idle(ctx)
 		return
 	}
-	w.ip = ip
-	defer w.releaseIP()
 	srv, pr, err := w.start(ctx, p)
 	if err != nil {
 		w.waiting, w.message = "CreateContainerConfigError", err.Error()

@@ -101,29 +101,38 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	return l, nil
 }
 
-// claimRange binds the lock address of range r (or of the first free range
-// when r is 0) and returns the listener and the 0-based index.
+// claimRange binds the lock address of range r and returns the listener
+// and the 0-based index. With r zero it takes the first free range, waiting
+// (until ctx ends) while every range is in use by other labs.
 func claimRange(ctx context.Context, r int) (net.Listener, int, error) {
 	if r < 0 || r > Ranges {
 		return nil, 0, fmt.Errorf("lab: range %d: want 1 to %d, or 0 for the first free one", r, Ranges)
 	}
-	first, last := 0, Ranges-1
 	if r > 0 {
-		first, last = r-1, r-1
-	}
-	var lastErr error
-	for i := first; i <= last; i++ {
-		addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(96 + i), 0, 10}), lockPort)
-		ln, err := loopback.Listen(ctx, addr.String())
-		if err == nil {
-			return ln, i, nil
+		ln, err := loopback.Listen(ctx, lockAddr(r-1))
+		if err != nil {
+			return nil, 0, fmt.Errorf("lab: address range %d is in use by another lab: %w", r, err)
 		}
-		lastErr = err
+		return ln, r - 1, nil
 	}
-	if r > 0 {
-		return nil, 0, fmt.Errorf("lab: address range %d is in use by another lab: %w", r, lastErr)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for i := range Ranges {
+			if ln, err := loopback.Listen(ctx, lockAddr(i)); err == nil {
+				return ln, i, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("lab: all %d address ranges stayed in use by other labs on this machine: %w", Ranges, ctx.Err())
+		case <-t.C:
+		}
 	}
-	return nil, 0, fmt.Errorf("lab: all %d address ranges are in use by other labs on this machine: %w", Ranges, lastErr)
+}
+
+func lockAddr(i int) string {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(96 + i), 0, 10}), lockPort).String()
 }
 
 func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
@@ -402,23 +411,31 @@ func (l *Lab) waitDeployments(ctx context.Context) error {
 		}
 		for _, d := range ds {
 			if d.Status.ObservedGeneration < d.Generation || d.Status.ReadyReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
-				short = fmt.Sprintf("Deployment %s/%s: %d of %d pods ready%s", d.Namespace, d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas, l.podProblem(d))
+				problem, fatal := l.podProblem(d)
+				short = fmt.Sprintf("Deployment %s/%s: %d of %d pods ready%s", d.Namespace, d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas, problem)
+				if fatal {
+					return false, fmt.Errorf("lab: %s", short)
+				}
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	if err != nil && short != "" {
+	if err != nil && short != "" && ctx.Err() != nil {
 		return fmt.Errorf("lab: %s", short)
 	}
 	return err
 }
 
-// podProblem describes why a Deployment's first unready pod is not ready.
-func (l *Lab) podProblem(d *appsv1.Deployment) string {
+// permanent lists the waiting reasons the kubelet never recovers from.
+var permanent = map[string]bool{"CreateContainerConfigError": true, "FailedCreatePodSandBox": true}
+
+// podProblem describes why a Deployment's first unready pod is not ready,
+// and whether it never will be.
+func (l *Lab) podProblem(d *appsv1.Deployment) (string, bool) {
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().Pods(d.Namespace).List(sel)
 	for _, p := range pods {
@@ -427,12 +444,12 @@ func (l *Lab) podProblem(d *appsv1.Deployment) string {
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && w.Message != "" {
-				return fmt.Sprintf(" (pod %s: %s: %s)", p.Name, w.Reason, w.Message)
+				return fmt.Sprintf(" (pod %s: %s: %s)", p.Name, w.Reason, w.Message), permanent[w.Reason]
 			}
 		}
 		if p.Status.Message != "" {
-			return fmt.Sprintf(" (pod %s: %s)", p.Name, p.Status.Message)
+			return fmt.Sprintf(" (pod %s: %s)", p.Name, p.Status.Message), false
 		}
 	}
-	return ""
+	return "", false
 }

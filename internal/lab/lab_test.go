@@ -130,3 +130,21 @@ func TestLabEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+func TestRangesAreClaimed(t *testing.T) {
+	a := startLab(t, Config{}, nil)
+	taken := int(a.Cluster.Config().PodCIDR.Addr().As4()[1]) - 243
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if l, err := Start(ctx, Config{Range: taken}); err == nil {
+		l.Close()
+		t.Fatalf("a second lab started on range %d, which lab a holds", taken)
+	}
+	b := startLab(t, Config{}, nil)
+	if got := int(b.Cluster.Config().PodCIDR.Addr().As4()[1]) - 243; got == taken {
+		t.Fatalf("two labs share range %d", got)
+	}
+	if _, err := Start(ctx, Config{Range: Ranges + 1}); err == nil {
+		t.Fatal("range beyond Ranges accepted")
+	}
+}

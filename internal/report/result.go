@@ -44,5 +44,8 @@ type Variant struct {
 	Summary       stats.Summary `json:"summary"`
 	Why           string        `json:"why,omitempty"`
 	StepErrors    []string      `json:"step_errors,omitempty"`
-	Error         string        `json:"error,omitempty"`
+	// Interrupted is how far the run got, in seconds, when it was stopped
+	// early; windows not over by then are left out. Zero: it ran to the end.
+	Interrupted float64 `json:"interrupted_at_s,omitempty"`
+	Error       string  `json:"error,omitempty"`
 }

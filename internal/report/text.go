@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sort"
 	"strings"
@@ -87,6 +88,9 @@ func (p *printer) variant(v Variant, alone bool) {
 		p.f("   FAILED: %s\n", v.Error)
 		return
 	}
+	if v.Interrupted > 0 {
+		p.f("   interrupted at %.1fs: windows not over by then are not reported\n", v.Interrupted)
+	}
 	for _, w := range v.Summary.Windows {
 		p.window(w)
 	}
@@ -110,13 +114,13 @@ func errorsIn(w stats.WindowStats) int64 {
 }
 
 func (p *printer) window(w stats.WindowStats) {
-	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %.2f, max/mean %.2f, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms\n",
-		w.Name, w.From, w.To, w.Rate, w.Jain, w.MaxMean, w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99)
+	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %s, max/mean %s, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms\n",
+		w.Name, w.From, w.To, w.Rate, ratio(w, w.Jain), ratio(w, w.MaxMean), w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99)
 	if len(w.Errors) > 0 {
 		p.f("   errors by code: %s\n", codes(w.Errors))
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "   %3s\tPOD\tIP\t%7s\t%8s\t%6s\t%5s\n", "#", "READY", "CALLS/S", "SHARE", "CONNS")
+	fmt.Fprintf(tw, "   %3s\tPOD\t%-15s\t%7s\t%8s\t%6s\t%5s\n", "#", "IP", "READY", "CALLS/S", "SHARE", "CONNS")
 	for i, ps := range w.Pods {
 		if i == MaxPodRows {
 			fmt.Fprintf(tw, "   %3s\t... %d more (see -o json)\n", "", len(w.Pods)-i)
@@ -124,16 +128,41 @@ func (p *printer) window(w stats.WindowStats) {
 		}
 		ready := "-"
 		if ps.ReadyAt != nil {
-			ready = fmt.Sprintf("%.1fs", *ps.ReadyAt)
+			ready = seconds(*ps.ReadyAt)
 			if ps.Added {
 				ready = "+" + ready
 			}
 		}
-		fmt.Fprintf(tw, "   %3d\t%s\t%s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns)
+		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns)
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
 	}
+}
+
+func windowNamed(v Variant, name string) (stats.WindowStats, bool) {
+	for _, w := range v.Summary.Windows {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return stats.WindowStats{}, false
+}
+
+// seconds formats an offset to a tenth, without a negative zero.
+func seconds(s float64) string {
+	if math.Abs(s) < 0.05 {
+		s = 0
+	}
+	return fmt.Sprintf("%.1fs", s)
+}
+
+// ratio formats a fairness figure, which means nothing without calls.
+func ratio(w stats.WindowStats, x float64) string {
+	if w.Calls == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", x)
 }
 
 func codes(m map[string]int64) string {
@@ -153,19 +182,23 @@ func (p *printer) comparison(r *Result) {
 	p.f("\n== comparison (READY +: pod added during the run; ADDED: share of calls those pods served)\n")
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "WINDOW\tVARIANT\tPODS\tIDLE\tJAIN\tMAX/MEAN\tADDED\tCONNS/CLIENT\tCALLS/S\tERRORS\tP99\n")
-	for i, ws := range r.Windows {
+	for _, ws := range r.Windows {
 		for _, v := range r.Variants {
-			if v.Error != "" || i >= len(v.Summary.Windows) {
-				fmt.Fprintf(tw, "%s\t%s\tfailed\n", ws.Name, v.Name)
+			w, ok := windowNamed(v, ws.Name)
+			switch {
+			case v.Error != "":
+				fmt.Fprintf(tw, "%s\t%s\tfailed%s\n", ws.Name, v.Name, strings.Repeat("\t-", 8))
+				continue
+			case !ok:
+				fmt.Fprintf(tw, "%s\t%s\tnot reached%s\n", ws.Name, v.Name, strings.Repeat("\t-", 8))
 				continue
 			}
-			w := v.Summary.Windows[i]
 			added := "-"
 			if w.AddedPods > 0 {
 				added = fmt.Sprintf("%.1f%%", 100*w.AddedShare)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%.1f\t%.0f\t%d\t%.2fms\n",
-				ws.Name, v.Name, len(w.Pods), w.Idle, w.Jain, w.MaxMean, added, w.ConnsPerClient, w.Rate, errorsIn(w), w.LatencyP99)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.1f\t%.0f\t%d\t%.2fms\n",
+				ws.Name, v.Name, len(w.Pods), w.Idle, ratio(w, w.Jain), ratio(w, w.MaxMean), added, w.ConnsPerClient, w.Rate, errorsIn(w), w.LatencyP99)
 		}
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {

@@ -54,6 +54,8 @@ func sample() *Result {
 			{Name: "headless-rr-age", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin",
 				Servers: "pricing: MaxConnectionAge 10s", Clients: 4, RatePerClient: 250, Why: "re-resolved at 30s.", DNS: "127.97.0.10:21053",
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))}}},
+			{Name: "cut", Target: "x:1", ServiceKind: "headless", Policy: "round_robin", Clients: 1, RatePerClient: 10, Interrupted: 15.2,
+				Summary: stats.Summary{Windows: []stats.WindowStats{{Name: "before", From: 3, To: 10, Errors: map[string]int64{"Unavailable": 70}}}}},
 			{Name: "broken", Target: "x:1", ServiceKind: "ClusterIP", Policy: "pick_first", Error: "pods not ready"},
 		},
 	}

@@ -124,8 +124,24 @@ func targetAge(p Plan) time.Duration {
 // explain says in one line why a variant's numbers look as they do, from
 // what was configured and what was measured.
 func explain(p Plan, s stats.Summary, minResolve time.Duration) string {
+	if len(s.Windows) == 0 {
+		return ""
+	}
 	f := gather(p, s)
+	var failed int64
+	for _, n := range f.last.Errors {
+		failed += n
+	}
+	if f.last.ClientOK == 0 {
+		if failed == 0 {
+			return fmt.Sprintf("no call finished in window %q.", f.last.Name)
+		}
+		return fmt.Sprintf("no call succeeded in window %q: %s; the clients reached no pod that answered.", f.last.Name, codeList(f.last.Errors))
+	}
 	var parts []string
+	if share := float64(failed) / float64(failed+f.last.ClientOK); share > 0.001 {
+		parts = append(parts, fmt.Sprintf("%.1f%% of calls failed in window %q (%s)", 100*share, f.last.Name, codeList(f.last.Errors)))
+	}
 	switch {
 	case !f.headless:
 		parts = append(parts, fmt.Sprintf("kube-proxy picked a pod once per new connection to the ClusterIP and each client held %.1f connections on average, so every call on a connection went to its pod", f.last.ConnsPerClient))
@@ -209,4 +225,17 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func codeList(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }

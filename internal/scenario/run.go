@@ -67,6 +67,17 @@ func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !opts.Sequential {
+		var total float64
+		for _, p := range plans {
+			for _, c := range p.Clients {
+				total += c.Rate
+			}
+		}
+		if total > MaxOfferedLoad {
+			return nil, fmt.Errorf("scenario: the variants side by side offer %.0f calls/s together, more than the %d one machine can serve faithfully; run them with --sequential or lower the rates", total, MaxOfferedLoad)
+		}
+	}
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()
 	}
@@ -234,6 +245,10 @@ func (r *variantRun) run(ctx context.Context) {
 		r.state.Store("failed")
 		return
 	}
+	if r.result.Interrupted > 0 {
+		r.state.Store("interrupted")
+		return
+	}
 	r.state.Store("done")
 }
 
@@ -336,13 +351,22 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 		}()
 	}
 	stepErrs := r.timeline(loadCtx, l, rec, clients, start)
+	reached := min(time.Since(start), r.plan.Duration)
 	stopLoad()
 	wg.Wait()
 	r.result.StepErrors = stepErrs
-	r.result.Summary = rec.Summarize(r.plan.Windows)
+	// Only windows that ended before an interruption are reported: a window
+	// cut short would compare unlike with the others.
+	var windows []stats.Window
+	for _, w := range r.plan.Windows {
+		if w.To <= reached {
+			windows = append(windows, w)
+		}
+	}
+	r.result.Summary = rec.Summarize(windows)
 	r.result.Why = explain(r.plan, r.result.Summary, time.Duration(r.file.minResolution()*float64(time.Second)))
 	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted at %.1fs of %v", time.Since(start).Seconds(), r.plan.Duration)
+		r.result.Interrupted = reached.Seconds()
 	}
 	return nil
 }

@@ -119,6 +119,13 @@ func (r *Recorder) Summarize(windows []Window) Summary {
 		s.Pods = append(s.Pods, pl)
 		s.Timeline[name] = perSecond(p.clientServed())
 	}
+	longest := 0
+	for _, tl := range s.Timeline {
+		longest = max(longest, len(tl))
+	}
+	for name, tl := range s.Timeline {
+		s.Timeline[name] = append(tl, make([]int64, longest-len(tl))...)
+	}
 	for _, d := range r.dns {
 		q := d.q
 		q.At = Offset(r.offset(d.at))
@@ -253,6 +260,9 @@ func (r *Recorder) window(w Window) WindowStats {
 	}
 	ws.Rate = float64(ws.Calls) / length.Seconds()
 	ws.Jain, ws.MaxMean, ws.Idle = JainIndex(xs), MaxOverMean(xs), CountIdle(xs)
+	if ws.Calls == 0 {
+		ws.Jain = 0 // no calls: nothing was balanced, fairly or not
+	}
 	r.clientWindow(&ws, w)
 	return ws
 }
