@@ -204,10 +204,11 @@ func (p *printer) comparison(r *Result) {
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
 	}
-	p.f("\nwhy, per variant:\n")
+	heading := "\nwhy, per variant:\n"
 	for _, v := range r.Variants {
 		if v.Why != "" {
-			p.f("  %s: %s\n", v.Name, v.Why)
+			p.f("%s  %s: %s\n", heading, v.Name, v.Why)
+			heading = ""
 		}
 	}
 }
