@@ -2,8 +2,9 @@ package load
 
 import (
 	"context"
-	"net"
 	"net/netip"
+
+	"github.com/pinlab/pinlab/internal/loopback"
 
 	"google.golang.org/grpc/stats"
 )
@@ -14,7 +15,7 @@ type connObserver struct{ obs Observer }
 type remoteKey struct{}
 
 func (h *connObserver) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, remoteKey{}, addrPort(info.RemoteAddr))
+	return context.WithValue(ctx, remoteKey{}, loopback.AddrPort(info.RemoteAddr))
 }
 
 func (h *connObserver) HandleConn(ctx context.Context, s stats.ConnStats) {
@@ -29,13 +30,3 @@ func (h *connObserver) HandleConn(ctx context.Context, s stats.ConnStats) {
 
 func (h *connObserver) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 func (h *connObserver) HandleRPC(context.Context, stats.RPCStats)                       {}
-
-func addrPort(a net.Addr) netip.AddrPort {
-	var ap netip.AddrPort
-	if t, ok := a.(*net.TCPAddr); ok {
-		ap = t.AddrPort()
-	} else if a != nil {
-		ap, _ = netip.ParseAddrPort(a.String())
-	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-}

@@ -77,3 +77,15 @@ func ListenPacket(ctx context.Context, addr string) (net.PacketConn, error) {
 	var lc net.ListenConfig
 	return lc.ListenPacket(ctx, "udp", addr)
 }
+
+// AddrPort returns a socket address as an unmapped netip.AddrPort (the
+// zero value for nil), for keying connections by peer.
+func AddrPort(a net.Addr) netip.AddrPort {
+	var ap netip.AddrPort
+	if t, ok := a.(*net.TCPAddr); ok {
+		ap = t.AddrPort()
+	} else if a != nil {
+		ap, _ = netip.ParseAddrPort(a.String())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

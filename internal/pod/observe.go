@@ -2,8 +2,9 @@ package pod
 
 import (
 	"context"
-	"net"
 	"net/netip"
+
+	"github.com/pinlab/pinlab/internal/loopback"
 
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -19,7 +20,7 @@ type peerKey struct{}
 type methodKey struct{}
 
 func (h *connObserver) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, peerKey{}, addrPort(info.RemoteAddr))
+	return context.WithValue(ctx, peerKey{}, loopback.AddrPort(info.RemoteAddr))
 }
 
 func (h *connObserver) HandleConn(ctx context.Context, s stats.ConnStats) {
@@ -47,17 +48,4 @@ func (h *connObserver) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	peer, _ := ctx.Value(peerKey{}).(netip.AddrPort)
 	method, _ := ctx.Value(methodKey{}).(string)
 	h.obs.Served(peer, method, status.Code(end.Error))
-}
-
-func addrPort(a net.Addr) netip.AddrPort {
-	if a == nil {
-		return netip.AddrPort{}
-	}
-	var ap netip.AddrPort
-	if t, ok := a.(*net.TCPAddr); ok {
-		ap = t.AddrPort()
-	} else {
-		ap, _ = netip.ParseAddrPort(a.String())
-	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -117,7 +116,7 @@ func (p *printer) window(w stats.WindowStats) {
 	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %s, max/mean %s, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms\n",
 		w.Name, w.From, w.To, w.Rate, ratio(w, w.Jain), ratio(w, w.MaxMean), w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99)
 	if len(w.Errors) > 0 {
-		p.f("   errors by code: %s\n", codes(w.Errors))
+		p.f("   errors by code: %s\n", stats.CodeCounts(w.Errors))
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "   %3s\tPOD\t%-15s\t%7s\t%8s\t%6s\t%5s\n", "#", "IP", "READY", "CALLS/S", "SHARE", "CONNS")
@@ -163,19 +162,6 @@ func ratio(w stats.WindowStats, x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", x)
-}
-
-func codes(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func (p *printer) comparison(r *Result) {

@@ -136,11 +136,11 @@ func explain(p Plan, s stats.Summary, minResolve time.Duration) string {
 		if failed == 0 {
 			return fmt.Sprintf("no call finished in window %q.", f.last.Name)
 		}
-		return fmt.Sprintf("no call succeeded in window %q: %s; the clients reached no pod that answered.", f.last.Name, codeList(f.last.Errors))
+		return fmt.Sprintf("no call succeeded in window %q: %s; the clients reached no pod that answered.", f.last.Name, stats.CodeCounts(f.last.Errors))
 	}
 	var parts []string
 	if share := float64(failed) / float64(failed+f.last.ClientOK); share > 0.001 {
-		parts = append(parts, fmt.Sprintf("%.1f%% of calls failed in window %q (%s)", 100*share, f.last.Name, codeList(f.last.Errors)))
+		parts = append(parts, fmt.Sprintf("%.1f%% of calls failed in window %q (%s)", 100*share, f.last.Name, stats.CodeCounts(f.last.Errors)))
 	}
 	switch {
 	case !f.headless:
@@ -225,17 +225,4 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-func codeList(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }

@@ -1,8 +1,10 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -345,4 +347,18 @@ func (r *Recorder) clientStats(c *clientSeries) ClientStats {
 	}
 	sort.Float64s(cs.Restarts)
 	return cs
+}
+
+// CodeCounts formats counts by status code as "DeadlineExceeded 3, Unavailable 7".
+func CodeCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
