@@ -190,7 +190,7 @@ func (f facts) lookupLine(minResolve time.Duration) string {
 	}
 	times := make([]string, len(f.lookups))
 	for i, t := range f.lookups {
-		times[i] = fmt.Sprintf("%.1fs", t)
+		times[i] = fmt.Sprintf("%.1fs", math.Abs(t)) // lookups just before the start show as 0.0s
 	}
 	line := "DNS lookups of the Service at " + strings.Join(times, ", ")
 	if len(f.lookups) == 1 {
