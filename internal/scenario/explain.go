@@ -190,7 +190,10 @@ func (f facts) lookupLine(minResolve time.Duration) string {
 	}
 	times := make([]string, len(f.lookups))
 	for i, t := range f.lookups {
-		times[i] = fmt.Sprintf("%.1fs", math.Abs(t)) // lookups just before the start show as 0.0s
+		times[i] = fmt.Sprintf("%.1fs", t+0) // +0: no "-0.0s"
+		if t > -0.05 && t < 0.05 {
+			times[i] = "0.0s"
+		}
 	}
 	line := "DNS lookups of the Service at " + strings.Join(times, ", ")
 	if len(f.lookups) == 1 {
