@@ -190,10 +190,10 @@ func (f facts) lookupLine(minResolve time.Duration) string {
 	}
 	times := make([]string, len(f.lookups))
 	for i, t := range f.lookups {
-		times[i] = fmt.Sprintf("%.1fs", t+0) // +0: no "-0.0s"
-		if t > -0.05 && t < 0.05 {
-			times[i] = "0.0s"
+		if math.Abs(t) < 0.05 {
+			t = 0 // no "-0.0s" for lookups just before the start
 		}
+		times[i] = fmt.Sprintf("%.1fs", t)
 	}
 	line := "DNS lookups of the Service at " + strings.Join(times, ", ")
 	if len(f.lookups) == 1 {
