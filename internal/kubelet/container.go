@@ -88,6 +88,13 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	if c.StartupProbe != nil {
 		return Workload{}, &SpecError{"containers[0].startupProbe", "startup probes are not supported in the lab yet"}
 	}
+	names := map[string]bool{}
+	for i, cp := range c.Ports {
+		if cp.Name != "" && names[cp.Name] {
+			return Workload{}, &SpecError{fmt.Sprintf("containers[0].ports[%d].name", i), fmt.Sprintf("port name %q is used twice (the API server would reject it)", cp.Name)}
+		}
+		names[cp.Name] = true
+	}
 	w := Workload{Args: a, Port: a.Port}
 	if w.Port == 0 {
 		w.Port = pod.DefaultPort
@@ -99,6 +106,31 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 		}
 	}
 	return w, nil
+}
+
+// CheckProbePort reports a readiness probe aimed at a port other than the
+// one the server listens on: the kubelet runs such a pod, but it can never
+// turn Ready. Errors are *SpecError.
+func CheckProbePort(c *corev1.Container, listen int) error {
+	p := c.ReadinessProbe
+	if p == nil {
+		return nil
+	}
+	field, port := "containers[0].readinessProbe.grpc.port", 0
+	if p.GRPC != nil {
+		port = int(p.GRPC.Port)
+	} else {
+		field = "containers[0].readinessProbe.tcpSocket.port"
+		pr := prober{probe: p, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{*c}}}}
+		var err error
+		if port, err = pr.resolvePort(p.TCPSocket.Port); err != nil {
+			return &SpecError{field, err.Error()}
+		}
+	}
+	if port != listen {
+		return &SpecError{field, fmt.Sprintf("probes port %d, but the server listens on %d, so the pod would never be Ready", port, listen)}
+	}
+	return nil
 }
 
 // containerConfig turns a pod into its server's config at ip.

@@ -45,6 +45,9 @@ const lockPort = 10053
 // Config configures a lab. The zero value is a lab on the first free address
 // range with default DNS.
 type Config struct {
+	// Waiting, if not nil, is called once when Start has to wait because
+	// every address range is in use.
+	Waiting func()
 	// Range selects the lab's addresses: range r (1 to Ranges) has pods in
 	// 127.(243+r).0.0/16, Services in 127.(95+r).0.0/16 and the cluster DNS
 	// at 127.(95+r).0.10:53. A lab claims its range machine-wide for its
@@ -88,7 +91,7 @@ type Lab struct {
 // Start builds and starts a lab; it returns once the API caches have synced
 // and the DNS server is serving. Close stops it.
 func Start(ctx context.Context, cfg Config) (*Lab, error) {
-	lock, index, err := claimRange(ctx, cfg.Range)
+	lock, index, err := claimRange(ctx, cfg.Range, cfg.Waiting)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 // claimRange binds the lock address of range r and returns the listener
 // and the 0-based index. With r zero it takes the first free range, waiting
 // (until ctx ends) while every range is in use by other labs.
-func claimRange(ctx context.Context, r int) (net.Listener, int, error) {
+func claimRange(ctx context.Context, r int, waiting func()) (net.Listener, int, error) {
 	if r < 0 || r > Ranges {
 		return nil, 0, fmt.Errorf("lab: range %d: want 1 to %d, or 0 for the first free one", r, Ranges)
 	}
@@ -122,6 +125,10 @@ func claimRange(ctx context.Context, r int) (net.Listener, int, error) {
 			if ln, err := loopback.Listen(ctx, lockAddr(i)); err == nil {
 				return ln, i, nil
 			}
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
 		}
 		select {
 		case <-ctx.Done():

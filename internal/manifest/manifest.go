@@ -195,7 +195,7 @@ func (d Document) Errorf(field, format string, args ...any) error {
 	return &Error{File: d.File, Line: d.LineOf(field), Doc: d.Index, What: d.What(), Field: field, Err: fmt.Errorf(format, args...)}
 }
 
-var typeErrRE = regexp.MustCompile(`cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type`)
+var typeErrRE = regexp.MustCompile(`cannot unmarshal (\w+(?: \S+)?) into Go struct field \w+\.(\S+) of type`)
 
 // stripGoNames drops the Go names of embedded structs that decoders put in
 // paths ("readinessProbe.ProbeHandler.exec"); JSON names never start with

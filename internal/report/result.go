@@ -28,24 +28,33 @@ type WindowSpec struct {
 	To   float64 `json:"to_s"`
 }
 
+// Group is one client group as a variant ran it.
+type Group struct {
+	Name        string  `json:"name"`
+	Clients     int     `json:"clients"`
+	Target      string  `json:"target"`
+	ServiceKind string  `json:"service_kind"` // ClusterIP or headless
+	ClusterIP   string  `json:"cluster_ip,omitempty"`
+	Policy      string  `json:"policy"`
+	Rate        float64 `json:"rate_per_client"`
+}
+
 // Variant is one variant's measurements and reading.
 type Variant struct {
-	Name          string        `json:"name"`
-	Description   string        `json:"description,omitempty"`
-	Target        string        `json:"target"`
-	ServiceKind   string        `json:"service_kind"` // ClusterIP or headless
-	ClusterIP     string        `json:"cluster_ip,omitempty"`
-	Policy        string        `json:"policy"`
-	Servers       string        `json:"servers,omitempty"`
-	Clients       int           `json:"clients"`
-	RatePerClient float64       `json:"rate_per_client"`
-	DNS           string        `json:"dns_addr,omitempty"`
-	PodCIDR       string        `json:"pod_cidr,omitempty"`
-	Summary       stats.Summary `json:"summary"`
-	Why           string        `json:"why,omitempty"`
-	StepErrors    []string      `json:"step_errors,omitempty"`
-	// Interrupted is how far the run got, in seconds, when it was stopped
-	// early; windows not over by then are left out. Zero: it ran to the end.
+	Name        string        `json:"name"`
+	Description string        `json:"description,omitempty"`
+	Groups      []Group       `json:"groups"`
+	Servers     string        `json:"servers,omitempty"`
+	DNS         string        `json:"dns_addr,omitempty"`
+	PodCIDR     string        `json:"pod_cidr,omitempty"`
+	Summary     stats.Summary `json:"summary"`
+	Why         string        `json:"why,omitempty"`
+	StepErrors  []string      `json:"step_errors,omitempty"`
+	// State is "done", "interrupted" (stopped early; windows not over by
+	// then are left out) or "failed" (see Error).
+	State string `json:"state"`
+	// Interrupted is how far load got, in seconds, when the run was stopped;
+	// zero when it ran to the end or never started.
 	Interrupted float64 `json:"interrupted_at_s,omitempty"`
 	Error       string  `json:"error,omitempty"`
 }

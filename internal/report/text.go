@@ -28,7 +28,7 @@ func Text(w io.Writer, r *Result) error {
 	p := &printer{w: w}
 	p.header(r)
 	for _, v := range r.Variants {
-		p.variant(v, len(r.Variants) == 1)
+		p.variant(v, len(r.Variants) == 1, r.Duration)
 	}
 	if len(r.Variants) > 1 {
 		p.comparison(r)
@@ -63,38 +63,49 @@ func (p *printer) header(r *Result) {
 	}
 }
 
-func (p *printer) variant(v Variant, alone bool) {
+func (p *printer) variant(v Variant, alone bool, duration float64) {
 	p.f("\n== %s", v.Name)
 	if v.Description != "" {
 		p.f(": %s", v.Description)
 	}
-	p.f("\n   %d client(s) -> %s (%s", v.Clients, v.Target, v.ServiceKind)
-	if v.ClusterIP != "" {
-		p.f(" %s", v.ClusterIP)
+	p.f("\n")
+	for _, g := range v.Groups {
+		p.f("   %s: %s -> %s (%s", g.Name, plural(g.Clients, "client"), g.Target, g.ServiceKind)
+		if g.ClusterIP != "" {
+			p.f(" %s", g.ClusterIP)
+		}
+		p.f("), %s, %g calls/s each\n", g.Policy, g.Rate)
 	}
-	p.f("), %s, %g calls/s each", v.Policy, v.RatePerClient)
 	if v.Servers != "" {
-		p.f("; servers: %s", v.Servers)
+		p.f("   servers: %s\n", v.Servers)
 	}
 	if v.DNS != "" {
-		p.f("; cluster DNS %s", v.DNS)
+		p.f("   cluster DNS %s", v.DNS)
 		if !strings.HasSuffix(v.DNS, ":53") {
 			p.f(" (port 53 could not be bound)")
 		}
+		p.f("\n")
 	}
-	p.f("\n")
 	if v.Error != "" {
 		p.f("   FAILED: %s\n", v.Error)
 		return
 	}
-	if v.Interrupted > 0 {
-		p.f("   interrupted at %.1fs: windows not over by then are not reported\n", v.Interrupted)
+	if v.State == "interrupted" {
+		if v.Interrupted > 0 {
+			p.f("   interrupted at %.1fs of load: windows not over by then are not reported\n", v.Interrupted)
+		} else {
+			p.f("   interrupted while starting: no load was sent\n")
+		}
 	}
 	for _, w := range v.Summary.Windows {
 		p.window(w)
 	}
-	if v.ClusterIP != "" {
-		p.conntrack(v)
+	if v.viaClusterIP() {
+		stop := duration
+		if v.Interrupted > 0 {
+			stop = v.Interrupted
+		}
+		p.conntrack(v, stop)
 	}
 	for _, e := range v.StepErrors {
 		p.f("   step failed: %s\n", e)
@@ -202,23 +213,24 @@ func (p *printer) comparison(r *Result) {
 // MaxConntrackRows bounds the kube-proxy connections listed per variant.
 const MaxConntrackRows = 8
 
-// conntrack lists the kube-proxy connections still open at the end of the
-// run: which pod each client's connection through the VIP was pinned to.
-func (p *printer) conntrack(v Variant) {
+// conntrack lists the kube-proxy connections open when load stopped (at
+// stop seconds; clients close theirs only after that): which pod each
+// client's connection through the VIP was pinned to.
+func (p *printer) conntrack(v Variant, stop float64) {
 	names := map[string]string{}
 	for _, c := range v.Summary.Clients {
 		names[c.IP] = c.Name
 	}
 	var open []stats.ProxyConn
 	for _, c := range v.Summary.Proxy {
-		if c.Closed == nil {
+		if c.Opened.Seconds() <= stop && (c.Closed == nil || c.Closed.Seconds() >= stop) {
 			open = append(open, c)
 		}
 	}
 	if len(open) == 0 {
 		return
 	}
-	p.f("\n   kube-proxy connections open at the end (client -> VIP -> pod):\n")
+	p.f("\n   kube-proxy connections open when load stopped (client -> VIP -> pod):\n")
 	for i, c := range open {
 		if i == MaxConntrackRows {
 			p.f("     ... %d more (see -o json)\n", len(open)-i)
@@ -230,4 +242,20 @@ func (p *printer) conntrack(v Variant) {
 		}
 		p.f("     %s -> %s -> %s (%s) since %.1fs\n", who, c.VIP, c.Pod, c.Endpoint, c.Opened.Seconds())
 	}
+}
+
+func (v Variant) viaClusterIP() bool {
+	for _, g := range v.Groups {
+		if g.ClusterIP != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -41,8 +41,8 @@ func sample() *Result {
 		Windows: []WindowSpec{{Name: "before", From: 3, To: 10}, {Name: "settled", From: 40, To: 60}},
 		Steps:   []string{"10s: scale Deployment pricing to 4"},
 		Variants: []Variant{
-			{Name: "clusterip", Description: "ClusterIP", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.96.1.2",
-				Policy: "pick_first", Clients: 4, RatePerClient: 250, Why: "kube-proxy picked once per connection.", DNS: "127.96.0.10:53",
+			{Name: "clusterip", Description: "ClusterIP", Groups: []Group{{Name: "order", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.96.1.2",
+				Policy: "pick_first", Clients: 4, Rate: 250}}, Why: "kube-proxy picked once per connection.", DNS: "127.96.0.10:53",
 				Summary: stats.Summary{
 					Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 0.5, pods(0.5, 0.5, 0, 0))},
 					Clients: []stats.ClientStats{{Name: "order-0", IP: "127.244.0.9"}},
@@ -51,12 +51,13 @@ func sample() *Result {
 						{Opened: 5.1e9, Client: "127.244.0.9:40002", VIP: "127.96.1.2:8471", Endpoint: "127.244.0.2:8471", Pod: "pricing-7d9f8-a"},
 					},
 				}},
-			{Name: "headless-rr-age", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin",
-				Servers: "pricing: MaxConnectionAge 10s", Clients: 4, RatePerClient: 250, Why: "re-resolved at 30s.", DNS: "127.97.0.10:21053",
+			{Name: "headless-rr-age", Groups: []Group{{Name: "order", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin", Clients: 4, Rate: 250},
+				{Name: "cart", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.97.4.4", Policy: "pick_first", Clients: 1, Rate: 50}},
+				Servers: "pricing: MaxConnectionAge 10s", Why: "re-resolved at 30s.", DNS: "127.97.0.10:21053",
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))}}},
-			{Name: "cut", Target: "x:1", ServiceKind: "headless", Policy: "round_robin", Clients: 1, RatePerClient: 10, Interrupted: 15.2,
+			{Name: "cut", Groups: []Group{{Name: "order", Target: "x:1", ServiceKind: "headless", Policy: "round_robin", Clients: 1, Rate: 10}}, State: "interrupted", Interrupted: 15.2,
 				Summary: stats.Summary{Windows: []stats.WindowStats{{Name: "before", From: 3, To: 10, Errors: map[string]int64{"Unavailable": 70}}}}},
-			{Name: "broken", Target: "x:1", ServiceKind: "ClusterIP", Policy: "pick_first", Error: "pods not ready"},
+			{Name: "broken", Groups: []Group{{Name: "order", Target: "x:1", ServiceKind: "ClusterIP", Policy: "pick_first", Clients: 1, Rate: 1}}, State: "failed", Error: "pods not ready"},
 		},
 	}
 }

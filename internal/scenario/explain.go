@@ -164,7 +164,11 @@ func explain(p Plan, s stats.Summary, minResolve time.Duration) string {
 			out = append(out, s)
 		}
 	}
-	return strings.Join(out, "; ") + "."
+	line := strings.Join(out, "; ") + "."
+	if gs := p.groups(); len(gs) > 1 {
+		line = fmt.Sprintf("for client group %s (connections and lookups count every group): %s", gs[0].Name, line)
+	}
+	return line
 }
 
 func (f facts) connectionLine() string {

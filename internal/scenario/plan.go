@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -139,4 +140,22 @@ func setFlag(args []string, name, value string) []string {
 		}
 	}
 	return append(out, name+"="+value)
+}
+
+// groups describes the plan's client groups, in order.
+func (p Plan) groups() []report.Group {
+	var out []report.Group
+	for _, c := range p.Clients {
+		if n := len(out); n > 0 && out[n-1].Name == c.Group {
+			out[n-1].Clients++
+			continue
+		}
+		kind := "ClusterIP"
+		if c.Target.Headless() {
+			kind = "headless"
+		}
+		out = append(out, report.Group{Name: c.Group, Clients: 1, Target: fmt.Sprintf("%s:%d", c.Target.Host, c.Target.Port),
+			ServiceKind: kind, Policy: c.Policy, Rate: c.Rate})
+	}
+	return out
 }

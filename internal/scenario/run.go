@@ -68,14 +68,19 @@ func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
 		return nil, err
 	}
 	if !opts.Sequential {
-		var total float64
+		var calls float64
+		var pods int
 		for _, p := range plans {
 			for _, c := range p.Clients {
-				total += c.Rate
+				calls += c.Rate
 			}
+			pods += f.peakPods(p)
 		}
-		if total > MaxOfferedLoad {
-			return nil, fmt.Errorf("scenario: the variants side by side offer %.0f calls/s together, more than the %d one machine can serve faithfully; run them with --sequential or lower the rates", total, MaxOfferedLoad)
+		if calls > MaxOfferedLoad {
+			return nil, fmt.Errorf("scenario: the %d variants side by side offer %.0f calls/s together, more than %d; run them with --sequential or lower the rates", len(plans), calls, MaxOfferedLoad)
+		}
+		if pods > MaxPods {
+			return nil, fmt.Errorf("scenario: the %d variants side by side would run up to %d pods together, more than %d; run them with --sequential", len(plans), pods, MaxPods)
 		}
 	}
 	if opts.Seed == 0 {
@@ -145,7 +150,12 @@ func selectPlans(all []Plan, names []string) ([]Plan, error) {
 		return all, nil
 	}
 	var out []Plan
+	seen := map[string]bool{}
 	for _, n := range names {
+		if seen[n] {
+			return nil, fmt.Errorf("scenario: variant %q selected twice", n)
+		}
+		seen[n] = true
 		i := slices.IndexFunc(all, func(p Plan) bool { return p.Name == n })
 		if i < 0 {
 			var have []string
@@ -230,26 +240,20 @@ func (r *variantRun) progress() Progress {
 
 func (r *variantRun) run(ctx context.Context) {
 	p := r.plan
-	first := p.Clients[0]
-	r.result = report.Variant{
-		Name: p.Name, Description: p.Description, Policy: first.Policy, Servers: p.Servers,
-		Target: fmt.Sprintf("%s:%d", first.Target.Host, first.Target.Port), ServiceKind: "ClusterIP",
-		Clients: len(p.Clients), RatePerClient: first.Rate,
-	}
-	if first.Target.Headless() {
-		r.result.ServiceKind = "headless"
-	}
+	r.result = report.Variant{Name: p.Name, Description: p.Description, Servers: p.Servers, Groups: p.groups()}
 	r.state.Store("starting")
-	if err := r.execute(ctx); err != nil {
-		r.result.Error = err.Error()
-		r.state.Store("failed")
-		return
+	err := r.execute(ctx)
+	switch {
+	case ctx.Err() != nil:
+		// Stopped by the user (or the caller's deadline), whatever the
+		// component that noticed first said.
+		r.result.State = "interrupted"
+	case err != nil:
+		r.result.State, r.result.Error = "failed", err.Error()
+	default:
+		r.result.State = "done"
 	}
-	if r.result.Interrupted > 0 {
-		r.state.Store("interrupted")
-		return
-	}
-	r.state.Store("done")
+	r.state.Store(r.result.State)
 }
 
 func (r *variantRun) execute(ctx context.Context) error {
@@ -258,6 +262,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	sp := r.file.Scenario.Spec
 	cfg := lab.Config{
 		Seed: r.seed, Logger: r.opts.Logger,
+		Waiting:     func() { r.state.Store("waiting for a free address range") },
 		PodObserver: func(p *corev1.Pod) pod.Observer { return podObserver{rec: rec, name: p.Name} },
 		DNSQuery:    dnsObserver(rec),
 		ProxyConn:   proxyObserver(rec),
@@ -285,7 +290,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	if err := l.WaitReady(setupCtx); err != nil {
 		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.plan.Name, setupTimeout, err)
 	}
-	r.result.ClusterIP = r.clusterIP(l)
+	r.fillClusterIPs(l)
 	rec.Node(netip.MustParseAddr("127.0.0.1"))
 	clients, err := r.newClients(l, rec)
 	if err != nil {
@@ -294,14 +299,21 @@ func (r *variantRun) execute(ctx context.Context) error {
 	return r.drive(ctx, l, rec, clients)
 }
 
-// clusterIP returns the first client's Service ClusterIP ("" if headless).
-func (r *variantRun) clusterIP(l *lab.Lab) string {
-	t := r.plan.Clients[0].Target
-	svc, err := l.Cluster.Factory().Core().V1().Services().Lister().Services(t.Namespace).Get(t.Service.Name)
-	if err != nil || svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		return ""
+// fillClusterIPs records the ClusterIP each group's Service got.
+func (r *variantRun) fillClusterIPs(l *lab.Lab) {
+	for i := range r.result.Groups {
+		g := &r.result.Groups[i]
+		for _, cp := range r.plan.Clients {
+			if cp.Group != g.Name || cp.Target.Headless() {
+				continue
+			}
+			svc, err := l.Cluster.Factory().Core().V1().Services().Lister().Services(cp.Target.Namespace).Get(cp.Target.Service.Name)
+			if err == nil {
+				g.ClusterIP = svc.Spec.ClusterIP
+			}
+			break
+		}
 	}
-	return svc.Spec.ClusterIP
 }
 
 // newClients creates the plan's load clients, each with its own IP from the

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -42,7 +43,11 @@ func (f *File) checkDeployment(doc manifest.Document, d *appsv1.Deployment) erro
 	if err := cluster.ValidateDeployment(d); err != nil {
 		return apiError(doc, err)
 	}
-	if _, err := kubelet.WorkloadFor(&d.Spec.Template.Spec); err != nil {
+	w, err := kubelet.WorkloadFor(&d.Spec.Template.Spec)
+	if err == nil {
+		err = kubelet.CheckProbePort(&d.Spec.Template.Spec.Containers[0], w.Port)
+	}
+	if err != nil {
 		var se *kubelet.SpecError
 		if errors.As(err, &se) {
 			return doc.Errorf("spec.template.spec."+se.Field, "%s", se.Msg)
@@ -133,11 +138,11 @@ func podPort(d *appsv1.Deployment, sp corev1.ServicePort) (int, error) {
 				return int(cp.ContainerPort), nil
 			}
 			if cp.Name != "" {
-				names = append(names, cp.Name)
+				names = append(names, fmt.Sprintf("%s (%s)", cp.Name, cmp.Or(string(cp.Protocol), "TCP")))
 			}
 		}
 	}
-	return 0, fmt.Errorf("no container port named %q in the pods of Deployment %s (named ports: %s)", sp.TargetPort.StrVal, d.Name, listOrNone(names))
+	return 0, fmt.Errorf("no %s container port named %q in the pods of Deployment %s (named ports: %s)", sp.Protocol, sp.TargetPort.StrVal, d.Name, listOrNone(names))
 }
 
 // checkTargetPort reports a Service port whose traffic the selected pods
