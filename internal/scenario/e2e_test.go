@@ -170,6 +170,19 @@ spec:
     clients: [{target: "`+headless+`", policy: round_robin}]
     servers: [{deployment: pricing, maxConnectionAge: 1500ms, maxConnectionAgeGrace: 1s}]
 `)
+	restarted := run(t, objects(2)+`---
+apiVersion: pinlab.dev/v1alpha1
+kind: Scenario
+metadata: {name: restart}
+spec:
+  duration: 6s
+  clients:
+  - {name: order, namespace: shop, count: 2, target: "`+headless+`", policy: round_robin, rate: 50}
+  timeline:
+  - {at: 1s, scale: {deployment: pricing, replicas: 4}}
+  - {at: 3s, restartClient: {client: order-1}}
+  windows: [{name: late, from: 4s, to: 6s}]
+`)["base"]
 	for _, v := range vs {
 		noErrors(t, v)
 	}
@@ -194,6 +207,22 @@ spec:
 		}
 		if n := len(lookupRounds(v.Summary.DNS, "pricing-headless.shop.svc.cluster.local")); n != 1 {
 			t.Errorf("%d DNS lookup rounds, want 1 (nothing triggers a re-resolution)", n)
+		}
+	})
+	t.Run("V4 a restarted client resolves afresh and reaches the added pods", func(t *testing.T) {
+		v := restarted
+		noErrors(t, v)
+		if rounds := lookupRounds(v.Summary.DNS, "pricing-headless.shop.svc.cluster.local"); len(rounds) != 2 || rounds[1] < 2.5 {
+			t.Errorf("DNS lookup rounds at %v s; want the start and one at the restart (3s)", rounds)
+		}
+		w := window(t, v, "late")
+		for _, p := range w.Pods {
+			if p.Added && (p.ByClient["order-1"] == 0 || p.ByClient["order-0"] != 0) {
+				t.Errorf("added pod %s served %v; want calls from the restarted order-1 only", p.Name, p.ByClient)
+			}
+		}
+		if w.AddedPods != 2 {
+			t.Errorf("%d added pods in window late, want 2", w.AddedPods)
 		}
 	})
 	t.Run("S1 MaxConnectionAge: added pods get calls after the next resolution", func(t *testing.T) {

@@ -428,7 +428,11 @@ func (r *variantRun) apply(ctx context.Context, l *lab.Lab, clients map[string]*
 		var errs []error
 		for _, cp := range r.plan.Clients {
 			if cp.Name == st.RestartClient.Client || cp.Group == st.RestartClient.Client {
-				errs = append(errs, clients[cp.Name].Restart())
+				err := clients[cp.Name].Restart()
+				if err == nil {
+					r.rec.Load().ClientRestart(cp.Name, time.Now())
+				}
+				errs = append(errs, err)
 			}
 		}
 		return errors.Join(errs...)
