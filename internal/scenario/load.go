@@ -455,7 +455,7 @@ func (f *File) deployment(ns, name string) (*appsv1.Deployment, error) {
 	case len(found) == 1:
 		return found[0], nil
 	case len(found) > 1:
-		return nil, fmt.Errorf("Deployment %q exists in several namespaces; set namespace", name)
+		return nil, fmt.Errorf("a Deployment %q exists in several namespaces; set namespace", name)
 	}
 	return nil, fmt.Errorf("no Deployment %q in this file (Deployments: %s)", name, listOrNone(all))
 }

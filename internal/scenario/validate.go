@@ -183,8 +183,8 @@ func (f *File) checkClientPort(t Target) error {
 		ports = append(ports, fmt.Sprint(want))
 	}
 	if t.Headless() {
-		return fmt.Errorf("Service %s is headless: clients dial the pods' IPs directly, so the port must be the pods' port (%s), not %d",
+		return fmt.Errorf("the Service %s is headless: clients dial the pods' IPs directly, so the port must be the pods' port (%s), not %d",
 			s.Name, strings.Join(ports, " or "), t.Port)
 	}
-	return fmt.Errorf("Service %s has no port %d (ports: %s)", s.Name, t.Port, strings.Join(ports, ", "))
+	return fmt.Errorf("the Service %s has no port %d (ports: %s)", s.Name, t.Port, strings.Join(ports, ", "))
 }
