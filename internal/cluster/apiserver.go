@@ -111,6 +111,9 @@ func (c *Cluster) admit(obj runtime.Object) (release func(), err error) {
 	case *appsv1.Deployment:
 		DefaultDeployment(o)
 		return release, ValidateDeployment(o)
+	case *appsv1.StatefulSet:
+		DefaultStatefulSet(o)
+		return release, ValidateStatefulSet(o)
 	case *appsv1.ReplicaSet:
 		DefaultPodSpec(&o.Spec.Template.Spec)
 	case *corev1.Pod:
@@ -217,6 +220,9 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 	case *appsv1.Deployment:
 		DefaultDeployment(n)
 		return ValidateDeployment(n)
+	case *appsv1.StatefulSet:
+		DefaultStatefulSet(n)
+		return ValidateStatefulSet(n)
 	}
 	return nil
 }

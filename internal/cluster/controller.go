@@ -94,11 +94,12 @@ type Controllers struct {
 	runs []func(context.Context)
 }
 
-// NewControllers registers the Deployment, ReplicaSet and EndpointSlice
-// controllers' informers on c's factory.
+// NewControllers registers the Deployment, ReplicaSet, StatefulSet and
+// EndpointSlice controllers' informers on c's factory.
 func NewControllers(c *Cluster) *Controllers {
 	d := newDeploymentController(c)
 	rs := newReplicaSetController(c)
+	ss := newStatefulSetController(c)
 	es := newEndpointSliceController(c)
-	return &Controllers{runs: []func(context.Context){d.run, rs.run, es.run}}
+	return &Controllers{runs: []func(context.Context){d.run, rs.run, ss.run, es.run}}
 }

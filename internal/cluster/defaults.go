@@ -80,6 +80,57 @@ func DefaultDeployment(d *appsv1.Deployment) {
 	DefaultPodSpec(&d.Spec.Template.Spec)
 }
 
+// DefaultStatefulSet fills replicas 1, podManagementPolicy OrderedReady,
+// updateStrategy RollingUpdate, revisionHistoryLimit 10 and the pod
+// defaults.
+func DefaultStatefulSet(s *appsv1.StatefulSet) {
+	if s.Spec.Replicas == nil {
+		one := int32(1)
+		s.Spec.Replicas = &one
+	}
+	if s.Spec.PodManagementPolicy == "" {
+		s.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
+	if s.Spec.UpdateStrategy.Type == "" {
+		s.Spec.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+	}
+	if s.Spec.RevisionHistoryLimit == nil {
+		ten := int32(10)
+		s.Spec.RevisionHistoryLimit = &ten
+	}
+	DefaultPodSpec(&s.Spec.Template.Spec)
+}
+
+// ValidateStatefulSet checks replicas, selector, template labels and
+// podManagementPolicy.
+func ValidateStatefulSet(s *appsv1.StatefulSet) error {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if s.Spec.Replicas != nil && *s.Spec.Replicas < 0 {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *s.Spec.Replicas, "must be greater than or equal to 0"))
+	}
+	if s.Spec.Selector == nil || len(s.Spec.Selector.MatchLabels)+len(s.Spec.Selector.MatchExpressions) == 0 {
+		errs = append(errs, field.Required(spec.Child("selector"), "a StatefulSet needs a non-empty selector"))
+	} else if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("selector"), s.Spec.Selector, err.Error()))
+	} else if !sel.Matches(labels.Set(s.Spec.Template.Labels)) {
+		errs = append(errs, field.Invalid(spec.Child("template", "metadata", "labels"), s.Spec.Template.Labels,
+			"`selector` does not match template `labels`"))
+	}
+	switch s.Spec.PodManagementPolicy {
+	case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("podManagementPolicy"), s.Spec.PodManagementPolicy, []string{"OrderedReady", "Parallel"}))
+	}
+	if len(s.Spec.Template.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalid("StatefulSet", s.Name, errs...)
+}
+
 // DefaultPodSpec fills restartPolicy Always, terminationGracePeriodSeconds 30,
 // container port protocol TCP and probe timing defaults.
 func DefaultPodSpec(s *corev1.PodSpec) {
