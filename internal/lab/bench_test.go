@@ -152,7 +152,7 @@ func BenchmarkIdlePodMemory(b *testing.B) {
 func scaleAndWait(b *testing.B, l *Lab, n int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := l.Scale(ctx, "shop", "pricing", n); err != nil {
+	if err := l.Scale(ctx, "Deployment", "shop", "pricing", n); err != nil {
 		b.Fatal(err)
 	}
 	err := waitFor(ctx, func() bool {

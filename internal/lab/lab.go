@@ -255,8 +255,10 @@ func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
 			return 0
 		case *corev1.Service:
 			return 1
+		case *discoveryv1.EndpointSlice:
+			return 2
 		}
-		return 2
+		return 3
 	}
 	sort.SliceStable(ordered, func(i, j int) bool { return rank(ordered[i]) < rank(ordered[j]) })
 	for _, o := range ordered {
@@ -275,6 +277,7 @@ func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
 		"Namespace":     f.Core().V1().Namespaces().Informer().GetStore(),
 		"Service":       f.Core().V1().Services().Informer().GetStore(),
 		"Deployment":    f.Apps().V1().Deployments().Informer().GetStore(),
+		"StatefulSet":   f.Apps().V1().StatefulSets().Informer().GetStore(),
 		"EndpointSlice": f.Discovery().V1().EndpointSlices().Informer().GetStore(),
 	}
 	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -310,6 +313,8 @@ func (l *Lab) create(ctx context.Context, o runtime.Object) error {
 		_, err = cs.CoreV1().Services(ns(obj)).Create(ctx, obj, opts)
 	case *appsv1.Deployment:
 		_, err = cs.AppsV1().Deployments(ns(obj)).Create(ctx, obj, opts)
+	case *appsv1.StatefulSet:
+		_, err = cs.AppsV1().StatefulSets(ns(obj)).Create(ctx, obj, opts)
 	case *discoveryv1.EndpointSlice:
 		_, err = cs.DiscoveryV1().EndpointSlices(ns(obj)).Create(ctx, obj, opts)
 	default:
@@ -325,16 +330,28 @@ func ns(o metav1.Object) string {
 	return o.GetNamespace()
 }
 
-// Scale sets a Deployment's spec.replicas.
-func (l *Lab) Scale(ctx context.Context, namespace, name string, replicas int32) error {
-	api := l.Cluster.Client().AppsV1().Deployments(namespace)
-	d, err := api.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+// Scale sets the spec.replicas of a Deployment or StatefulSet (kind).
+func (l *Lab) Scale(ctx context.Context, kind, namespace, name string, replicas int32) error {
+	apps := l.Cluster.Client().AppsV1()
+	switch kind {
+	case "Deployment":
+		d, err := apps.Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = &replicas
+		_, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	case "StatefulSet":
+		s, err := apps.StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = &replicas
+		_, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	}
-	d.Spec.Replicas = &replicas
-	_, err = api.Update(ctx, d, metav1.UpdateOptions{})
-	return err
+	return fmt.Errorf("lab: cannot scale a %s; expected Deployment or StatefulSet", kind)
 }
 
 // WaitReady waits until every Deployment has all its replicas Ready and the
@@ -408,18 +425,33 @@ func (l *Lab) dataplaneShort() string {
 	return ""
 }
 
+// waitDeployments waits until every Deployment and StatefulSet has all its
+// replicas Ready, failing fast when a pod can never run.
 func (l *Lab) waitDeployments(ctx context.Context) error {
-	dl := l.Cluster.Factory().Apps().V1().Deployments().Lister()
+	f := l.Cluster.Factory()
 	var short string
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		ds, err := dl.List(labels.Everything())
+		ds, err := f.Apps().V1().Deployments().Lister().List(labels.Everything())
 		if err != nil {
 			return false, err
 		}
+		ss, err := f.Apps().V1().StatefulSets().Lister().List(labels.Everything())
+		if err != nil {
+			return false, err
+		}
+		var ws []podOwner
 		for _, d := range ds {
-			if d.Status.ObservedGeneration < d.Generation || d.Status.ReadyReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
-				problem, fatal := l.podProblem(d)
-				short = fmt.Sprintf("Deployment %s/%s: %d of %d pods ready%s", d.Namespace, d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas, problem)
+			ws = append(ws, podOwner{"Deployment", d.ObjectMeta, d.Spec.Selector, *d.Spec.Replicas,
+				d.Status.ObservedGeneration, d.Status.Replicas, d.Status.ReadyReplicas})
+		}
+		for _, s := range ss {
+			ws = append(ws, podOwner{"StatefulSet", s.ObjectMeta, s.Spec.Selector, *s.Spec.Replicas,
+				s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas})
+		}
+		for _, w := range ws {
+			if w.observed < w.Generation || w.ready != w.want || w.have != w.want {
+				problem, fatal := l.podProblem(w.Namespace, w.selector)
+				short = fmt.Sprintf("%s %s/%s: %d of %d pods ready%s", w.kind, w.Namespace, w.Name, w.ready, w.want, problem)
 				if fatal {
 					return false, fmt.Errorf("lab: %s", short)
 				}
@@ -434,17 +466,27 @@ func (l *Lab) waitDeployments(ctx context.Context) error {
 	return err
 }
 
+// podOwner is what waitDeployments reads of a Deployment or StatefulSet.
+type podOwner struct {
+	kind string
+	metav1.ObjectMeta
+	selector    *metav1.LabelSelector
+	want        int32
+	observed    int64
+	have, ready int32
+}
+
 // permanent lists the waiting reasons the kubelet never recovers from.
 var permanent = map[string]bool{"CreateContainerConfigError": true, "FailedCreatePodSandBox": true}
 
-// podProblem describes why a Deployment's first unready pod is not ready,
-// and whether it never will be.
-func (l *Lab) podProblem(d *appsv1.Deployment) (string, bool) {
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+// podProblem describes why the first unready pod a selector picks is not
+// ready, and whether it never will be.
+func (l *Lab) podProblem(namespace string, selector *metav1.LabelSelector) (string, bool) {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
 		return "", false
 	}
-	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().Pods(d.Namespace).List(sel)
+	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().Pods(namespace).List(sel)
 	for _, p := range pods {
 		if cluster.IsPodReady(p) {
 			continue

@@ -10,7 +10,6 @@ import (
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/stats"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -105,12 +104,12 @@ func lookupRounds(qs []stats.DNSQuery, host string) []float64 {
 func targetAge(p Plan) time.Duration {
 	svc := p.Clients[0].Target.Service
 	for _, o := range p.Objects {
-		d, ok := o.(*appsv1.Deployment)
-		if !ok || d.Namespace != svc.Namespace || len(svc.Spec.Selector) == 0 ||
-			!labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+		w, ok := asWorkload(o)
+		if !ok || w.Namespace != namespaceOfObj(svc.Namespace) || len(svc.Spec.Selector) == 0 ||
+			!labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(w.Template.Labels)) {
 			continue
 		}
-		for _, c := range d.Spec.Template.Spec.Containers {
+		for _, c := range w.Template.Spec.Containers {
 			if args, err := kubelet.ContainerArgs(&c); err == nil {
 				if a, err := pod.ParseArgs(args); err == nil && a.MaxConnectionAge > 0 {
 					return a.MaxConnectionAge

@@ -12,7 +12,6 @@ import (
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/manifest"
 	"github.com/pinlab/pinlab/scenarios"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,31 +36,71 @@ type File struct {
 
 // supported lists the object kinds a lab runs, by apiVersion/kind.
 var supported = map[string]bool{
-	"v1/Namespace":       true,
-	"v1/Service":         true,
-	"apps/v1/Deployment": true,
+	"v1/Namespace":                      true,
+	"v1/Service":                        true,
+	"apps/v1/Deployment":                true,
+	"apps/v1/StatefulSet":               true,
+	"discovery.k8s.io/v1/EndpointSlice": true,
 }
 
 // Open reads a scenario from path, or a built-in scenario by name when no
 // such file exists and the name is a built-in's.
-func Open(path string) (*File, error) {
+func Open(path string) (*File, error) { return open(path, Load) }
+
+// OpenObjects reads manifests for a long-running lab from path or a
+// built-in by name; see LoadObjects.
+func OpenObjects(path string) (*File, error) { return open(path, LoadObjects) }
+
+func open(path string, load func(string, []byte) (*File, error)) (*File, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if b, ok := scenarios.Get(path); ok {
-			return Load("builtin:"+path, b)
+			return load("builtin:"+path, b)
 		}
-		return nil, fmt.Errorf("scenario: %s: no such file (built-in scenarios: %s)", path, strings.Join(scenarios.Names(), ", "))
+		return nil, fmt.Errorf("scenario: %s: no such file (built-ins: %s)", path, strings.Join(scenarios.Names(), ", "))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	return Load(path, data)
+	return load(path, data)
 }
 
 // Load parses and checks a scenario file: Kubernetes objects plus exactly
 // one Scenario document, all strictly decoded, with every reference the
 // scenario makes resolved against the objects.
 func Load(name string, data []byte) (*File, error) {
+	f, err := parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if f.Scenario == nil {
+		return nil, &manifest.Error{File: name, Err: fmt.Errorf("no Scenario document; add one with apiVersion: %s and kind: %s", APIVersion, Kind)}
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// LoadObjects parses and checks Kubernetes objects for a lab that runs
+// until stopped (pinlab lab up). A Scenario document may be present; it is
+// decoded strictly but otherwise ignored.
+func LoadObjects(name string, data []byte) (*File, error) {
+	f, err := parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkObjects(); err != nil {
+		return nil, err
+	}
+	if err := f.checkWorkloads(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parse decodes every document of a file.
+func parse(name string, data []byte) (*File, error) {
 	docs, err := manifest.Parse(name, data)
 	if err != nil {
 		return nil, err
@@ -75,7 +114,7 @@ func Load(name string, data []byte) (*File, error) {
 			continue
 		}
 		if !supported[d.APIVersion+"/"+d.Kind] {
-			return nil, d.Errorf("kind", "%s %s is not supported by the lab; expected Namespace (v1), Service (v1), Deployment (apps/v1) or Scenario (%s)",
+			return nil, d.Errorf("kind", "%s %s is not supported by the lab; expected Namespace or Service (v1), Deployment or StatefulSet (apps/v1), EndpointSlice (discovery.k8s.io/v1) or Scenario (%s)",
 				d.APIVersion, d.Kind, APIVersion)
 		}
 		obj, err := d.Object()
@@ -83,12 +122,6 @@ func Load(name string, data []byte) (*File, error) {
 			return nil, err
 		}
 		f.Objects = append(f.Objects, Object{Doc: d, Obj: obj})
-	}
-	if f.Scenario == nil {
-		return nil, &manifest.Error{File: name, Err: fmt.Errorf("no Scenario document; add one with apiVersion: %s and kind: %s", APIVersion, Kind)}
-	}
-	if err := f.check(); err != nil {
-		return nil, err
 	}
 	return f, nil
 }
@@ -118,6 +151,7 @@ func (f *File) check() error {
 	if err := f.checkWorkloads(); err != nil {
 		return err
 	}
+
 	if sp.Duration.Duration <= 0 || sp.Duration.Duration > MaxDuration {
 		return d.Errorf("spec.duration", "%v: expected a positive duration up to %v, such as 60s", sp.Duration.Duration, MaxDuration)
 	}
@@ -193,7 +227,7 @@ func (f *File) namespaceDeclared(ns string) bool {
 	return false
 }
 
-// MaxReplicas bounds a Deployment's pods in a lab: each pod is a real
+// MaxReplicas bounds a workload's pods in a lab: each pod is a real
 // server (about 30 KiB and 2 goroutines idle, more under load), and a lab's
 // pod range is one /16.
 const MaxReplicas = 1000
@@ -236,22 +270,15 @@ func (f *File) checkOfferedLoad() error {
 // since terminating pods still run).
 func (f *File) peakPods(p Plan) int {
 	peak := map[string]int32{}
-	for _, o := range f.Objects {
-		if d, ok := o.Obj.(*appsv1.Deployment); ok {
-			r := int32(1)
-			if d.Spec.Replicas != nil {
-				r = *d.Spec.Replicas
-			}
-			peak[namespaceOf(o.Doc)+"/"+d.Name] = r
-		}
+	for _, w := range f.workloads() {
+		peak[w.String()] = w.Replicas
 	}
 	for _, st := range p.Steps {
 		if st.Scale == nil {
 			continue
 		}
-		if d, err := f.deployment(st.Scale.Namespace, st.Scale.Deployment); err == nil {
-			k := namespaceOfObj(d.Namespace) + "/" + d.Name
-			peak[k] = max(peak[k], *st.Scale.Replicas)
+		if w, err := f.scaleTarget(st.Scale); err == nil {
+			peak[w.String()] = max(peak[w.String()], *st.Scale.Replicas)
 		}
 	}
 	total := 0
@@ -278,8 +305,8 @@ func (f *File) checkObjects() error {
 			return o.Doc.Errorf("metadata.name", "%s is defined twice (first in document %d)", o.Doc.What(), prev.Index)
 		}
 		seen[key] = o.Doc
-		if d, ok := o.Obj.(*appsv1.Deployment); ok && d.Spec.Replicas != nil && *d.Spec.Replicas > MaxReplicas {
-			return o.Doc.Errorf("spec.replicas", "%d: expected at most %d pods per Deployment in a lab", *d.Spec.Replicas, MaxReplicas)
+		if w, ok := asWorkload(o.Obj); ok && w.Replicas > MaxReplicas {
+			return o.Doc.Errorf("spec.replicas", "%d: expected at most %d pods per %s in a lab", w.Replicas, MaxReplicas, w.Kind)
 		}
 		if o.Doc.Kind != "Namespace" && !namespaces[namespaceOf(o.Doc)] {
 			return o.Doc.Errorf("metadata.namespace", "namespace %q is not defined in this file; add a Namespace document (the API server would reject the object)", namespaceOf(o.Doc))
@@ -349,10 +376,14 @@ func (f *File) checkStep(i int, st Step, groups map[string]bool) error {
 			return d.Errorf(p+".scale.replicas", "required, >= 0")
 		}
 		if *st.Scale.Replicas > MaxReplicas {
-			return d.Errorf(p+".scale.replicas", "%d: expected at most %d pods per Deployment in a lab", *st.Scale.Replicas, MaxReplicas)
+			return d.Errorf(p+".scale.replicas", "%d: expected at most %d pods per workload in a lab", *st.Scale.Replicas, MaxReplicas)
 		}
-		if _, err := f.deployment(st.Scale.Namespace, st.Scale.Deployment); err != nil {
-			return d.Errorf(p+".scale.deployment", "%v", err)
+		if _, err := f.scaleTarget(st.Scale); err != nil {
+			field := p + ".scale.deployment"
+			if st.Scale.StatefulSet != "" {
+				field = p + ".scale.statefulSet"
+			}
+			return d.Errorf(field, "%v", err)
 		}
 	case st.RestartClient != nil && st.Scale == nil:
 		if !f.clientExists(st.RestartClient.Client) {
@@ -425,8 +456,12 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 	}
 	for j, s := range v.Servers {
 		q := fmt.Sprintf("%s.servers[%d]", p, j)
-		if _, err := f.deployment(s.Namespace, s.Deployment); err != nil {
-			return d.Errorf(q+".deployment", "%v", err)
+		if _, err := f.overlayTarget(s); err != nil {
+			field := q + ".deployment"
+			if s.StatefulSet != "" {
+				field = q + ".statefulSet"
+			}
+			return d.Errorf(field, "%v", err)
 		}
 		for _, a := range []*metav1.Duration{s.MaxConnectionAge, s.MaxConnectionAgeGrace} {
 			if a != nil && a.Duration < 0 {
@@ -437,27 +472,22 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 	return nil
 }
 
-// deployment finds a Deployment by name (and namespace, if given).
-func (f *File) deployment(ns, name string) (*appsv1.Deployment, error) {
-	var found []*appsv1.Deployment
-	var all []string
-	for _, o := range f.Objects {
-		if d, ok := o.Obj.(*appsv1.Deployment); ok {
-			all = append(all, namespaceOf(o.Doc)+"/"+d.Name)
-			if d.Name == name && (ns == "" || ns == namespaceOf(o.Doc)) {
-				found = append(found, d)
-			}
-		}
+// scaleTarget finds the workload a scale step names.
+func (f *File) scaleTarget(st *ScaleStep) (workload, error) {
+	kind, name, err := ref(st.Deployment, st.StatefulSet)
+	if err != nil {
+		return workload{}, err
 	}
-	switch {
-	case name == "":
-		return nil, errors.New("required")
-	case len(found) == 1:
-		return found[0], nil
-	case len(found) > 1:
-		return nil, fmt.Errorf("a Deployment %q exists in several namespaces; set namespace", name)
+	return f.workload(kind, st.Namespace, name)
+}
+
+// overlayTarget finds the workload a server overlay names.
+func (f *File) overlayTarget(o ServerOverlay) (workload, error) {
+	kind, name, err := ref(o.Deployment, o.StatefulSet)
+	if err != nil {
+		return workload{}, err
 	}
-	return nil, fmt.Errorf("no Deployment %q in this file (Deployments: %s)", name, listOrNone(all))
+	return f.workload(kind, o.Namespace, name)
 }
 
 func listOrNone(xs []string) string {

@@ -9,7 +9,6 @@ import (
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -93,19 +92,19 @@ func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 	return out
 }
 
-// applyServers rewrites the container args of overlaid Deployments and
+// applyServers rewrites the container args of overlaid workloads and
 // returns a description of the overlay.
 func (f *File) applyServers(objs []runtime.Object, overlays []ServerOverlay) string {
 	var desc []string
 	for _, o := range overlays {
-		base, _ := f.deployment(o.Namespace, o.Deployment) // checked by Load
+		target, _ := f.overlayTarget(o) // checked by Load
 		for _, obj := range objs {
-			d, ok := obj.(*appsv1.Deployment)
-			if !ok || d.Name != base.Name || d.Namespace != base.Namespace {
+			w, ok := asWorkload(obj)
+			if !ok || w.Kind != target.Kind || w.Name != target.Name || w.Namespace != target.Namespace {
 				continue
 			}
-			for i := range d.Spec.Template.Spec.Containers {
-				c := &d.Spec.Template.Spec.Containers[i]
+			for i := range w.Template.Spec.Containers {
+				c := &w.Template.Spec.Containers[i]
 				if !kubelet.IsPinlabImage(c.Image) {
 					continue
 				}
@@ -118,7 +117,7 @@ func (f *File) applyServers(objs []runtime.Object, overlays []ServerOverlay) str
 			}
 		}
 		if o.MaxConnectionAge != nil {
-			desc = append(desc, fmt.Sprintf("%s: MaxConnectionAge %v", o.Deployment, o.MaxConnectionAge.Duration))
+			desc = append(desc, fmt.Sprintf("%s: MaxConnectionAge %v", target.Name, o.MaxConnectionAge.Duration))
 		}
 		if o.MaxConnectionAgeGrace != nil {
 			desc = append(desc, fmt.Sprintf("grace %v", o.MaxConnectionAgeGrace.Duration))

@@ -207,7 +207,8 @@ func (st Step) describe() string {
 	at := st.At.Duration.String()
 	switch {
 	case st.Scale != nil:
-		return fmt.Sprintf("%s: scale Deployment %s to %d", at, st.Scale.Deployment, *st.Scale.Replicas)
+		kind, name, _ := ref(st.Scale.Deployment, st.Scale.StatefulSet)
+		return fmt.Sprintf("%s: scale %s %s to %d", at, kind, name, *st.Scale.Replicas)
 	case st.RestartClient != nil:
 		return fmt.Sprintf("%s: restart client %s", at, st.RestartClient.Client)
 	}
@@ -419,11 +420,11 @@ func (r *variantRun) timeline(ctx context.Context, l *lab.Lab, rec *stats.Record
 func (r *variantRun) apply(ctx context.Context, l *lab.Lab, clients map[string]*load.Client, st Step) error {
 	switch {
 	case st.Scale != nil:
-		d, err := r.file.deployment(st.Scale.Namespace, st.Scale.Deployment)
+		w, err := r.file.scaleTarget(st.Scale)
 		if err != nil {
 			return err
 		}
-		return l.Scale(ctx, namespaceOfObj(d.Namespace), d.Name, *st.Scale.Replicas)
+		return l.Scale(ctx, w.Kind, w.Namespace, w.Name, *st.Scale.Replicas)
 	case st.RestartClient != nil:
 		var errs []error
 		for _, cp := range r.plan.Clients {

@@ -77,10 +77,12 @@ type Step struct {
 	RestartClient *RestartClientStep `json:"restartClient,omitempty"`
 }
 
-// ScaleStep sets a Deployment's replicas.
+// ScaleStep sets a Deployment's or a StatefulSet's replicas; exactly one of
+// the two names is set.
 type ScaleStep struct {
-	Deployment string `json:"deployment"`
-	// Namespace defaults to the Deployment's namespace when the name is
+	Deployment  string `json:"deployment,omitempty"`
+	StatefulSet string `json:"statefulSet,omitempty"`
+	// Namespace defaults to the workload's namespace when the name is
 	// unique in the file.
 	Namespace string `json:"namespace,omitempty"`
 	Replicas  *int32 `json:"replicas"`
@@ -117,10 +119,12 @@ type ClientOverlay struct {
 	Rate   float64 `json:"rate,omitempty"`
 }
 
-// ServerOverlay sets grpc-go server options of a Deployment's pods by
-// rewriting its container args.
+// ServerOverlay sets grpc-go server options of a Deployment's or a
+// StatefulSet's pods by rewriting its container args; exactly one of the two
+// names is set.
 type ServerOverlay struct {
-	Deployment            string           `json:"deployment"`
+	Deployment            string           `json:"deployment,omitempty"`
+	StatefulSet           string           `json:"statefulSet,omitempty"`
 	Namespace             string           `json:"namespace,omitempty"`
 	MaxConnectionAge      *metav1.Duration `json:"maxConnectionAge,omitempty"`
 	MaxConnectionAgeGrace *metav1.Duration `json:"maxConnectionAgeGrace,omitempty"`
