@@ -8,6 +8,8 @@ package kubelet
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -172,4 +174,25 @@ func (k *Kubelet) finish(ctx context.Context, p *corev1.Pod) {
 	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 		k.cfg.Logger.Warn("kubelet: delete terminated pod", "pod", p.Name, "err", err)
 	}
+}
+
+// ErrNoPod is returned for a pod this kubelet does not run.
+var ErrNoPod = errors.New("kubelet: no such pod running")
+
+// SetReady forces a running pod's Ready condition false (ready false), as
+// a readiness probe that starts failing would, while its server keeps
+// serving; ready true hands readiness back to the probe. The EndpointSlice
+// controller then drops (or restores) the pod's endpoints; connections
+// already open stay up.
+func (k *Kubelet) SetReady(namespace, name string, ready bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := namespace + "/" + name
+	for _, w := range k.workers {
+		if w.key == key {
+			w.setUnready(!ready)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoPod, key)
 }

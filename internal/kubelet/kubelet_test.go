@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -69,7 +70,7 @@ func TestContainerArgs(t *testing.T) {
 }
 
 // node runs a cluster's API and a kubelet (no controllers) until the test ends.
-func node(t *testing.T) *cluster.Cluster {
+func node(t *testing.T) (*cluster.Cluster, *Kubelet) {
 	t.Helper()
 	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: testPodCIDR})
 	if err != nil {
@@ -88,7 +89,7 @@ func node(t *testing.T) *cluster.Cluster {
 		<-done
 		c.Factory().Shutdown()
 	})
-	return c
+	return c, k
 }
 
 func createPod(t *testing.T, c *cluster.Cluster, name string, mod func(*corev1.Pod)) {
@@ -122,7 +123,7 @@ func waitPod(t *testing.T, c *cluster.Cluster, name, what string, cond func(*cor
 }
 
 func TestPodLifecycle(t *testing.T) {
-	c := node(t)
+	c, _ := node(t)
 	createPod(t, c, "p1", nil)
 	p := waitPod(t, c, "p1", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
 	if p.Status.Phase != corev1.PodRunning || !testPodCIDR.Contains(netip.MustParseAddr(p.Status.PodIP)) {
@@ -160,7 +161,7 @@ func TestPodsThatCannotRun(t *testing.T) {
 				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9)}}}
 		}, reason: "readiness probe failed"},
 	}
-	c := node(t)
+	c, _ := node(t)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprint("bad-", i)
@@ -185,5 +186,27 @@ func TestPodsThatCannotRun(t *testing.T) {
 			}
 			waitPod(t, c, name, "removal", func(_ *corev1.Pod, err error) bool { return apierrors.IsNotFound(err) })
 		})
+	}
+}
+
+func TestSetReadyKeepsServing(t *testing.T) {
+	c, k := node(t)
+	createPod(t, c, "p2", nil)
+	p := waitPod(t, c, "p2", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
+	if err := k.SetReady("default", "p2", false); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "p2", "not Ready", func(p *corev1.Pod, err error) bool { return err == nil && !cluster.IsPodReady(p) })
+	conn, err := net.Dial("tcp", p.Status.PodIP+":8471")
+	if err != nil {
+		t.Fatalf("a not-ready pod stopped serving: %v", err)
+	}
+	conn.Close()
+	if err := k.SetReady("default", "p2", true); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "p2", "Ready again", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
+	if err := k.SetReady("default", "nope", false); !errors.Is(err, ErrNoPod) {
+		t.Errorf("SetReady on a missing pod: %v, want ErrNoPod", err)
 	}
 }

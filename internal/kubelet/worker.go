@@ -25,16 +25,35 @@ type podWorker struct {
 	mu      sync.Mutex
 	pod     *corev1.Pod
 	vanish  bool
-	changed chan struct{} // cap 1: a newer pod state or vanish is waiting
+	unready bool          // readiness forced false (SetReady), as a failing probe
+	changed chan struct{} // cap 1: a newer pod state, vanish or unready is waiting
 
 	// State reported in status; touched only by the worker goroutine.
 	ip       netip.Addr // allocated by the dispatcher, in pod order
 	ipErr    error
 	released bool
 	started  metav1.Time
-	ready    bool
+	ready    bool   // the probe's verdict
+	reported bool   // the Ready condition last written
 	waiting  string // reason the container is not running, if any
 	message  string
+}
+
+// setUnready forces the pod's readiness false (true) or gives it back to the
+// probe (false).
+func (w *podWorker) setUnready(v bool) {
+	w.mu.Lock()
+	w.unready = v
+	w.mu.Unlock()
+	w.notify()
+}
+
+// isReady is the Ready condition to report: the probe's verdict unless
+// readiness is forced false.
+func (w *podWorker) isReady() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ready && !w.unready
 }
 
 func newPodWorker(k *Kubelet, p *corev1.Pod) *podWorker {
@@ -167,6 +186,9 @@ func (w *podWorker) probeLoop(ctx context.Context, pr *prober) (stopNow bool) {
 			if p.DeletionTimestamp != nil {
 				return false
 			}
+			if w.isReady() != w.reported {
+				w.writeStatus(ctx)
+			}
 		case <-timer.C:
 			if !probing {
 				continue
@@ -237,6 +259,7 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 		return
 	}
 	p = p.DeepCopy()
+	w.reported = w.isReady()
 	p.Status = w.status(p)
 	if _, err := w.k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
 		w.k.cfg.Logger.Debug("kubelet: status update", "pod", w.key, "err", err)
@@ -267,8 +290,8 @@ func (w *podWorker) status(p *corev1.Pod) corev1.PodStatus {
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodScheduled, true),
 			cond(corev1.PodInitialized, true),
-			cond(corev1.ContainersReady, w.ready),
-			cond(corev1.PodReady, w.ready),
+			cond(corev1.ContainersReady, w.reported),
+			cond(corev1.PodReady, w.reported),
 		},
 	}
 	if w.ip.IsValid() {
@@ -280,7 +303,7 @@ func (w *podWorker) status(p *corev1.Pod) corev1.PodStatus {
 		}
 	}
 	c := p.Spec.Containers[0]
-	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: w.ready}
+	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: w.reported}
 	switch {
 	case running:
 		st.Phase = corev1.PodRunning
