@@ -69,6 +69,7 @@ func newCmdLab(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "lab",
 		Short: "Run scenarios in the embedded mini-cluster",
 	}
-	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil))
+	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil), NewCmdLabUp(stdout, stderr, nil), NewCmdLabGet(stdout),
+		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true))
 	return cmd
 }

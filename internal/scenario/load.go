@@ -57,7 +57,7 @@ func open(path string, load func(string, []byte) (*File, error)) (*File, error) 
 		if b, ok := scenarios.Get(path); ok {
 			return load("builtin:"+path, b)
 		}
-		return nil, fmt.Errorf("scenario: %s: no such file (built-ins: %s)", path, strings.Join(scenarios.Names(), ", "))
+		return nil, fmt.Errorf("scenario: %s: no such file (built-ins: %s)", path, strings.Join(scenarios.Manifests(), ", "))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/control"
+)
+
+// syncBuffer is a bytes.Buffer safe for the lab's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// needDig returns dig's path; without dig the test is skipped, unless
+// PINLAB_REQUIRE_DIG is set (CI installs dnsutils and sets it).
+func needDig(t *testing.T) string {
+	path, err := exec.LookPath("dig")
+	if err != nil {
+		if os.Getenv("PINLAB_REQUIRE_DIG") != "" {
+			t.Fatal("dig is required (PINLAB_REQUIRE_DIG is set) but not installed")
+		}
+		t.Skip("dig not installed (apt-get install -y dnsutils)")
+	}
+	return path
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// upLab runs `pinlab lab up -f name` until the test ends and returns a
+// client of its control API and its DNS address.
+func upLab(t *testing.T, name string) (*control.Client, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	opts := &LabUpOptions{File: name, Control: freeAddr(t), LogLevel: "off", Out: out, Err: errb}
+	done := make(chan error, 1)
+	go func() { done <- labUp(ctx, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("lab up: %v", err)
+		}
+	})
+	c := &control.Client{Addr: opts.Control}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		info, err := c.Info(context.Background())
+		if err == nil {
+			return c, info.DNS
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("lab up stopped: %v\n%s", err, errb)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab up not serving after 60s: %v\n%s", err, errb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// digger runs dig against one DNS server.
+type digger struct {
+	t          *testing.T
+	path, host string
+	port       string
+}
+
+func newDigger(t *testing.T, dns string) digger {
+	host, port, err := net.SplitHostPort(dns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return digger{t: t, path: needDig(t), host: host, port: port}
+}
+
+// run returns dig's full output for args.
+func (d digger) run(args ...string) string {
+	d.t.Helper()
+	all := append([]string{"@" + d.host, "-p", d.port, "+time=2", "+tries=1"}, args...)
+	out, err := exec.Command(d.path, all...).CombinedOutput()
+	if err != nil {
+		d.t.Fatalf("dig %v: %v\n%s", all, err, out)
+	}
+	return string(out)
+}
+
+// answers returns the sorted data of dig +short.
+func (d digger) answers(args ...string) []string {
+	d.t.Helper()
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(d.run(append(args, "+short")...)), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// eventually retries cond until it holds or 20s pass.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last: %s", what, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var (
+	flagsRE  = regexp.MustCompile(`;; flags: ([a-z ]+);`)
+	answerRE = regexp.MustCompile(`ANSWER: (\d+),`)
+	statusRE = regexp.MustCompile(`status: (\w+),`)
+)
+
+func header(t *testing.T, out string) (flags string, answers int, status string) {
+	t.Helper()
+	f, a, s := flagsRE.FindStringSubmatch(out), answerRE.FindStringSubmatch(out), statusRE.FindStringSubmatch(out)
+	if f == nil || a == nil || s == nil {
+		t.Fatalf("cannot read dig output:\n%s", out)
+	}
+	fmt.Sscan(a[1], &answers)
+	return f[1], answers, s[1]
+}
+
+// TestLabUpDNSWithDig starts `pinlab lab up -f dns-demo` and checks with
+// real dig what seed 002 says a headless Service gives a client.
+func TestLabUpDNSWithDig(t *testing.T) {
+	ctl, dns := upLab(t, "dns-demo")
+	d := newDigger(t, dns)
+	objs, err := ctl.Objects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := map[string]string{}
+	for _, p := range objs.Pods {
+		ips[p.Name] = p.Status.PodIP
+	}
+	all := []string{ips["db-0"], ips["db-1"], ips["db-2"]}
+	sort.Strings(all)
+
+	if got := d.answers("db.data.svc.cluster.local", "A"); strings.Join(got, ",") != strings.Join(all, ",") {
+		t.Errorf("headless A = %v, want one per ready pod %v", got, all)
+	}
+	if got := d.answers("db-1.db.data.svc.cluster.local"); len(got) != 1 || got[0] != ips["db-1"] {
+		t.Errorf("db-1 per-pod name = %v, want %s", got, ips["db-1"])
+	}
+	srv := d.run("_pg._tcp.db.data.svc.cluster.local", "SRV")
+	for i := range 3 {
+		if !strings.Contains(srv, fmt.Sprintf("SRV\t0 33 5432 db-%d.db.data.svc.cluster.local.", i)) {
+			t.Errorf("SRV lacks db-%d as target with priority 0, weight 33, port 5432:\n%s", i, srv)
+		}
+	}
+	if _, n, _ := header(t, srv); n != 3 {
+		t.Errorf("SRV: %d answers, want 3:\n%s", n, srv)
+	}
+	for i := range 3 {
+		glue := fmt.Sprintf("db-%d.db.data.svc.cluster.local.\t5 IN\tA\t%s", i, ips[fmt.Sprintf("db-%d", i)])
+		if !strings.Contains(srv, glue) {
+			t.Errorf("SRV reply lacks the glue %q:\n%s", glue, srv)
+		}
+	}
+	if got := d.answers("legacy.data.svc.cluster.local"); strings.Join(got, ",") != "192.0.2.10,192.0.2.11" {
+		t.Errorf("selector-less headless = %v, want the hand-written 192.0.2.10, 192.0.2.11", got)
+	}
+	if got := d.answers("payments.data.svc.cluster.local"); len(got) != 1 || got[0] != "payments.example.com." {
+		t.Errorf("ExternalName = %v, want CNAME payments.example.com.", got)
+	}
+	if _, _, st := header(t, d.run("nosuch.data.svc.cluster.local")); st != "NXDOMAIN" {
+		t.Errorf("unknown Service: %s, want NXDOMAIN", st)
+	}
+
+	// A pod marked not ready leaves the headless answer but stays in
+	// db-peers, which publishes not-ready addresses.
+	if err := ctl.SetReady(context.Background(), "data", "db-2", false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "db-2 out of the db answer", func() (bool, string) {
+		got := d.answers("db.data.svc.cluster.local")
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	if got := d.answers("db-peers.data.svc.cluster.local"); len(got) != 3 {
+		t.Errorf("db-peers (publishNotReadyAddresses) = %v, want all 3 pods", got)
+	}
+
+	// A restarted StatefulSet pod keeps its name; its IP changes.
+	old := ips["db-0"]
+	if err := ctl.DeletePod(context.Background(), "data", "db-0"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "db-0 back under its name at a new IP", func() (bool, string) {
+		got := d.answers("db-0.db.data.svc.cluster.local")
+		return len(got) == 1 && got[0] != old, fmt.Sprint(got)
+	})
+}
+
+// TestLabUpBigHeadlessWithDig checks the 300-pod headless Service: the UDP
+// answer is truncated with TC, the TCP answer has all 300.
+func TestLabUpBigHeadlessWithDig(t *testing.T) {
+	_, dns := upLab(t, "big-headless")
+	d := newDigger(t, dns)
+	name := "catalog.data.svc.cluster.local"
+	flags, n, _ := header(t, d.run("+noedns", "+ignore", name))
+	if !strings.Contains(flags, "tc") || n != 29 {
+		t.Errorf("UDP without EDNS0: flags %q, %d answers; want tc and the 29 A records that fit 512 bytes", flags, n)
+	}
+	flags, n, _ = header(t, d.run("+bufsize=1232", "+ignore", name))
+	if !strings.Contains(flags, "tc") || n != 73 {
+		t.Errorf("UDP, EDNS0 1232: flags %q, %d answers; want tc and 73", flags, n)
+	}
+	flags, n, _ = header(t, d.run("+tcp", name))
+	if strings.Contains(flags, "tc") || n != 300 {
+		t.Errorf("TCP: flags %q, %d answers; want all 300 without tc", flags, n)
+	}
+}

@@ -1,0 +1,85 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/loopback"
+)
+
+// Client calls a lab's control API.
+type Client struct {
+	// Addr is the API's "IP:port"; it must be inside 127.0.0.0/8.
+	Addr string
+	// HTTP is the client to use; nil means one with a 10 s timeout.
+	HTTP *http.Client
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	if err := loopback.CheckAddr(c.Addr); err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	var rd bytes.Buffer
+	if body != nil {
+		if err := json.NewEncoder(&rd).Encode(body); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, &rd)
+	if err != nil {
+		return err
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("control: no lab answers at %s (is `pinlab lab up` running? use --control if it listens elsewhere): %w", c.Addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("control: %s", resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Info describes the lab.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var i Info
+	return i, c.do(ctx, http.MethodGet, "/v1/info", nil, &i)
+}
+
+// Objects lists the lab's API objects.
+func (c *Client) Objects(ctx context.Context) (Objects, error) {
+	var o Objects
+	return o, c.do(ctx, http.MethodGet, "/v1/objects", nil, &o)
+}
+
+// Scale sets a Deployment's or StatefulSet's replicas.
+func (c *Client) Scale(ctx context.Context, r ScaleRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/scale", r, nil)
+}
+
+// DeletePod deletes a pod gracefully, as kubectl delete pod does.
+func (c *Client) DeletePod(ctx context.Context, namespace, name string) error {
+	return c.do(ctx, http.MethodPost, "/v1/delete", PodRequest{Namespace: namespace, Name: name}, nil)
+}
+
+// SetReady forces a pod not ready (false) or gives its readiness back to
+// its probe (true).
+func (c *Client) SetReady(ctx context.Context, namespace, name string, ready bool) error {
+	return c.do(ctx, http.MethodPost, "/v1/ready", PodRequest{Namespace: namespace, Name: name, Ready: ready}, nil)
+}
