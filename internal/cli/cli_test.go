@@ -84,3 +84,39 @@ func TestMainExitCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestSplitRef(t *testing.T) {
+	tests := []struct {
+		args       []string
+		kind, name string
+		wantErr    bool
+	}{
+		{args: []string{"deployment/pricing"}, kind: "Deployment", name: "pricing"},
+		{args: []string{"sts/db"}, kind: "StatefulSet", name: "db"},
+		{args: []string{"pod", "db-0"}, kind: "Pod", name: "db-0"},
+		{args: []string{"Pods/db-0"}, kind: "Pod", name: "db-0"},
+		{args: []string{"pricing"}, wantErr: true},
+		{args: []string{"ingress/x"}, wantErr: true},
+		{args: []string{"pod/"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			kind, name, err := splitRef(tt.args)
+			if (err != nil) != tt.wantErr || kind != tt.kind || name != tt.name {
+				t.Errorf("splitRef(%q) = %q, %q, %v", tt.args, kind, name, err)
+			}
+		})
+	}
+}
+
+func TestCtlWithoutLab(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"lab", "get", "pods", "--control", freeAddr(t)}, &out, &errb)
+	if code != ExitError || !strings.Contains(errb.String(), "no lab answers") {
+		t.Errorf("exit %d, stderr %q; want an error saying no lab answers", code, errb.String())
+	}
+	code = Main([]string{"lab", "get", "ingresses"}, &out, &errb)
+	if code != ExitUsage {
+		t.Errorf("unknown kind: exit %d, want %d", code, ExitUsage)
+	}
+}

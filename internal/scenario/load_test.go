@@ -180,3 +180,66 @@ func TestSetFlag(t *testing.T) {
 		})
 	}
 }
+
+func TestOpenObjects(t *testing.T) {
+	for _, name := range scenarios.Manifests() {
+		t.Run(name, func(t *testing.T) {
+			f, err := OpenObjects(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Objects) == 0 {
+				t.Fatal("no objects")
+			}
+		})
+	}
+	if _, err := Open("dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
+		t.Errorf("lab run on a manifest without a Scenario: %v, want a no-Scenario error", err)
+	}
+}
+
+func TestStatefulSetChecks(t *testing.T) {
+	sts := `apiVersion: v1
+kind: Namespace
+metadata: {name: data}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: data}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{name: pg, port: 5432, targetPort: pg}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: data}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: pg, image: pinlab, args: [pod, pricing, --port=5432], ports: [{name: pg, containerPort: 5432}]}]
+`
+	if _, err := LoadObjects("s.yaml", []byte(sts)); err != nil {
+		t.Fatalf("valid StatefulSet rejected: %v", err)
+	}
+	tests := []struct {
+		name, old, new, want string
+	}{
+		{"missing governing Service", "serviceName: db", "serviceName: dbx", `no Service "dbx"`},
+		{"no serviceName", "  serviceName: db\n", "", "spec.serviceName: required"},
+		{"bad policy", "  replicas: 2", "  replicas: 2\n  podManagementPolicy: Random", "spec.podManagementPolicy"},
+		{"pods listen elsewhere", "--port=5432", "--port=5433", "listen on 5433"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
