@@ -66,13 +66,6 @@ func (s *Server) backends(r request) ([]backend, error) {
 	}
 }
 
-// podBackends answers <ip>.<ns>.pod.<zone> names. Only CoreDNS's default
-// mode, "pods disabled", exists: every name in the pod subtree is
-// NXDOMAIN. The "insecure" and "verified" modes would go here.
-func (s *Server) podBackends(request) ([]backend, error) {
-	return nil, errNoName
-}
-
 // externalBackends is the CNAME target of an ExternalName Service. Names
 // below it (endpoints) do not exist; an IP or empty externalName is not an
 // alias, so the Service has no records (as in CoreDNS).
@@ -92,12 +85,18 @@ func externalBackends(svc *corev1.Service, r request) ([]backend, error) {
 }
 
 // clusterIPBackends gives every ClusterIP for every matching Service port.
-// Endpoints do not matter. No matching port is NXDOMAIN.
+// Endpoints do not matter. No matching port is NXDOMAIN. A Service without
+// ports (which the API allows only for headless ones) counts as one
+// port-less backend per ClusterIP, as in CoreDNS.
 func clusterIPBackends(svc *corev1.Service, r request) ([]backend, error) {
 	var out []backend
 	matched := false
 	ips := clusterIPs(svc)
-	for _, p := range svc.Spec.Ports {
+	ports := svc.Spec.Ports
+	if len(ports) == 0 {
+		ports = []corev1.ServicePort{{Port: noPort}}
+	}
+	for _, p := range ports {
 		if !matches(r.port, p.Name) || !matches(r.protocol, string(p.Protocol)) {
 			continue
 		}

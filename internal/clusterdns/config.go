@@ -37,8 +37,9 @@ const versionTTL = 28800
 // DefaultDNSService is the DNS Service named in NS answers (kubeadm's name).
 var DefaultDNSService = types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}
 
-// Config configures a Server. The zero value serves cluster.local. with a 5s
-// TTL on 127.96.0.10:53, shuffling address records.
+// Config configures a Server. The zero value serves cluster.local. and the
+// reverse zones with a 5s TTL on 127.96.0.10:53, shuffling address records,
+// with no records for pods.
 type Config struct {
 	// Zone is the cluster domain served, e.g. "cluster.local."; a trailing
 	// dot is optional and case does not matter. Empty means DefaultZone.
@@ -49,6 +50,19 @@ type Config struct {
 	// CoreDNS's default; kubeadm configures 30s). A negative TTL asks for
 	// TTL 0 (no caching). Values above MaxTTL are an error.
 	TTL time.Duration
+
+	// Pods selects how names under <ns>.pod.<zone> are answered, like the
+	// kubernetes plugin's "pods" option. Empty means PodsDisabled, CoreDNS's
+	// default; kubeadm's Corefile uses PodsInsecure. PodsVerified also
+	// registers a Pod informer with the factory.
+	Pods PodMode
+
+	// NoReverseZones turns the reverse zones off. By default the Server is
+	// also authoritative for in-addr.arpa. and ip6.arpa., as CoreDNS is with
+	// kubeadm's "kubernetes cluster.local in-addr.arpa ip6.arpa": PTR
+	// records name the Services and endpoints of cluster IPs. True answers
+	// REFUSED there, as for every other name outside the zone.
+	NoReverseZones bool
 
 	// FixedOrder keeps A/AAAA records in a stable order (ClusterIPs in
 	// spec.clusterIPs order, endpoints in EndpointSlice name then list
@@ -82,6 +96,22 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// PodMode is a value of Config.Pods: how <ip>.<ns>.pod.<zone> names are
+// answered (CoreDNS's "pods" option).
+type PodMode string
+
+// The pod modes. In every mode the namespace must exist.
+const (
+	// PodsDisabled answers NXDOMAIN for every name below pod.<zone>.
+	PodsDisabled PodMode = "disabled"
+	// PodsInsecure answers the address written in the first label
+	// (10-240-0-1 or fd00--1) without checking that a Pod has it.
+	PodsInsecure PodMode = "insecure"
+	// PodsVerified answers only if a Pod in that namespace has the address
+	// and has not finished (phase not Succeeded, Failed or Unknown).
+	PodsVerified PodMode = "verified"
+)
+
 // QueryEvent describes one answered query, for Config.QueryLog.
 type QueryEvent struct {
 	Time      time.Time // when the query arrived
@@ -96,11 +126,12 @@ type QueryEvent struct {
 
 // settings is a Config with defaults applied and values parsed.
 type settings struct {
-	zone       string   // lower-case FQDN
-	zoneLabels []string // labels of zone, lower case
-	ttl        uint32   // seconds
+	zone       string // lower-case FQDN
+	ttl        uint32 // seconds
 	addr       netip.AddrPort
 	dnsService types.NamespacedName
+	pods       PodMode
+	zones      []zoneSpec // the cluster zone, then the reverse zones if served
 	fixedOrder bool
 	rand       *rand.Rand
 	queryLog   func(QueryEvent)
@@ -120,12 +151,17 @@ func (c Config) settings() (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
+	pods, err := parsePods(c.Pods)
+	if err != nil {
+		return settings{}, err
+	}
 	st := settings{
 		zone:       zone,
-		zoneLabels: labels(zone),
 		ttl:        ttl,
 		addr:       addr,
 		dnsService: c.DNSService,
+		pods:       pods,
+		zones:      zoneSpecs(zone, !c.NoReverseZones),
 		fixedOrder: c.FixedOrder,
 		rand:       c.Rand,
 		queryLog:   c.QueryLog,
@@ -150,6 +186,16 @@ func parseZone(z string) (string, error) {
 		return "", fmt.Errorf("clusterdns: zone %q is not a domain name", z)
 	}
 	return z, nil
+}
+
+func parsePods(m PodMode) (PodMode, error) {
+	switch m {
+	case "":
+		return PodsDisabled, nil
+	case PodsDisabled, PodsInsecure, PodsVerified:
+		return m, nil
+	}
+	return "", fmt.Errorf("clusterdns: pods mode %q is not disabled, insecure or verified", string(m))
 }
 
 func ttlSeconds(d time.Duration) (uint32, error) {

@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -32,6 +33,7 @@ const soaRR = "cluster.local.\t5\tIN\tSOA\tns.dns.cluster.local. hostmaster.clus
 type fixture struct {
 	srv     *clusterdns.Server
 	client  *fake.Clientset
+	factory informers.SharedInformerFactory
 	changed chan struct{} // gets a value after any informer event
 }
 
@@ -39,22 +41,32 @@ type fixture struct {
 // everything when tb ends.
 func newFixture(tb testing.TB, cfg clusterdns.Config, objs ...runtime.Object) *fixture {
 	tb.Helper()
-	client := fake.NewClientset(objs...)
+	return newFixtureOn(tb, fake.NewClientset(objs...), cfg)
+}
+
+// newFixtureOn is newFixture over an existing clientset.
+func newFixtureOn(tb testing.TB, client *fake.Clientset, cfg clusterdns.Config) *fixture {
+	tb.Helper()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	srv, err := clusterdns.New(factory, cfg)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
-	fx := &fixture{srv: srv, client: client, changed: make(chan struct{}, 1)}
+	fx := &fixture{srv: srv, client: client, factory: factory, changed: make(chan struct{}, 1)}
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { fx.signal() },
 		UpdateFunc: func(any, any) { fx.signal() },
 		DeleteFunc: func(any) { fx.signal() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{
+	watched := []cache.SharedIndexInformer{
 		factory.Discovery().V1().EndpointSlices().Informer(),
 		factory.Core().V1().Services().Informer(),
-	} {
+		factory.Core().V1().Namespaces().Informer(),
+	}
+	if cfg.Pods == clusterdns.PodsVerified {
+		watched = append(watched, factory.Core().V1().Pods().Informer())
+	}
+	for _, inf := range watched {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			tb.Fatalf("AddEventHandler: %v", err)
 		}
@@ -79,6 +91,47 @@ func (fx *fixture) signal() {
 	default:
 	}
 }
+
+// untilStored waits until the informer cache of obj's kind holds obj as
+// ready says (ready gets nil while the object is absent). It looks at the
+// informer's store itself, the moment any reader can see the change: the
+// answer cache must be current from then on, without retries.
+func (fx *fixture) untilStored(tb testing.TB, kind runtime.Object, key string, ready func(obj any) bool) {
+	tb.Helper()
+	inf, err := fx.factory.ForResource(resourceOf(kind))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fx.waitFor(tb, func() string {
+		obj, ok, err := inf.Informer().GetStore().GetByKey(key)
+		if err != nil {
+			return err.Error()
+		}
+		if !ok {
+			obj = nil
+		}
+		if !ready(obj) {
+			return fmt.Sprintf("%T %s not yet as expected in the informer cache", kind, key)
+		}
+		return ""
+	})
+}
+
+// resourceOf maps the kinds the tests change to their API resources.
+func resourceOf(kind runtime.Object) schema.GroupVersionResource {
+	switch kind.(type) {
+	case *corev1.Service:
+		return corev1.SchemeGroupVersion.WithResource("services")
+	case *corev1.Pod:
+		return corev1.SchemeGroupVersion.WithResource("pods")
+	case *corev1.Namespace:
+		return corev1.SchemeGroupVersion.WithResource("namespaces")
+	}
+	return discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+}
+
+func absent(obj any) bool  { return obj == nil }
+func present(obj any) bool { return obj != nil }
 
 // waitFor re-evaluates cond after every informer event until it returns
 // "" or the deadline passes; it then fails with cond's last complaint.
@@ -333,7 +386,21 @@ func referenceObjects() []runtime.Object {
 
 		headlessService(ns, "big", httpPort),
 		endpointSlice(ns, "big", "big-1", v4, http, readyEndpoints(0, 100)...),
+
+		pod(ns, "pod-a", corev1.PodRunning, "10.240.0.1"),
 	}
+}
+
+// pod is a Pod in phase with the given IPs (the first is status.podIP).
+func pod(ns, name string, phase corev1.PodPhase, ips ...string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Status:     corev1.PodStatus{Phase: phase, PodIP: ips[0]},
+	}
+	for _, ip := range ips {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	return p
 }
 
 // extraObjects are Services for rules that §5 has no case for.
@@ -351,6 +418,9 @@ func extraObjects() []runtime.Object {
 		// A headless Service without ports: its slice has none either.
 		headlessService(ns, "noports"),
 		endpointSlice(ns, "noports", "noports-x", v4, nil, endpoint("172.0.0.30", "", isReady)),
+		// A ClusterIP Service without ports (the API requires them; CoreDNS
+		// copes with a port-less sentinel).
+		clusterIPService(ns, "portless", []string{"10.0.0.6"}),
 		// FQDN slices are not served.
 		headlessService(ns, "fqdn", httpPort),
 		endpointSlice(ns, "fqdn", "fqdn-x", discoveryv1.AddressTypeFQDN, http, endpoint("db.example.com", "", isReady)),

@@ -9,8 +9,10 @@ import (
 
 // ServeDNS implements dns.Handler. It writes exactly one reply to every
 // message it is given and never blocks on the API: answers come from the
-// informer caches. It is safe for concurrent use and needs no socket, so
-// tests and fuzzers call it directly.
+// informer caches, through a cache of built answers that every API change
+// they depend on invalidates before the informers show it. It is safe for
+// concurrent use and needs no socket, so tests and fuzzers call it
+// directly.
 //
 // Messages that are not a plain query get an error reply instead of an
 // answer (the miekg/dns server already drops or rejects most of them
@@ -20,47 +22,157 @@ import (
 //   - an opcode other than QUERY (NOTIFY, UPDATE, ...): NOTIMP;
 //   - an EDNS version other than 0: BADVERS (RFC 6891);
 //   - a class other than IN or ANY: REFUSED, as no other class is served;
-//   - a name outside the zone (reverse zones included): REFUSED, since the
-//     server is authoritative only for its zone and has no upstream;
+//   - a name outside the zones served: REFUSED, since the server has no
+//     upstream; the reverse zones are served unless Config.NoReverseZones;
 //   - AXFR and IXFR: REFUSED, as in CoreDNS;
-//   - anything in the zone before the informers have synced: SERVFAIL.
+//   - anything in the zones before the informers have synced: SERVFAIL.
 //
-// Every answer from the zone has AA set; RA is never set.
+// Every answer from the zones has AA set; RA is never set.
 func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
-	start := time.Now()
-	m := s.reply(r)
+	s.answer(w, r, &scratch{})
+}
+
+// listenerHandler is the handler Start gives the miekg servers. Their
+// writers pack the reply inside WriteMsg and keep nothing, so the reply
+// and its slices of shuffled records can go back to a pool once it
+// returns. ServeDNS cannot know that of any writer and allocates them.
+type listenerHandler struct{ s *Server }
+
+func (h listenerHandler) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	sc := scratch{pool: true}
+	h.s.answer(w, r, &sc)
+	sc.release()
+}
+
+// answer answers r on w, taking record slices from sc.
+func (s *Server) answer(w dns.ResponseWriter, r *dns.Msg, sc *scratch) {
+	var start time.Time
+	if s.cfg.queryLog != nil {
+		start = time.Now()
+	}
 	tcp := isTCP(w)
-	s.scrub(r, m, tcp)
+	m := sc.msg()
+	setReply(m, r)
+	size := -1 // unknown
+	if rcode := check(r); rcode != dns.RcodeSuccess {
+		m.Rcode = rcode
+	} else {
+		size = s.reply(m, r.Question[0], sc)
+	}
+	s.scrub(r, m, w.RemoteAddr(), tcp, size)
 	if err := w.WriteMsg(m); err != nil {
 		s.cfg.log.Debug("write reply", "err", err)
 	}
 	s.logQuery(start, w, r, m, tcp)
 }
 
-// reply builds the full (untruncated) reply to r.
-func (s *Server) reply(r *dns.Msg) *dns.Msg {
-	m := new(dns.Msg)
-	m.SetReply(r)
-	if rcode := check(r); rcode != dns.RcodeSuccess {
-		m.Rcode = rcode
-		return m
-	}
-	qs := r.Question[0]
-	q, ok := s.inZone(dns.Fqdn(qs.Name), qs.Qtype)
-	switch {
-	case !ok || qs.Qtype == dns.TypeAXFR || qs.Qtype == dns.TypeIXFR:
+// reply fills m with the answer to the question qs and returns the
+// uncompressed length of m (an upper bound if names have escapes), or -1.
+func (s *Server) reply(m *dns.Msg, qs dns.Question, sc *scratch) int {
+	name := dns.Fqdn(qs.Name)
+	if qs.Qtype == dns.TypeAXFR || qs.Qtype == dns.TypeIXFR {
 		m.Rcode = dns.RcodeRefused
-		return m
-	case !s.store.hasSynced():
-		m.Rcode = dns.RcodeServerFailure
-	default:
-		m.Rcode, m.Answer, m.Extra = s.resolve(q)
+		return -1
 	}
+	if !s.store.hasSynced() {
+		return s.notSynced(m, name, qs.Qtype)
+	}
+	e, ok := s.entryFor(name, qs.Qtype)
+	if !ok {
+		m.Rcode = dns.RcodeRefused
+		return -1
+	}
+	return s.fill(m, name, e, sc)
+}
+
+// notSynced answers SERVFAIL for names in the zones served.
+func (s *Server) notSynced(m *dns.Msg, name string, qtype uint16) int {
+	q, ok := s.locate(name, qtype)
+	if !ok {
+		m.Rcode = dns.RcodeRefused
+		return -1
+	}
+	m.Rcode = dns.RcodeServerFailure
 	m.Authoritative = true
-	if len(m.Answer) == 0 {
-		m.Ns = []dns.RR{s.soa(q.zone)}
+	m.Ns = []dns.RR{s.soa(q.zone)}
+	return -1
+}
+
+// fill copies the answer e into m for the name as asked: owners renamed
+// to its case, addresses shuffled unless Config.FixedOrder, and the
+// negative SOA when the answer is empty.
+func (s *Server) fill(m *dns.Msg, name string, e *entry, sc *scratch) int {
+	m.Rcode = e.rcode
+	m.Authoritative = true
+	answer, extra := e.answer, e.extra
+	if name != e.owner {
+		answer = renamed(answer, e.owner, name)
 	}
-	return m
+	if !s.cfg.fixedOrder {
+		answer = s.shuffled(answer, e.answerTail, name != e.owner, sc)
+		extra = s.shuffled(extra, e.extraTail, false, sc)
+	}
+	m.Answer, m.Extra = answer, extra
+	size := headerLen + len(name) + 1 + questionFixedLen + e.wireLen
+	if len(answer) == 0 {
+		soa, n := s.negativeSOA(name[len(name)-e.zoneLen:], e.kind)
+		m.Ns = []dns.RR{soa}
+		size += n
+	}
+	return size
+}
+
+// shuffled returns rrs with the addresses from tail on in random order,
+// copying the slice unless owned (already a copy). Fewer than two
+// addresses stay as they are.
+func (s *Server) shuffled(rrs []dns.RR, tail int, owned bool, sc *scratch) []dns.RR {
+	switch {
+	case len(rrs)-tail < 2:
+		return rrs
+	case owned:
+		s.shuffleInPlace(rrs, tail)
+		return rrs
+	}
+	out := sc.slice(len(rrs))
+	s.shuffleInto(out, rrs, tail)
+	return out
+}
+
+// Fixed sizes in the DNS wire format: the header, a question's type and
+// class, and an OPT record without options.
+const (
+	headerLen        = 12
+	questionFixedLen = 4
+	optLen           = 11
+)
+
+// compressAbove is the number of records above which a reply is always
+// compressed: below it, building the compression map costs more than
+// copying whole names.
+const compressAbove = 16
+
+// UDP replies longer than this (by client address family) are compressed
+// even when they fit, to avoid IP fragmentation (CoreDNS request.Scrub,
+// limits from NSD).
+const (
+	fragmentLimitV4 = 1480
+	fragmentLimitV6 = 1220
+)
+
+// setReply makes m a reply to r as dns.Msg.SetReply does, reusing the
+// array of m's question section.
+func setReply(m, r *dns.Msg) {
+	m.Id = r.Id
+	m.Response = true
+	m.Opcode = r.Opcode
+	if m.Opcode == dns.OpcodeQuery {
+		m.RecursionDesired = r.RecursionDesired
+		m.CheckingDisabled = r.CheckingDisabled
+	}
+	m.Rcode = dns.RcodeSuccess
+	if len(r.Question) > 0 {
+		m.Question = append(m.Question[:0], r.Question[0])
+	}
 }
 
 // check returns the error RCODE for a message that is not a query this
@@ -81,26 +193,58 @@ func check(r *dns.Msg) int {
 	return dns.RcodeSuccess
 }
 
-// scrub makes m fit the client, as CoreDNS's request.ScrubWriter does:
-// shuffle addresses (unless FixedOrder), echo an OPT record if the query
-// had one, and truncate to the client's EDNS0 UDP size (at least 512), 512
-// without EDNS0, or 65535 over TCP, keeping whole RRs and setting TC if any
-// was dropped.
-func (s *Server) scrub(r, m *dns.Msg, tcp bool) {
-	if !s.cfg.fixedOrder && m.Rcode == dns.RcodeSuccess {
-		s.shuffle(m.Answer)
-		s.shuffle(m.Extra)
+// scrub makes m fit the client, as CoreDNS's request.ScrubWriter does: echo
+// an OPT record if the query had one, and truncate to the client's EDNS0
+// UDP size (at least 512), 512 without EDNS0, or 65535 over TCP, keeping
+// whole RRs and setting TC if any was dropped. A reply that fits is sent
+// uncompressed, as CoreDNS sends it, unless it goes over UDP and is longer
+// than the fragmentation limit, or has more than compressAbove records:
+// compression is invisible to clients and packs many records in half the
+// time. size is m's uncompressed length (see reply), or -1.
+func (s *Server) scrub(r, m *dns.Msg, client net.Addr, tcp bool, size int) {
+	if size < 0 {
+		size = m.Len()
 	}
-	size := dns.MinMsgSize
+	limit := dns.MinMsgSize
 	if opt := r.IsEdns0(); opt != nil {
-		size = max(int(opt.UDPSize()), dns.MinMsgSize)
-		m.Extra = append(m.Extra, replyOPT(opt, size))
+		limit = max(int(opt.UDPSize()), dns.MinMsgSize)
+		m.Extra = append(m.Extra, replyOPT(opt, limit))
+		size += optLen
 	}
 	if tcp {
-		size = dns.MaxMsgSize
+		limit = dns.MaxMsgSize
 	}
-	m.Truncate(size)
-	m.Compress = true
+	m.Compress = false
+	if size > limit {
+		m.Truncate(limit) // measures exactly; compresses if it must
+	}
+	if !m.Compress {
+		m.Compress = len(m.Answer)+len(m.Ns)+len(m.Extra) > compressAbove ||
+			!tcp && fragments(m, size, client)
+	}
+}
+
+// fragments reports whether an uncompressed UDP reply of about size bytes
+// is over the fragmentation limit for the client's address family.
+func fragments(m *dns.Msg, size int, client net.Addr) bool {
+	if size <= fragmentLimitV6 {
+		return false
+	}
+	size = m.Len()
+	if isIPv4(client) {
+		return size > fragmentLimitV4
+	}
+	return size > fragmentLimitV6
+}
+
+func isIPv4(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		return a.IP.To4() != nil
+	case *net.TCPAddr:
+		return a.IP.To4() != nil
+	}
+	return false
 }
 
 // replyOPT is the OPT record of a reply to a query carrying q: version 0,

@@ -28,8 +28,10 @@ type dnsCase struct {
 	extra  []string
 }
 
-// referenceCases are the §5 conformance cases that apply (PTR and the pod
-// modes other than "disabled" are out of scope), numbered as there.
+// referenceCases are the §5 conformance cases, numbered as there, over the
+// §5 fixture with "pods insecure". #35 is in TestEndpointsFollowAPI, #40
+// with its upstream answer has no upstream here, #48's other modes are in
+// TestPodModes and #51-#52 in TestTruncation.
 var referenceCases = []dnsCase{
 	{name: "1 ClusterIP A", qname: tn("svc1"), qtype: dns.TypeA,
 		answer: []string{tn("svc1") + " 5 IN A 10.0.0.1"}},
@@ -107,7 +109,12 @@ var referenceCases = []dnsCase{
 			tn("ext2svc") + " 5 IN CNAME svc1.testns.svc.cluster.local.",
 			tn("svc1") + " 5 IN A 10.0.0.1",
 		}},
-	{name: "48 pods disabled", qname: "10-240-0-1.testns.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError},
+	{name: "43 PTR of a ClusterIP", qname: "1.0.0.10.in-addr.arpa.", qtype: dns.TypePTR,
+		answer: []string{"1.0.0.10.in-addr.arpa. 5 IN PTR svc1.testns.svc.cluster.local."}},
+	{name: "44 PTR of a headless endpoint with hostname", qname: "4.0.0.172.in-addr.arpa.", qtype: dns.TypePTR,
+		answer: []string{"4.0.0.172.in-addr.arpa. 5 IN PTR web-0." + tn("hdls")}},
+	{name: "48 pods insecure", qname: "10-240-0-1.testns.pod.cluster.local.", qtype: dns.TypeA,
+		answer: []string{"10-240-0-1.testns.pod.cluster.local. 5 IN A 10.240.0.1"}},
 	{name: "53 big over TCP is complete", qname: tn("big"), qtype: dns.TypeA,
 		answer: bigAnswer(tn("big"), 100)},
 }
@@ -188,6 +195,9 @@ var ruleCases = []dnsCase{
 		answer: []string{tn("noports") + " 5 IN A 172.0.0.30"}},
 	{name: "port-less slice has no SRV", qname: tn("noports"), qtype: dns.TypeSRV},
 	{name: "port-less slice has no named port", qname: "_http._tcp." + tn("noports"), qtype: dns.TypeSRV, rcode: dns.RcodeNameError},
+	{name: "ClusterIP Service without ports answers A", qname: tn("portless"), qtype: dns.TypeA,
+		answer: []string{tn("portless") + " 5 IN A 10.0.0.6"}},
+	{name: "ClusterIP Service without ports has no SRV", qname: tn("portless"), qtype: dns.TypeSRV},
 	{name: "FQDN slice is not served", qname: tn("fqdn"), qtype: dns.TypeA, rcode: dns.RcodeNameError},
 
 	// ExternalName.
@@ -226,7 +236,6 @@ var ruleCases = []dnsCase{
 
 	// Outside the zone and unsupported operations.
 	{name: "other zone is REFUSED", qname: "example.com.", qtype: dns.TypeA, rcode: dns.RcodeRefused, ns: []string{}},
-	{name: "reverse zone is REFUSED", qname: "1.0.0.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: dns.RcodeRefused, ns: []string{}},
 	{name: "suffix that is not a label boundary", qname: "xcluster.local.", qtype: dns.TypeA, rcode: dns.RcodeRefused, ns: []string{}},
 	{name: "root", qname: ".", qtype: dns.TypeNS, rcode: dns.RcodeRefused, ns: []string{}},
 	{name: "AXFR is REFUSED", qname: "cluster.local.", qtype: dns.TypeAXFR, rcode: dns.RcodeRefused, ns: []string{}},
@@ -234,7 +243,7 @@ var ruleCases = []dnsCase{
 }
 
 func TestReferenceCases(t *testing.T) {
-	fx := newFixture(t, clusterdns.Config{}, referenceObjects()...)
+	fx := newFixture(t, clusterdns.Config{Pods: clusterdns.PodsInsecure}, referenceObjects()...)
 	runCases(t, fx, referenceCases)
 }
 
@@ -371,6 +380,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"address outside loopback", clusterdns.Config{Addr: "10.0.0.1:53"}},
 		{"host name address", clusterdns.Config{Addr: "localhost:53"}},
 		{"bad zone", clusterdns.Config{Zone: "a..b"}},
+		{"unknown pods mode", clusterdns.Config{Pods: "secure"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

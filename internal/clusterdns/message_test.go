@@ -50,20 +50,25 @@ func TestMessageChecks(t *testing.T) {
 	}
 }
 
-// TestNotSynced: before the informers have listed, every in-zone question
-// gets SERVFAIL, never a false NXDOMAIN.
+// TestNotSynced: before the informers have listed, every question in the
+// zones served gets SERVFAIL, never a false NXDOMAIN, and nothing of it is
+// cached.
 func TestNotSynced(t *testing.T) {
-	srv, err := clusterdns.New(newFactory(), clusterdns.Config{})
+	srv, err := clusterdns.New(newFactory(), clusterdns.Config{Pods: clusterdns.PodsVerified})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{tn("svc1"), tn("svc0"), "cluster.local."} {
+	for _, q := range []string{tn("svc1"), tn("svc0"), "cluster.local.", "1.0.0.10.in-addr.arpa.",
+		"10-240-0-1.testns.pod.cluster.local."} {
 		m := new(dns.Msg)
 		m.SetQuestion(q, dns.TypeA)
 		got := exchange(t, srv, m, false)
-		if got.Rcode != dns.RcodeServerFailure || len(got.Answer) != 0 {
-			t.Errorf("%s: %s, want SERVFAIL and no answer", q, describe(got))
+		if got.Rcode != dns.RcodeServerFailure || len(got.Answer) != 0 || !got.Authoritative || len(got.Ns) != 1 {
+			t.Errorf("%s: %s, want SERVFAIL with the SOA and no answer", q, describe(got))
 		}
+	}
+	if n := clusterdns.CachedNames(srv); n != 0 {
+		t.Errorf("%d names cached before sync", n)
 	}
 	m := new(dns.Msg)
 	m.SetQuestion("example.com.", dns.TypeA)
@@ -132,5 +137,37 @@ func TestQueryLog(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestOddNames: question names with non-ASCII letters (which ServeDNS may
+// get from a caller, not off the wire) or escapes get one well-formed reply.
+func TestOddNames(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{}, referenceObjects()...)
+	tests := []struct {
+		name  string
+		qname string
+		rcode int
+	}{
+		{"non-ASCII capital", "İ.testns.svc.cluster.local.", dns.RcodeNameError},
+		{"non-ASCII capital in the zone", "svc1.testns.svc.cluster.İocal.", dns.RcodeRefused},
+		{"escaped dot", `svc1\.testns.svc.cluster.local.`, dns.RcodeNameError},
+		{"escaped byte", `svc1\255.testns.svc.cluster.local.`, dns.RcodeNameError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, h := range []dns.Handler{fx.srv, clusterdns.ListenerHandler(fx.srv)} {
+				m := new(dns.Msg)
+				m.SetQuestion(tt.qname, dns.TypeA)
+				w := newRecorder(false)
+				h.ServeDNS(w, m)
+				if w.err != nil || w.writes != 1 {
+					t.Fatalf("%d writes, err %v", w.writes, w.err)
+				}
+				if w.msg.Rcode != tt.rcode {
+					t.Errorf("rcode %s, want %s", dns.RcodeToString[w.msg.Rcode], dns.RcodeToString[tt.rcode])
+				}
+			}
+		})
 	}
 }

@@ -16,30 +16,80 @@ const (
 	podLabel = "pod"
 )
 
-// query is one question about a name inside the zone.
+// zoneKind tells the zones the Server is authoritative for apart.
+type zoneKind uint8
+
+const (
+	clusterZone zoneKind = iota // Config.Zone
+	reverseV4                   // in-addr.arpa.
+	reverseV6                   // ip6.arpa.
+)
+
+// The reverse zones, served unless Config.NoReverseZones is set.
+const (
+	reverseV4Zone = "in-addr.arpa."
+	reverseV6Zone = "ip6.arpa."
+)
+
+// zoneSpec is one zone served: its kind, lower-case name and labels.
+type zoneSpec struct {
+	kind   zoneKind
+	name   string
+	labels []string
+}
+
+// zoneSpecs lists the zones served, the cluster zone first so that it wins
+// should it lie inside a reverse zone.
+func zoneSpecs(cluster string, reverse bool) []zoneSpec {
+	zs := []zoneSpec{{clusterZone, cluster, labels(cluster)}}
+	if reverse {
+		zs = append(zs,
+			zoneSpec{reverseV4, reverseV4Zone, labels(reverseV4Zone)},
+			zoneSpec{reverseV6, reverseV6Zone, labels(reverseV6Zone)})
+	}
+	return zs
+}
+
+// query is one question about a name inside a zone served.
 type query struct {
 	owner  string   // the name as asked (FQDN, original case): owner of answers
 	labels []string // lower-case labels above the zone, leftmost first
 	zone   string   // the zone as spelled in owner
+	kind   zoneKind
 	qtype  uint16
 }
 
-// inZone splits name (an FQDN) at the zone. ok is false if name is not at or
-// below the zone. Labels are compared case-insensitively.
-func (s *Server) inZone(name string, qtype uint16) (q query, ok bool) {
+// locate finds the zone served that holds name (an FQDN). ok is false if
+// there is none: the name is outside every zone.
+func (s *Server) locate(name string, qtype uint16) (q query, ok bool) {
+	for _, z := range s.cfg.zones {
+		if q, ok = split(name, z, qtype); ok {
+			return q, true
+		}
+	}
+	return query{}, false
+}
+
+// inZone is locate restricted to the cluster zone.
+func (s *Server) inZone(name string, qtype uint16) (query, bool) {
+	return split(name, s.cfg.zones[0], qtype)
+}
+
+// split splits name (an FQDN) at zone z. ok is false if name is not at or
+// below z. Labels are compared case-insensitively.
+func split(name string, z zoneSpec, qtype uint16) (q query, ok bool) {
 	idx := dns.Split(name)
-	zl := s.cfg.zoneLabels
-	above := len(idx) - len(zl)
+	above := len(idx) - len(z.labels)
 	if above < 0 {
 		return query{}, false
 	}
 	all := labels(name)
-	for i, want := range zl {
+	for i, want := range z.labels {
 		if !strings.EqualFold(all[above+i], want) {
 			return query{}, false
 		}
 	}
-	q = query{owner: name, zone: ".", qtype: qtype, labels: all[:above]}
+	q = query{owner: name, zone: ".", kind: z.kind, qtype: qtype, labels: all[:above]}
 	if above < len(idx) {
 		q.zone = name[idx[above]:]
 	}
@@ -139,4 +189,21 @@ func join(zone string, ls ...string) string {
 		return name + "."
 	}
 	return name + "." + zone
+}
+
+// lowerASCII returns s with its ASCII letters in lower case, s itself if it
+// has none. DNS names match case-insensitively in ASCII only (RFC 4343),
+// and the result has the length of s.
+func lowerASCII(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' })
+	if i < 0 {
+		return s
+	}
+	b := []byte(s)
+	for j := i; j < len(b); j++ {
+		if 'A' <= b[j] && b[j] <= 'Z' {
+			b[j] += 'a' - 'A'
+		}
+	}
+	return string(b)
 }

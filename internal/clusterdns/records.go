@@ -37,6 +37,9 @@ func (s *Server) resolve(q query) (rcode int, answer, extra []dns.RR) {
 // does. Types without data of their own get a "fake A lookup" that only
 // decides between NODATA and NXDOMAIN.
 func (s *Server) lookup(q query) (answer, extra []dns.RR, err error) {
+	if q.kind != clusterZone {
+		return s.reverse(q)
+	}
 	switch q.qtype {
 	case dns.TypeA, dns.TypeAAAA:
 		answer, err = s.addresses(q, nil)
@@ -211,8 +214,8 @@ func (s *Server) txt(q query) ([]dns.RR, error) {
 	return []dns.RR{&dns.TXT{Hdr: hdr, Txt: []string{SchemaVersion}}}, nil
 }
 
-// soa is the zone's SOA, in answers at the apex and in the Authority
-// section of negative answers.
+// soa is a zone's SOA, in answers at the apex and in the Authority
+// section of negative answers. zone is the zone as the query spells it.
 func (s *Server) soa(zone string) *dns.SOA {
 	hdr := s.header(zone, dns.TypeSOA)
 	hdr.Ttl = min(s.cfg.ttl, soaMaxTTL)
@@ -220,7 +223,7 @@ func (s *Server) soa(zone string) *dns.SOA {
 		Hdr:     hdr,
 		Ns:      join(zone, "ns", "dns"),
 		Mbox:    join(zone, "hostmaster"),
-		Serial:  s.store.serial.Load(),
+		Serial:  s.store.changes.serial.Load(),
 		Refresh: soaRefresh,
 		Retry:   soaRetry,
 		Expire:  soaExpire,
@@ -228,9 +231,38 @@ func (s *Server) soa(zone string) *dns.SOA {
 	}
 }
 
+// cachedSOA is the SOA of a zone spelled in lower case, for one serial.
+type cachedSOA struct {
+	rr     *dns.SOA
+	serial uint32
+	len    int
+}
+
+// negativeSOA returns the SOA for a negative answer in the zone of kind,
+// spelled as in the query, and its uncompressed length. The lower-case
+// spelling is built once per serial.
+func (s *Server) negativeSOA(zone string, kind zoneKind) (*dns.SOA, int) {
+	serial := s.store.changes.serial.Load()
+	slot := &s.soas[kind]
+	if c := slot.Load(); c != nil && c.serial == serial && c.rr.Hdr.Name == zone {
+		return c.rr, c.len
+	}
+	rr := s.soa(zone)
+	n := dns.Len(rr)
+	if zone == s.cfg.zones[kind].name {
+		slot.Store(&cachedSOA{rr: rr, serial: rr.Serial, len: n})
+	}
+	return rr, n
+}
+
 // ns answers NS at the apex: the name server with its addresses as glue.
+// It is named in the cluster zone, spelled as in the query there.
 func (s *Server) ns(q query) (answer, extra []dns.RR, err error) {
-	name, ips := s.nameServer(q.zone)
+	zone := q.zone
+	if q.kind != clusterZone {
+		zone = s.cfg.zone
+	}
+	name, ips := s.nameServer(zone)
 	answer = []dns.RR{&dns.NS{Hdr: s.header(q.owner, dns.TypeNS), Ns: name}}
 	for _, ip := range ips {
 		extra = append(extra, s.addressRR(name, ip))

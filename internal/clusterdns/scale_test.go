@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,6 +60,55 @@ func TestTruncation(t *testing.T) {
 				if !slices.Contains(all, ip) {
 					t.Errorf("answer has %s, not an endpoint of big", ip)
 				}
+			}
+		})
+	}
+}
+
+// TestCompression: replies that fit go uncompressed, as CoreDNS sends
+// them, unless they have more than 16 records or would pass the IPv4
+// fragmentation limit (1480 bytes) over UDP; replies that do not fit are
+// compressed by the truncation.
+func TestCompression(t *testing.T) {
+	long := strings.Repeat("h", 60)
+	var eps []discoveryv1.Endpoint
+	for i := range 8 {
+		eps = append(eps, endpoint(fmt.Sprintf("172.1.0.%d", i+1), fmt.Sprintf("%s-%d", long, i), isReady))
+	}
+	fx := newFixture(t, clusterdns.Config{}, append(referenceObjects(),
+		headlessService("testns", "long", httpPort),
+		endpointSlice("testns", "long", "long-x", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{httpSlicePort}, eps...))...)
+	tests := []struct {
+		name       string
+		qname      string
+		qtype      uint16
+		tcp        bool
+		edns       uint16
+		compressed bool
+	}{
+		{"small UDP reply", tn("svc1"), dns.TypeA, false, 0, false},
+		{"small TCP reply", "_http._tcp." + tn("hdls"), dns.TypeSRV, true, 0, false},
+		{"many records over TCP", tn("big"), dns.TypeA, true, 0, true},
+		{"truncated UDP reply", tn("big"), dns.TypeA, false, 0, true},
+		{"16 records above 1480 bytes over UDP", tn("long"), dns.TypeSRV, false, 4096, true},
+		{"16 records above 1480 bytes over TCP", tn("long"), dns.TypeSRV, true, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := new(dns.Msg)
+			m.SetQuestion(tt.qname, tt.qtype)
+			if tt.edns != 0 {
+				m.SetEdns0(tt.edns, false)
+			}
+			w := newRecorder(tt.tcp)
+			fx.srv.ServeDNS(w, m)
+			if w.err != nil {
+				t.Fatal(w.err)
+			}
+			w.msg.Compress = false
+			if got := w.size < w.msg.Len(); got != tt.compressed {
+				t.Errorf("compressed = %v (%d bytes, %d uncompressed, %s), want %v",
+					got, w.size, w.msg.Len(), describe(w.msg), tt.compressed)
 			}
 		})
 	}
@@ -160,14 +210,23 @@ func TestServicesFollowAPI(t *testing.T) {
 
 // addrsOf returns the A/AAAA addresses of m's answer, sorted by address.
 func addrsOf(m *dns.Msg) []string {
-	var ips []netip.Addr
+	var ips []string
 	for _, rr := range m.Answer {
 		switch v := rr.(type) {
 		case *dns.A:
-			ips = append(ips, netip.MustParseAddr(v.A.String()))
+			ips = append(ips, v.A.String())
 		case *dns.AAAA:
-			ips = append(ips, netip.MustParseAddr(v.AAAA.String()))
+			ips = append(ips, v.AAAA.String())
 		}
+	}
+	return sortedIPs(ips)
+}
+
+// sortedIPs returns addresses sorted by address, in netip form.
+func sortedIPs(addrs []string) []string {
+	ips := make([]netip.Addr, len(addrs))
+	for i, a := range addrs {
+		ips[i] = netip.MustParseAddr(a)
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
 	out := make([]string, len(ips))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/miekg/dns"
@@ -29,6 +30,8 @@ const (
 type Server struct {
 	cfg   settings
 	store *store
+	cache answerCache
+	soas  [3]atomic.Pointer[cachedSOA] // by zoneKind
 
 	randMu sync.Mutex // serialises Config.Rand
 
@@ -40,10 +43,13 @@ type Server struct {
 }
 
 // New returns a Server reading from factory. It registers the Service,
-// EndpointSlice and Namespace informers (and an EndpointSlice index) with
-// factory; the caller starts the factory, and until its caches have synced
-// ServeDNS answers SERVFAIL. New fails if cfg is invalid or the
-// EndpointSlice informer has already been stopped.
+// EndpointSlice and Namespace informers with factory, and the Pod informer
+// if Config.Pods is PodsVerified, and adds indexes to them: by Service
+// name and ready address for EndpointSlices, by ClusterIP for Services,
+// by IP for Pods, and one per Server that tracks changes. The caller
+// starts the factory, and until its caches have synced ServeDNS answers
+// SERVFAIL. New fails if cfg is invalid or an informer has already been
+// stopped.
 func New(factory informers.SharedInformerFactory, cfg Config) (*Server, error) {
 	if factory == nil {
 		return nil, errors.New("clusterdns: nil informer factory")
@@ -52,7 +58,7 @@ func New(factory informers.SharedInformerFactory, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := newStore(factory)
+	store, err := newStore(factory, st.pods == PodsVerified)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +78,8 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.MaxMsgSize}
-	tcp := &dns.Server{Listener: ln, Handler: s, MaxTCPQueries: -1}
+	udp := &dns.Server{PacketConn: pc, Handler: listenerHandler{s}, UDPSize: dns.MaxMsgSize}
+	tcp := &dns.Server{Listener: ln, Handler: listenerHandler{s}, MaxTCPQueries: -1}
 	if err := s.serve(ctx, udp, tcp); err != nil {
 		pc.Close()
 		ln.Close()

@@ -135,6 +135,17 @@ func digTests(t *testing.T, ap netip.AddrPort) {
 			t.Errorf("want TC and 29 answers, got:\n%s", out)
 		}
 	})
+	t.Run("reverse", func(t *testing.T) {
+		for _, tt := range []struct{ ip, want string }{
+			{"10.0.0.1", tn("svc1")},
+			{"172.0.0.4", "web-0." + tn("hdls")},
+			{"5678:abcd::1", "5678-abcd--1." + tn("hdls")},
+		} {
+			if diff := cmp.Diff([]string{tt.want}, digLines(t, ap, "+short", "-x", tt.ip)); diff != "" {
+				t.Errorf("dig -x %s (-want +got):\n%s", tt.ip, diff)
+			}
+		}
+	})
 	t.Run("tcp is complete", func(t *testing.T) {
 		if got := digLines(t, ap, "+tcp", "+short", tn("big"), "A"); len(got) != 300 {
 			t.Errorf("got %d addresses, want 300", len(got))

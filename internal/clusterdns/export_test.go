@@ -1,0 +1,25 @@
+package clusterdns
+
+import (
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// ListenerHandler returns the handler Start serves on its sockets.
+func ListenerHandler(s *Server) dns.Handler { return listenerHandler{s} }
+
+// SetNow replaces the clock of the SOA serial until tb ends. It must be
+// called before the informers of the Servers it affects start.
+func SetNow(tb testing.TB, f func() time.Time) {
+	old := now
+	now = f
+	tb.Cleanup(func() { now = old })
+}
+
+// MaxCached is the bound on the names in the answer cache.
+const MaxCached = maxCached
+
+// CachedNames returns about how many names the answer cache holds.
+func CachedNames(s *Server) int { return int(s.cache.count.Load()) }
