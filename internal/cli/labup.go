@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/scenario"
@@ -27,7 +28,9 @@ type LabUpOptions struct {
 	DNSTTL time.Duration
 	// FixedOrder keeps DNS answer order stable.
 	FixedOrder bool
-	LogLevel   string
+	// Pods is the DNS pods mode: disabled, insecure or verified.
+	Pods     string
+	LogLevel string
 
 	Out, Err io.Writer
 }
@@ -49,6 +52,11 @@ another terminal through its control API. Built-ins: %s.`, strings.Join(scenario
 			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
 				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
 			}
+			switch opts.Pods {
+			case "disabled", "insecure", "verified":
+			default:
+				return usageError{fmt.Errorf("--dns-pods %q: expected disabled, insecure or verified", opts.Pods)}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -60,6 +68,7 @@ another terminal through its control API. Built-ins: %s.`, strings.Join(scenario
 	f.StringVar(&opts.Control, "control", control.DefaultAddr, "address of the control API (loopback)")
 	f.DurationVar(&opts.DNSTTL, "dns-ttl", 0, "cluster DNS TTL (default 5s as CoreDNS; kubeadm uses 30s)")
 	f.BoolVar(&opts.FixedOrder, "dns-fixed-order", false, "keep A records in a stable order instead of shuffling each answer")
+	f.StringVar(&opts.Pods, "dns-pods", "disabled", "answers for a-b-c-d.<ns>.pod.cluster.local: disabled, insecure (kubeadm) or verified")
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	return cmd
 }
@@ -69,7 +78,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := lab.Config{DNSTTL: opts.DNSTTL, DNSFixedOrder: opts.FixedOrder}
+	cfg := lab.Config{DNSTTL: opts.DNSTTL, DNSFixedOrder: opts.FixedOrder, DNSPods: clusterdns.PodMode(opts.Pods)}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}

@@ -63,7 +63,7 @@ func upLab(t *testing.T, name string) (*control.Client, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errb := &syncBuffer{}, &syncBuffer{}
-	opts := &LabUpOptions{File: name, Control: freeAddr(t), LogLevel: "off", Out: out, Err: errb}
+	opts := &LabUpOptions{File: name, Control: freeAddr(t), LogLevel: "off", Pods: "insecure", Out: out, Err: errb}
 	done := make(chan error, 1)
 	go func() { done <- labUp(ctx, opts) }()
 	t.Cleanup(func() {
@@ -207,6 +207,17 @@ func TestLabUpDNSWithDig(t *testing.T) {
 	}
 	if _, _, st := header(t, d.run("nosuch.data.svc.cluster.local")); st != "NXDOMAIN" {
 		t.Errorf("unknown Service: %s, want NXDOMAIN", st)
+	}
+	// The pod backs three Services: one PTR each, the per-pod name through
+	// the governing Service, dashed-IP names through the others.
+	dashed := strings.ReplaceAll(ips["db-1"], ".", "-")
+	wantPTR := []string{dashed + ".db-peers.data.svc.cluster.local.", dashed + ".db-rw.data.svc.cluster.local.", "db-1.db.data.svc.cluster.local."}
+	if got := d.answers("-x", ips["db-1"]); strings.Join(got, ",") != strings.Join(wantPTR, ",") {
+		t.Errorf("PTR of db-1's IP = %v, want %v", got, wantPTR)
+	}
+	podName := strings.ReplaceAll(ips["db-1"], ".", "-") + ".data.pod.cluster.local"
+	if got := d.answers(podName); len(got) != 1 || got[0] != ips["db-1"] {
+		t.Errorf("pods insecure: %s = %v, want %s", podName, got, ips["db-1"])
 	}
 
 	// A pod marked not ready leaves the headless answer but stays in

@@ -58,6 +58,9 @@ type Config struct {
 	// clusterdns.Config.TTL and FixedOrder).
 	DNSTTL        time.Duration
 	DNSFixedOrder bool
+	// DNSPods is the cluster DNS pods mode (clusterdns.PodMode; default
+	// disabled, as CoreDNS; kubeadm clusters use insecure).
+	DNSPods clusterdns.PodMode
 	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
 	// port if 53 cannot be bound).
 	DNSPort int
@@ -166,6 +169,7 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 	dns, err := clusterdns.New(c.Factory(), clusterdns.Config{
 		TTL:        cfg.DNSTTL,
 		FixedOrder: cfg.DNSFixedOrder,
+		Pods:       cfg.DNSPods,
 		Addr:       netip.AddrPortFrom(c.DNSIP(), uint16(port)).String(),
 		Rand:       rand.New(rand.NewPCG(cfg.Seed, 2)),
 		QueryLog:   cfg.DNSQuery,

@@ -195,6 +195,11 @@ func (f *File) check() error {
 	if g := sp.GRPC.MinResolutionInterval; g != nil && g.Duration < 0 {
 		return d.Errorf("spec.grpc.minResolutionInterval", "must not be negative")
 	}
+	switch sp.DNS.Pods {
+	case "", "disabled", "insecure", "verified":
+	default:
+		return d.Errorf("spec.dns.pods", "%q: expected disabled, insecure or verified", sp.DNS.Pods)
+	}
 	if t := sp.DNS.TTL; t != nil && (t.Duration < 0 || t.Duration > time.Hour || t.Duration%time.Second != 0) {
 		return d.Errorf("spec.dns.ttl", "%v: expected whole seconds between 0s and 3600s", t.Duration)
 	}

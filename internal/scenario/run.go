@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/pod"
@@ -275,6 +276,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 		}
 	}
 	cfg.DNSFixedOrder = sp.DNS.FixedOrder
+	cfg.DNSPods = clusterdns.PodMode(sp.DNS.Pods)
 	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	l, err := lab.Start(setupCtx, cfg)

@@ -146,4 +146,7 @@ type DNS struct {
 	// FixedOrder keeps A records in a stable order instead of shuffling them
 	// per answer (CoreDNS loadbalance, on in kubeadm clusters).
 	FixedOrder bool `json:"fixedOrder,omitempty"`
+	// Pods is the pods mode for a-b-c-d.<ns>.pod.<zone> names: disabled
+	// (default, as CoreDNS), insecure (kubeadm) or verified.
+	Pods string `json:"pods,omitempty"`
 }
