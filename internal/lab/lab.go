@@ -358,6 +358,32 @@ func (l *Lab) Scale(ctx context.Context, kind, namespace, name string, replicas 
 	return fmt.Errorf("lab: cannot scale a %s; expected Deployment or StatefulSet", kind)
 }
 
+// UpdateTemplate changes the pod template of a Deployment or StatefulSet
+// (kind) with edit, as kubectl set image or edit would; the workload's
+// update strategy then rolls the change out.
+func (l *Lab) UpdateTemplate(ctx context.Context, kind, namespace, name string, edit func(*corev1.PodTemplateSpec)) error {
+	apps := l.Cluster.Client().AppsV1()
+	switch kind {
+	case "Deployment":
+		d, err := apps.Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(&d.Spec.Template)
+		_, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	case "StatefulSet":
+		s, err := apps.StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(&s.Spec.Template)
+		_, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	}
+	return fmt.Errorf("lab: cannot update a %s; expected Deployment or StatefulSet", kind)
+}
+
 // WaitReady waits until every Deployment has all its replicas Ready and the
 // data plane caught up: every Service's EndpointSlices list its ready pods
 // and kube-proxy serves each ClusterIP port with exactly those endpoints.

@@ -57,4 +57,36 @@ type Variant struct {
 	// zero when it ran to the end or never started.
 	Interrupted float64 `json:"interrupted_at_s,omitempty"`
 	Error       string  `json:"error,omitempty"`
+	// StepPods maps named timeline steps to the pod each acted on.
+	StepPods map[string]string `json:"step_pods,omitempty"`
+	// Checks are the scenario's expectations as checked for this variant.
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is one expectation checked against a variant's measurements.
+type Check struct {
+	Name   string `json:"name"`
+	Metric string `json:"metric"`
+	Window string `json:"window,omitempty"`
+	Pod    string `json:"pod,omitempty"`
+	// Bound is the expected range, e.g. ">= 0.95" or "0..0.01".
+	Bound string `json:"bound"`
+	// Value is the measured value; nil when it is not a finite number (see
+	// Shown, e.g. "never").
+	Value *float64 `json:"value"`
+	Shown string   `json:"shown"`
+	Pass  bool     `json:"pass"`
+	// Note explains a check that could not be measured.
+	Note string `json:"note,omitempty"`
+}
+
+// Failed counts the variant's checks that did not pass.
+func (v Variant) Failed() int {
+	n := 0
+	for _, c := range v.Checks {
+		if !c.Pass {
+			n++
+		}
+	}
+	return n
 }

@@ -110,8 +110,70 @@ func (p *printer) variant(v Variant, alone bool, duration float64) {
 	for _, e := range v.StepErrors {
 		p.f("   step failed: %s\n", e)
 	}
+	p.errorWindows(v)
+	p.rebalance(v)
 	if v.Why != "" && alone {
 		p.f("   why: %s\n", v.Why)
+	}
+	p.checks(v)
+}
+
+// errorWindows prints the stretches of the run with failed calls.
+func (p *printer) errorWindows(v Variant) {
+	ews := v.Summary.ErrorWindows
+	if len(ews) == 0 {
+		return
+	}
+	var total float64
+	for _, w := range ews {
+		total += w.Seconds()
+	}
+	p.f("   error windows: %d, %.1fs in all\n", len(ews), total)
+	for i, w := range ews {
+		if i == MaxPodRows {
+			p.f("     ... %d more (see -o json)\n", len(ews)-i)
+			break
+		}
+		p.f("     %s-%s (%.1fs): %d failed; %s; causes: %s\n", seconds(w.From.Seconds()), seconds(w.To.Seconds()), w.Seconds(), w.Failed,
+			stats.CodeCounts(w.ByCode), stats.CodeCounts(w.ByCause))
+	}
+}
+
+// rebalance prints how long pods added during the run took to get a fair
+// share.
+func (p *printer) rebalance(v Variant) {
+	rbs := v.Summary.Rebalance
+	if len(rbs) == 0 {
+		return
+	}
+	t := stats.RebalanceSeconds(rbs)
+	switch {
+	case math.IsInf(t, 1):
+		p.f("   time to rebalance: never (a pod added during the run never got %.0f%% of a fair share)\n", 100*stats.RebalanceFraction)
+	case !math.IsNaN(t):
+		p.f("   time to rebalance: %.1fs (slowest of %d added pods to reach %.0f%% of a fair share)\n", t, len(rbs), 100*stats.RebalanceFraction)
+	}
+}
+
+// checks prints the scenario's expectations as pass/fail lines.
+func (p *printer) checks(v Variant) {
+	for _, c := range v.Checks {
+		verdict := "PASS"
+		if !c.Pass {
+			verdict = "FAIL"
+		}
+		where := c.Metric
+		if c.Pod != "" {
+			where += " of " + c.Pod
+		}
+		if c.Window != "" {
+			where += " in " + c.Window
+		}
+		p.f("   %s  %s: %s = %s, want %s", verdict, c.Name, where, c.Shown, c.Bound)
+		if c.Note != "" {
+			p.f(" (%s)", c.Note)
+		}
+		p.f("\n")
 	}
 }
 
@@ -127,7 +189,14 @@ func (p *printer) window(w stats.WindowStats) {
 	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %s, max/mean %s, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms\n",
 		w.Name, w.From, w.To, w.Rate, ratio(w, w.Jain), ratio(w, w.MaxMean), w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99)
 	if len(w.Errors) > 0 {
-		p.f("   errors by code: %s\n", stats.CodeCounts(w.Errors))
+		p.f("   errors by code: %s", stats.CodeCounts(w.Errors))
+		if len(w.ErrorCauses) > 0 {
+			p.f("; by cause: %s", stats.CodeCounts(w.ErrorCauses))
+		}
+		p.f("\n")
+	}
+	if w.ConnsOpened > 0 {
+		p.f("   connections opened: %d (%.2f/s)\n", w.ConnsOpened, w.ConnsOpenedPerSec)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "   %3s\tPOD\t%-15s\t%7s\t%8s\t%6s\t%5s\n", "#", "IP", "READY", "CALLS/S", "SHARE", "CONNS")

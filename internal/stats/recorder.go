@@ -88,6 +88,7 @@ type clientSeries struct {
 	ip       netip.Addr
 	byPod    map[string]*counts
 	byCode   map[codes.Code]*counts
+	byCause  map[string]*counts // failed calls only
 	conns    []interval
 	restarts []time.Duration
 }
@@ -223,7 +224,7 @@ func (r *Recorder) Node(ip netip.Addr) {
 func (r *Recorder) client(name string) *clientSeries {
 	c := r.clients[name]
 	if c == nil {
-		c = &clientSeries{name: name, byPod: map[string]*counts{}, byCode: map[codes.Code]*counts{}}
+		c = &clientSeries{name: name, byPod: map[string]*counts{}, byCode: map[codes.Code]*counts{}, byCause: map[string]*counts{}}
 		r.clients[name] = c
 	}
 	return c
@@ -293,9 +294,11 @@ func openOrClose(ivs []interval, peer netip.AddrPort, label string, open bool, a
 }
 
 // Call records one call a client finished: the pod that answered (empty on
-// error), its status code, and its latency measured from the time the call
-// was due (open-loop, so queueing delay counts).
-func (r *Recorder) Call(clientName, podName string, code codes.Code, latency time.Duration, due time.Time) {
+// error), its status code, the cause of a failure (e.g. "refused",
+// "goaway", "deadline"; empty counts as "other"; ignored for OK), and its
+// latency measured from the time the call was due (open-loop, so queueing
+// delay counts).
+func (r *Recorder) Call(clientName, podName string, code codes.Code, cause string, latency time.Duration, due time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.client(clientName)
@@ -315,6 +318,17 @@ func (r *Recorder) Call(clientName, podName string, code codes.Code, latency tim
 		c.byCode[code] = k
 	}
 	k.add(b)
+	if code != codes.OK {
+		if cause == "" {
+			cause = "other"
+		}
+		k := c.byCause[cause]
+		if k == nil {
+			k = new(counts)
+			c.byCause[cause] = k
+		}
+		k.add(b)
+	}
 	s := max(int(off/time.Second), 0)
 	if s >= len(r.latency) {
 		r.latency = append(r.latency, make([]Histogram, s+1-len(r.latency))...)
@@ -400,4 +414,17 @@ func sortedKeys[M ~map[K]V, K ~string, V any](m M) []K {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
+}
+
+// PodCalls returns the calls pod name has served for clients so far (not
+// kubelet probes).
+func (r *Recorder) PodCalls(name string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[name]
+	if !ok {
+		return 0
+	}
+	c := p.clientServed()
+	return c.sum(0, len(c))
 }

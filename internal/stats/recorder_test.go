@@ -33,16 +33,16 @@ func TestSummarize(t *testing.T) {
 	for i := range 40 {
 		d := time.Duration(i) * 100 * time.Millisecond
 		r.Served("a", ipC, at(d))
-		r.Call("c", "a", codes.OK, time.Millisecond, at(d))
+		r.Call("c", "a", codes.OK, "", time.Millisecond, at(d))
 		if d >= 2*time.Second {
 			r.Served("b", ipC, at(d))
-			r.Call("c", "b", codes.OK, 3*time.Millisecond, at(d))
+			r.Call("c", "b", codes.OK, "", 3*time.Millisecond, at(d))
 		}
 	}
 	r.Served("a", netip.MustParseAddr("127.0.0.1"), at(time.Second)) // kubelet: not counted
-	r.Call("c", "", codes.Unavailable, time.Second, at(3*time.Second))
+	r.Call("c", "", codes.Unavailable, "refused", time.Second, at(3*time.Second))
 
-	s := r.Summarize([]Window{{Name: "before", From: 0, To: 2 * time.Second}, {Name: "after", From: 2 * time.Second, To: 4 * time.Second}})
+	s := r.Summarize([]Window{{Name: "before", From: 0, To: 2 * time.Second}, {Name: "after", From: 2 * time.Second, To: 4 * time.Second}}, 4*time.Second)
 	type row struct {
 		Name   string
 		Calls  int64

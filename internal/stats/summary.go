@@ -56,10 +56,17 @@ type WindowStats struct {
 	// ConnsPerClient is the client-side time-averaged number of open
 	// connections per client; ConnsOpened counts client connections opened in
 	// the window.
-	ConnsPerClient float64          `json:"conns_per_client"`
-	ConnsOpened    int              `json:"conns_opened"`
-	ClientOK       int64            `json:"client_ok"`
-	Errors         map[string]int64 `json:"errors"`
+	ConnsPerClient float64 `json:"conns_per_client"`
+	ConnsOpened    int     `json:"conns_opened"`
+	// ConnsOpenedPerSec is ConnsOpened over the window's length: the
+	// reconnect rate (the cost of MaxConnectionAge).
+	ConnsOpenedPerSec float64 `json:"conns_opened_per_s"`
+	ClientOK          int64   `json:"client_ok"`
+	// Failed counts failed calls; Errors splits them by status code and
+	// ErrorCauses by cause (refused, goaway, deadline, ...).
+	Failed      int64            `json:"failed"`
+	Errors      map[string]int64 `json:"errors"`
+	ErrorCauses map[string]int64 `json:"error_causes"`
 	LatencyP50     float64          `json:"latency_p50_ms"`
 	LatencyP90     float64          `json:"latency_p90_ms"`
 	LatencyP99     float64          `json:"latency_p99_ms"`
@@ -73,6 +80,7 @@ type ClientStats struct {
 	IP       string           `json:"ip"`
 	OK       int64            `json:"ok"`
 	Errors   map[string]int64 `json:"errors"`
+	Causes   map[string]int64 `json:"error_causes"`
 	ByPod    map[string]int64 `json:"by_pod"` // client-side, from replies
 	Opened   int              `json:"conns_opened"`
 	OpenedAt []float64        `json:"conns_opened_at_s"`
@@ -85,6 +93,13 @@ type Summary struct {
 	Clients []ClientStats `json:"clients"`
 	// Timeline holds calls per second per pod (server-side), index = second.
 	Timeline map[string][]int64 `json:"timeline"`
+	// FailedTimeline holds failed calls per second (client-side, by due
+	// time), index = second.
+	FailedTimeline []int64 `json:"failed_timeline"`
+	// ErrorWindows are the stretches of the run with failed calls.
+	ErrorWindows []ErrorWindow `json:"error_windows"`
+	// Rebalance has one entry per pod that turned Ready during the run.
+	Rebalance []Rebalance `json:"rebalance"`
 	Pods     []PodLife          `json:"pods"`
 	DNS      []DNSQuery         `json:"dns_queries"`
 	Proxy    []ProxyConn        `json:"proxy_conns"`
@@ -100,8 +115,9 @@ type PodLife struct {
 
 func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
 
-// Summarize computes per-window statistics and the run's raw series.
-func (r *Recorder) Summarize(windows []Window) Summary {
+// Summarize computes per-window statistics and the run's raw series; end is
+// how long load ran (it bounds the rebalance search).
+func (r *Recorder) Summarize(windows []Window, end time.Duration) Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var s Summary
@@ -111,6 +127,9 @@ func (r *Recorder) Summarize(windows []Window) Summary {
 	for _, name := range sortedKeys(r.clients) {
 		s.Clients = append(s.Clients, r.clientStats(r.clients[name]))
 	}
+	s.ErrorWindows = r.errorWindows()
+	s.FailedTimeline = perSecond(r.failedBuckets())
+	s.Rebalance = r.rebalances(end)
 	s.Timeline = map[string][]int64{}
 	for _, name := range r.podOrder {
 		p := r.pods[name]
@@ -214,7 +233,7 @@ func overlaps(ivs [][2]time.Duration, from, to time.Duration) bool {
 }
 
 func (r *Recorder) window(w Window) WindowStats {
-	ws := WindowStats{Name: w.Name, From: secs(w.From), To: secs(w.To), Errors: map[string]int64{}}
+	ws := WindowStats{Name: w.Name, From: secs(w.From), To: secs(w.To), Errors: map[string]int64{}, ErrorCauses: map[string]int64{}}
 	b0, b1 := bucketOf(w.From), bucketOf(w.To)
 	length := w.To - w.From
 	for i, name := range r.podOrder {
@@ -285,11 +304,20 @@ func (r *Recorder) clientWindow(ws *WindowStats, w Window) {
 				ws.ClientOK += n
 			} else if n > 0 {
 				ws.Errors[code.String()] += n
+				ws.Failed += n
+			}
+		}
+		for cause, k := range c.byCause {
+			if n := k.sum(b0, b1); n > 0 {
+				ws.ErrorCauses[cause] += n
 			}
 		}
 	}
 	if len(r.clients) > 0 {
 		ws.ConnsPerClient = conns / float64(len(r.clients))
+	}
+	if w.To > w.From {
+		ws.ConnsOpenedPerSec = float64(ws.ConnsOpened) / (w.To - w.From).Seconds()
 	}
 	var h Histogram
 	for s := max(int(w.From/time.Second), 0); s < int((w.To+time.Second-1)/time.Second) && s < len(r.latency); s++ {
@@ -324,7 +352,10 @@ func avgOpen(ivs []interval, from, to time.Duration, keep func(interval) bool) f
 }
 
 func (r *Recorder) clientStats(c *clientSeries) ClientStats {
-	cs := ClientStats{Name: c.name, Errors: map[string]int64{}, ByPod: map[string]int64{}, Opened: len(c.conns)}
+	cs := ClientStats{Name: c.name, Errors: map[string]int64{}, Causes: map[string]int64{}, ByPod: map[string]int64{}, Opened: len(c.conns)}
+	for cause, k := range c.byCause {
+		cs.Causes[cause] = k.sum(0, len(*k))
+	}
 	if c.ip.IsValid() {
 		cs.IP = c.ip.String()
 	}
