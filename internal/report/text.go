@@ -33,7 +33,25 @@ func Text(w io.Writer, r *Result) error {
 	if len(r.Variants) > 1 {
 		p.comparison(r)
 	}
+	p.verdict(r)
 	return p.err
+}
+
+// verdict sums up the expectation checks of all variants.
+func (p *printer) verdict(r *Result) {
+	total, failed := 0, 0
+	for _, v := range r.Variants {
+		total += len(v.Checks)
+		failed += v.Failed()
+	}
+	if total == 0 {
+		return
+	}
+	if failed == 0 {
+		p.f("\nexpectations: all %d passed\n", total)
+		return
+	}
+	p.f("\nexpectations: %d of %d FAILED\n", failed, total)
 }
 
 type printer struct {
@@ -270,12 +288,55 @@ func (p *printer) comparison(r *Result) {
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
 	}
+	p.runTable(r)
 	heading := "\nwhy, per variant:\n"
 	for _, v := range r.Variants {
 		if v.Why != "" {
 			p.f("%s  %s: %s\n", heading, v.Name, v.Why)
 			heading = ""
 		}
+	}
+}
+
+// runTable compares what is measured over the whole run: failed calls, error
+// windows, time to rebalance and checks passed.
+func (p *printer) runTable(r *Result) {
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nVARIANT\tFAILED\tERROR WINDOWS\tREBALANCE\tCHECKS\n")
+	for _, v := range r.Variants {
+		if v.Error != "" {
+			fmt.Fprintf(tw, "%s\tfailed\t-\t-\t-\n", v.Name)
+			continue
+		}
+		var failed int64
+		for _, c := range v.Summary.Clients {
+			for _, n := range c.Errors {
+				failed += n
+			}
+		}
+		var secs float64
+		for _, w := range v.Summary.ErrorWindows {
+			secs += w.Seconds()
+		}
+		ew := "-"
+		if n := len(v.Summary.ErrorWindows); n > 0 {
+			ew = fmt.Sprintf("%d, %.1fs", n, secs)
+		}
+		rb := "-"
+		switch t := stats.RebalanceSeconds(v.Summary.Rebalance); {
+		case math.IsInf(t, 1):
+			rb = "never"
+		case !math.IsNaN(t):
+			rb = fmt.Sprintf("%.1fs", t)
+		}
+		checks := "-"
+		if n := len(v.Checks); n > 0 {
+			checks = fmt.Sprintf("%d/%d passed", n-v.Failed(), n)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Name, failed, ew, rb, checks)
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
 	}
 }
 

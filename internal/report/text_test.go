@@ -56,7 +56,7 @@ func sample() *Result {
 				Servers: "pricing: MaxConnectionAge 10s", Why: "re-resolved at 30s.", DNS: "127.97.0.10:21053",
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))},
 					ErrorWindows: []stats.ErrorWindow{{From: 30e9, To: 31.5e9, Failed: 12, ByCode: map[string]int64{"Unavailable": 12}, ByCause: map[string]int64{"refused": 10, "goaway": 2}}},
-					Rebalance: []stats.Rebalance{{Pod: "pricing-7d9f8-c", ReadyAt: 10.6e9, After: f(19.4), Survived: true}, {Pod: "pricing-7d9f8-d", ReadyAt: 10.6e9, After: f(19.5), Survived: true}}},
+					Rebalance:    []stats.Rebalance{{Pod: "pricing-7d9f8-c", ReadyAt: 10.6e9, After: f(19.4), Survived: true}, {Pod: "pricing-7d9f8-d", ReadyAt: 10.6e9, After: f(19.5), Survived: true}}},
 				Checks: []Check{
 					{Name: "new pods get calls", Metric: "addedShare", Window: "settled", Bound: ">= 0.4", Value: f(0.5), Shown: "0.5", Pass: true},
 					{Name: "no failed calls", Metric: "failed", Bound: "<= 0", Value: f(12), Shown: "12", Pass: false},

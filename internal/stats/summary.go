@@ -67,11 +67,11 @@ type WindowStats struct {
 	Failed      int64            `json:"failed"`
 	Errors      map[string]int64 `json:"errors"`
 	ErrorCauses map[string]int64 `json:"error_causes"`
-	LatencyP50     float64          `json:"latency_p50_ms"`
-	LatencyP90     float64          `json:"latency_p90_ms"`
-	LatencyP99     float64          `json:"latency_p99_ms"`
-	LatencyP999    float64          `json:"latency_p999_ms"`
-	LatencyMax     float64          `json:"latency_max_ms"`
+	LatencyP50  float64          `json:"latency_p50_ms"`
+	LatencyP90  float64          `json:"latency_p90_ms"`
+	LatencyP99  float64          `json:"latency_p99_ms"`
+	LatencyP999 float64          `json:"latency_p999_ms"`
+	LatencyMax  float64          `json:"latency_max_ms"`
 }
 
 // ClientStats is one load client over the whole run.
@@ -100,10 +100,10 @@ type Summary struct {
 	ErrorWindows []ErrorWindow `json:"error_windows"`
 	// Rebalance has one entry per pod that turned Ready during the run.
 	Rebalance []Rebalance `json:"rebalance"`
-	Pods     []PodLife          `json:"pods"`
-	DNS      []DNSQuery         `json:"dns_queries"`
-	Proxy    []ProxyConn        `json:"proxy_conns"`
-	Marks    []Mark             `json:"marks"`
+	Pods      []PodLife   `json:"pods"`
+	DNS       []DNSQuery  `json:"dns_queries"`
+	Proxy     []ProxyConn `json:"proxy_conns"`
+	Marks     []Mark      `json:"marks"`
 }
 
 // PodLife is a pod's lifecycle events.
