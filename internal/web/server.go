@@ -107,6 +107,9 @@ func NewServer(cfg Config) *Server {
 // Start listens on cfg.Addr and serves in a background goroutine owned by
 // s. It returns once the listener is bound; ctx bounds only the bind.
 func (s *Server) Start(ctx context.Context) error {
+	if s.ln != nil {
+		return fmt.Errorf("web: pod %s: already started", s.cfg.Name)
+	}
 	ln, err := loopback.Listen(ctx, s.cfg.Addr.String())
 	if err != nil {
 		return fmt.Errorf("web: pod %s: %w", s.cfg.Name, err)
@@ -122,8 +125,14 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// Addr returns the bound address once Start succeeded.
-func (s *Server) Addr() netip.AddrPort { return loopback.AddrPort(s.ln.Addr()) }
+// Addr returns the bound address once Start succeeded; the zero AddrPort
+// before.
+func (s *Server) Addr() netip.AddrPort {
+	if s.ln == nil {
+		return netip.AddrPort{}
+	}
+	return loopback.AddrPort(s.ln.Addr())
+}
 
 // Stop shuts down gracefully as a pod does on SIGTERM with
 // http.Server.Shutdown: /healthz turns 503 and new WebSocket upgrades get

@@ -85,9 +85,7 @@ func TestServerRoutes(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus || resp.Proto != "HTTP/1.1" || !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("%s %s = %s %d %q; want HTTP/1.1 %d containing %q", tt.method, tt.path, resp.Proto, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 			}
-			if got := rec.count(tt.wantRoute, CodeOf(tt.wantStatus)); got != before+1 {
-				t.Errorf("observer counted %d %s on route %q, want %d", got, CodeOf(tt.wantStatus), tt.wantRoute, before+1)
-			}
+			waitFor(t, "the request observed", func() bool { return rec.count(tt.wantRoute, CodeOf(tt.wantStatus)) == before+1 })
 		})
 	}
 	if opened, _ := rec.conns(); opened != 1 {
@@ -180,12 +178,11 @@ func TestWebSocketReplies(t *testing.T) {
 			}
 		})
 	}
-	if got := rec.count(RouteWatchMessage, codes.OK); got != 2 {
-		t.Errorf("observer counted %d OK messages, want 2", got)
-	}
-	if got := rec.count(RouteWatchMessage, codes.InvalidArgument); got != 1 {
-		t.Errorf("observer counted %d INVALID_ARGUMENT messages, want 1", got)
-	}
+	// The server reports a message once its reply is written, which may
+	// be after the client read it.
+	waitFor(t, "2 OK and 1 INVALID_ARGUMENT messages observed", func() bool {
+		return rec.count(RouteWatchMessage, codes.OK) == 2 && rec.count(RouteWatchMessage, codes.InvalidArgument) == 1
+	})
 	ws.Write(ctx, websocket.MessageBinary, []byte{1})
 	_, _, err = ws.Read(ctx)
 	if got := websocket.CloseStatus(err); got != websocket.StatusUnsupportedData {
