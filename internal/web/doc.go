@@ -47,7 +47,8 @@
 // sending every query to Config.DNS, from the client's source IP. Go's
 // resolver keeps no cache, and net/http calls the dialer for every new
 // connection, so every new connection resolves again; requests on an
-// existing keep-alive connection do not. The resolver still reads
+// existing keep-alive connection do not. (Concurrent lookups of one name
+// share a single query: net.Resolver coalesces them.) The resolver still reads
 // /etc/hosts and the search and ndots options of /etc/resolv.conf, so give
 // fully qualified names ending in a dot to skip the search list. Of several
 // A records, the first that accepts a connection is used, in the order the
