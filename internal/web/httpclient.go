@@ -57,6 +57,12 @@ type HTTPConfig struct {
 	// MaxIdleConnsPerHost is how many idle keep-alive connections the pool
 	// keeps; a connection finishing a request while that many are idle is
 	// closed. Zero means net/http's default, 2 (http.DefaultMaxIdleConnsPerHost).
+	// The pool opens a connection whenever a request finds none idle, so
+	// with more requests in flight than this it keeps closing and dialling
+	// connections (each through the VIP, or resolved, anew). A request
+	// takes the most recently used idle connection (net/http's
+	// Transport.queueForIdleConn), so at under one request in flight the
+	// pool rarely grows past one connection.
 	MaxIdleConnsPerHost int
 	// MaxConnsPerHost bounds the connections open at once (dialling,
 	// active and idle); requests beyond it wait for one. Zero means no

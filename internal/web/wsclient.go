@@ -140,7 +140,11 @@ func NewWSClient(cfg WSConfig) (*WSClient, error) {
 		return fail(err)
 	}
 	c := &WSClient{
-		cfg: cfg, target: t, tr: newTransport(d, 0, 0, false),
+		// No keep-alive: every connect opens a fresh TCP connection (a
+		// failed handshake's is not reused), so it resolves and goes
+		// through the VIP again. net/http still sends the upgrade
+		// without "Connection: close".
+		cfg: cfg, target: t, tr: newTransport(d, 0, 0, true),
 		quit: make(chan struct{}), restart: make(chan struct{}, 1), sendq: make(chan wsMsg, cfg.MaxInFlight),
 		up: make(chan struct{}), pending: map[int64]*wsPending{}, nextID: 1,
 	}
@@ -314,7 +318,10 @@ func (c *WSClient) assign(m wsMsg, timer *time.Timer) *wsConn {
 			conn.inflight++
 		}
 		c.mu.Unlock()
-		if !ok || conn != nil {
+		switch {
+		case !ok:
+			return nil
+		case conn != nil:
 			return conn
 		}
 		timer.Reset(time.Until(m.due.Add(c.cfg.Timeout)))
