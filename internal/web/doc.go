@@ -45,14 +45,13 @@
 // The clients' URL host is an IP (a pod IP or a ClusterIP VIP) or a DNS
 // name. Names are resolved by Go's own resolver (net.Resolver with PreferGo)
 // sending every query to HTTPConfig.DNS or WSConfig.DNS, from the client's
-// source IP. Go's
-// resolver keeps no cache, and net/http calls the dialer for every new
-// connection, so every new connection resolves again; requests on an
-// existing keep-alive connection do not. (Concurrent lookups of one name
-// share a single query: net.Resolver coalesces them.) The resolver still reads
-// /etc/hosts and the search and ndots options of /etc/resolv.conf, so give
-// fully qualified names ending in a dot to skip the search list. Of several
-// A records, the first that accepts a connection is used, in the order the
-// DNS server gave them (Go's RFC 6724 sort keeps the order of
+// source IP. Go's resolver keeps no cache, and net/http calls the dialer for
+// every new connection, so every new connection resolves again; requests on
+// an existing keep-alive connection do not. (Concurrent lookups of one name
+// share a single query: net.Resolver coalesces them.) The resolver still
+// reads /etc/hosts and the search and ndots options of /etc/resolv.conf, so
+// give fully qualified names ending in a dot to skip the search list. Of
+// several A records, the first that accepts a connection is used, in the
+// order the DNS server gave them (Go's RFC 6724 sort keeps the order of
 // 127.0.0.0/8 addresses), as net.Dialer does.
 package web
