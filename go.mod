@@ -3,6 +3,7 @@ module github.com/pinlab/pinlab
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/google/go-cmp v0.7.0
 	github.com/miekg/dns v1.1.73
 	github.com/spf13/cobra v1.10.2

@@ -1,0 +1,308 @@
+package web
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"google.golang.org/grpc/codes"
+)
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 10s waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// serverRecorder is a pod.Observer keeping what it was told.
+type serverRecorder struct {
+	mu     sync.Mutex
+	served map[string]map[codes.Code]int // route -> code -> count
+	opened int
+	closed int
+}
+
+func (r *serverRecorder) Served(_ netip.AddrPort, route string, code codes.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.served == nil {
+		r.served = map[string]map[codes.Code]int{}
+	}
+	if r.served[route] == nil {
+		r.served[route] = map[codes.Code]int{}
+	}
+	r.served[route][code]++
+}
+
+func (r *serverRecorder) Conn(_ netip.AddrPort, open bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if open {
+		r.opened++
+	} else {
+		r.closed++
+	}
+}
+
+func (r *serverRecorder) count(route string, code codes.Code) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served[route][code]
+}
+
+func (r *serverRecorder) conns() (opened, closed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opened, r.closed
+}
+
+// collector is a load.Observer keeping what it was told.
+type collector struct {
+	mu      sync.Mutex
+	codes   map[codes.Code]int
+	pods    map[string]int
+	opened  int
+	closed  int
+	remotes map[netip.AddrPort]bool
+	last    string // pod of the latest OK result
+}
+
+func (c *collector) Called(r load.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.codes == nil {
+		c.codes, c.pods = map[codes.Code]int{}, map[string]int{}
+	}
+	c.codes[r.Code]++
+	if r.Code == codes.OK {
+		c.pods[r.Pod]++
+		c.last = r.Pod
+	}
+}
+
+func (c *collector) Conn(remote netip.AddrPort, open bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.remotes == nil {
+		c.remotes = map[netip.AddrPort]bool{}
+	}
+	if open {
+		c.opened++
+		c.remotes[remote] = true
+	} else {
+		c.closed++
+	}
+}
+
+func (c *collector) snapshot() (map[codes.Code]int, map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs, ps := map[codes.Code]int{}, map[string]int{}
+	for k, v := range c.codes {
+		cs[k] = v
+	}
+	for k, v := range c.pods {
+		ps[k] = v
+	}
+	return cs, ps
+}
+
+func (c *collector) conns() (opened, closed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened, c.closed
+}
+
+func (c *collector) ok(pod string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pods[pod]
+}
+
+// startServer starts a pod server named "pod-<ip>" on ip:port and kills it
+// at cleanup.
+func startServer(t *testing.T, ip string, port uint16, cfg Config) *Server {
+	t.Helper()
+	cfg.Name, cfg.Namespace = "pod-"+ip, "shop"
+	cfg.Addr = netip.AddrPortFrom(netip.MustParseAddr(ip), port)
+	s := NewServer(cfg)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// forwarder stands in for a ClusterIP VIP as kube-proxy's IPVS "rr" mode
+// does: each accepted connection goes to the next backend in turn (a
+// backend refusing the connect is skipped), and bytes are relayed both ways
+// until either side closes.
+type forwarder struct {
+	ln       net.Listener
+	backends []netip.AddrPort
+	next     atomic.Uint64
+	wg       sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	done  bool
+}
+
+func startForwarder(t *testing.T, vip string, backends ...netip.AddrPort) *forwarder {
+	t.Helper()
+	ln, err := loopback.Listen(context.Background(), vip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwarder{ln: ln, backends: backends, conns: map[net.Conn]struct{}{}}
+	f.wg.Add(1)
+	go f.serve()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *forwarder) URL() string { return "http://" + f.ln.Addr().String() }
+
+func (f *forwarder) serve() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !f.track(c) {
+			c.Close()
+			return
+		}
+		f.wg.Add(1)
+		go f.relay(c)
+	}
+}
+
+func (f *forwarder) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return false
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+func (f *forwarder) untrack(c net.Conn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.conns, c)
+}
+
+func (f *forwarder) relay(in net.Conn) {
+	defer f.wg.Done()
+	defer f.untrack(in)
+	defer in.Close()
+	var out net.Conn
+	for range f.backends {
+		b := f.backends[(f.next.Add(1)-1)%uint64(len(f.backends))]
+		var err error
+		if out, err = (loopback.Dialer{Timeout: time.Second}).DialContext(context.Background(), b.String()); err == nil {
+			break
+		}
+	}
+	if out == nil {
+		return
+	}
+	if !f.track(out) {
+		out.Close()
+		return
+	}
+	defer f.untrack(out)
+	defer out.Close()
+	var copies sync.WaitGroup
+	copies.Add(1)
+	go func() {
+		defer copies.Done()
+		io.Copy(out, in)
+		out.Close()
+	}()
+	io.Copy(in, out)
+	in.Close()
+	copies.Wait()
+}
+
+func (f *forwarder) close() {
+	f.mu.Lock()
+	f.done = true
+	for c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.ln.Close()
+	f.wg.Wait()
+}
+
+// dnsServer answers A queries for one name with a list of IPs, rotated by
+// one per query (as a round-robin DNS server does), and counts queries.
+type dnsServer struct {
+	name    string
+	ips     []netip.Addr
+	queries atomic.Int64
+	srv     *dns.Server
+}
+
+func startDNS(t *testing.T, addr, name string, ips ...netip.Addr) *dnsServer {
+	t.Helper()
+	pc, err := loopback.ListenPacket(context.Background(), addr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dnsServer{name: dns.Fqdn(name), ips: ips}
+	started := make(chan struct{})
+	d.srv = &dns.Server{PacketConn: pc, Handler: d, NotifyStartedFunc: func() { close(started) }}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		d.srv.ActivateAndServe()
+	}()
+	<-started
+	t.Cleanup(func() {
+		d.srv.Shutdown()
+		<-served
+	})
+	return d
+}
+
+func (d *dnsServer) Addr() string { return d.srv.PacketConn.LocalAddr().String() }
+
+func (d *dnsServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
+	m := new(dns.Msg)
+	m.SetReply(q)
+	m.Authoritative = true
+	if len(q.Question) == 1 && dns.CanonicalName(q.Question[0].Name) == d.name {
+		if q.Question[0].Qtype == dns.TypeA {
+			n := int(d.queries.Add(1))
+			for i := range d.ips {
+				ip := d.ips[(n+i)%len(d.ips)]
+				m.Answer = append(m.Answer, &dns.A{
+					Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30},
+					A:   ip.AsSlice(),
+				})
+			}
+		}
+	} else {
+		m.Rcode = dns.RcodeNameError
+	}
+	w.WriteMsg(m)
+}
