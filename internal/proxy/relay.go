@@ -45,7 +45,7 @@ func (p *Proxier) dispatch(ctx context.Context, sp *servicePort, c net.Conn) {
 		return
 	}
 	client := addrPort(tc.RemoteAddr())
-	ep := sp.picker.pick(client.Addr(), t.eps)
+	ep := sp.picker.pick(t.eps)
 	conn := Conn{Client: client, VIP: sp.vip, Service: t.svc, PortName: t.port, Endpoint: ep.Addr, Pod: ep.Pod}
 	p.wg.Go(func() { p.forward(ctx, tc, conn) })
 }

@@ -27,7 +27,7 @@ type table struct {
 type servicePort struct {
 	vip    netip.AddrPort
 	table  atomic.Pointer[table]
-	picker picker // used only by the running accept loop
+	picker picker // used by the running accept loop, else by the Run goroutine
 
 	// Owned by the Run goroutine.
 	ln   net.Listener  // nil while refusing
@@ -135,7 +135,7 @@ func (p *Proxier) claim(key types.NamespacedName, vip netip.AddrPort) *servicePo
 		return nil
 	}
 	p.owner[vip] = key
-	return &servicePort{vip: vip, picker: newRandomPicker(p.seed, vip)}
+	return &servicePort{vip: vip, picker: newPicker(p.mode, p.seed, vip)}
 }
 
 // release removes sp and lets Services that wanted a VIP in use retry.
@@ -150,7 +150,8 @@ func (p *Proxier) release(key types.NamespacedName, sp *servicePort) {
 
 // apply installs tab on sp. The table is stored before a listener opens and
 // before one closes, so a connection accepted in between sees the new rules
-// (and is reset if there are no endpoints).
+// (and is reset if there are no endpoints). Without endpoints an IPVS
+// rotation restarts.
 func (p *Proxier) apply(ctx context.Context, sp *servicePort, tab *table) {
 	sp.table.Store(tab)
 	switch {
@@ -158,6 +159,9 @@ func (p *Proxier) apply(ctx context.Context, sp *servicePort, tab *table) {
 		p.openListener(ctx, sp)
 	case len(tab.eps) == 0 && sp.ln != nil:
 		sp.closeListener()
+	}
+	if r, ok := sp.picker.(rotationResetter); ok && len(tab.eps) == 0 {
+		r.reset() // no accept loop runs: the listener is closed
 	}
 }
 
