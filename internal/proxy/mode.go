@@ -18,7 +18,8 @@ const (
 	// ModeNFTables behaves exactly like ModeIPTables in the lab: the service
 	// chain's `numgen random mod n vmap { 0 : goto <ep0>, ... }` is also a
 	// uniform random pick per new connection (pkg/proxy/nftables/proxier.go,
-	// writeServiceToEndpointRules).
+	// writeServiceToEndpointRules). Its ClientIP affinity has no 100-client
+	// cap (see Config.Mode).
 	ModeNFTables Mode = "nftables"
 	// ModeIPVS is ipvs mode with kube-proxy's default scheduler, rr: each
 	// Service port is an IPVS virtual service whose new connections take its

@@ -22,13 +22,18 @@ type Config struct {
 	// Mode is the kube-proxy mode emulated for every Service: ModeIPTables
 	// ("iptables", the default, also for ""), ModeNFTables ("nftables") or
 	// ModeIPVS ("ipvs"); any other value makes Run fail. It decides the
-	// endpoint of a new connection (package documentation):
+	// endpoint of a new connection and how ClientIP affinity entries live
+	// (package documentation):
 	//   - iptables and nftables: uniform random over the eligible endpoints.
+	//     ClientIP entries live timeoutSeconds after the client's last new
+	//     connection; iptables remembers at most 100 clients per endpoint.
 	//   - ipvs: round robin (rr) per VIP, in the kernel's real-server list
 	//     order: endpoints new in one sync join at the front in descending
 	//     "IP:port" string order; the rotation goes on from the last server
 	//     used, or from its predecessor if that one was removed; and it
-	//     restarts at the front after the VIP had no endpoints.
+	//     restarts at the front after the VIP had no endpoints. ClientIP
+	//     entries (persistence templates) also live while a connection they
+	//     placed is open, then up to 60 s more.
 	Mode Mode
 	// Seed seeds the random pick of iptables and nftables modes. Each VIP
 	// draws from its own stream derived from Seed and the VIP, so with the
@@ -58,6 +63,7 @@ type Proxier struct {
 	dialTimeout time.Duration
 	onConn      func(Conn, ConnEvent)
 	log         *slog.Logger
+	now         func() time.Time // the clock of affinity timeouts; tests replace it before Run
 
 	services corelisters.ServiceLister
 	slices   discoverylisters.EndpointSliceLister
@@ -90,6 +96,7 @@ func New(factory informers.SharedInformerFactory, cfg Config) *Proxier {
 	p := &Proxier{
 		mode:        mode,
 		setupErr:    err,
+		now:         time.Now,
 		seed:        cfg.Seed,
 		dialTimeout: cfg.DialTimeout,
 		onConn:      cfg.OnConn,
