@@ -44,8 +44,9 @@ type connEvent struct {
 }
 
 // newLab starts a Proxier and its informers; cleanup stops both and checks
-// that Run returned nil.
-func newLab(t testing.TB, cfg Config) *lab {
+// that Run returned nil. Each setup function is called on the Proxier before
+// Run starts (to replace its clock, say).
+func newLab(t testing.TB, cfg Config, setup ...func(*Proxier)) *lab {
 	t.Helper()
 	l := &lab{t: t, cs: fake.NewClientset(), events: make(chan connEvent, 1<<14)}
 	cfg.OnConn = func(c Conn, e ConnEvent) {
@@ -59,6 +60,9 @@ func newLab(t testing.TB, cfg Config) *lab {
 	}
 	factory := informers.NewSharedInformerFactory(l.cs, 0)
 	l.p = New(factory, cfg)
+	for _, f := range setup {
+		f(l.p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- l.p.Run(ctx) }()
@@ -103,11 +107,14 @@ func tcpPort(name string, port int32) v1.ServicePort {
 // service creates a ClusterIP Service (clusterIP "None" makes it headless).
 func (l *lab) service(name, clusterIP string, ports ...v1.ServicePort) {
 	l.t.Helper()
-	svc := &v1.Service{
+	l.applyService(newService(name, clusterIP, ports...))
+}
+
+func newService(name, clusterIP string, ports ...v1.ServicePort) *v1.Service {
+	return &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: clusterIP, ClusterIPs: []string{clusterIP}, Ports: ports},
 	}
-	l.applyService(svc)
 }
 
 func (l *lab) applyService(svc *v1.Service) {
@@ -211,6 +218,22 @@ func (l *lab) waitListening(vip string) {
 	if err := l.p.WaitListening(l.ctx(), vip); err != nil {
 		l.t.Fatalf("WaitListening(%s): %v", vip, err)
 	}
+}
+
+// visit opens a connection from source to vip, does one round trip, closes
+// it and waits until the proxy has finished the connection too (so any
+// affinity hold is released), returning the backend that answered.
+func (l *lab) visit(vip, source string) string {
+	l.t.Helper()
+	c, err := dial(vip, source)
+	if err != nil {
+		l.t.Fatalf("dial %s from %s: %v", vip, source, err)
+	}
+	name := c.mustAsk(l.t, "hello")
+	addr := c.LocalAddr()
+	c.Close()
+	l.waitClosed(addr)
+	return name
 }
 
 // waitClosed waits for the ConnClosed event of the connection from client.

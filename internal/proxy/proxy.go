@@ -1,17 +1,3 @@
-// Package proxy emulates kube-proxy's iptables/nftables dataplane for
-// ClusterIP Services inside the lab: every TCP port of a Service whose
-// ClusterIP is in 127.0.0.0/8 gets a listener on ClusterIP:port, and each
-// accepted connection is relayed to one endpoint picked uniformly at random
-// when it opens (conntrack NEW), dialled from the client's own IP (DNAT
-// without SNAT). Endpoint changes never touch established connections. While
-// a Service port has no eligible endpoint its listener is closed, so connects
-// are refused as REJECT makes them.
-//
-// Semantics follow kubernetes/kubernetes pkg/proxy: topology.go
-// (CategorizeEndpoints: ready endpoints, else serving and terminating ones),
-// endpointslicecache.go (all slices of a Service merged, ports matched by
-// name), iptables/proxier.go and nftables/proxier.go (uniform random pick per
-// new connection, REJECT without endpoints, TCP conntrack entries kept).
 package proxy
 
 import (
@@ -33,10 +19,26 @@ import (
 
 // Config tunes a Proxier. The zero value works.
 type Config struct {
-	// Seed seeds the per-connection endpoint pick. Each VIP draws from its
-	// own stream derived from Seed and the VIP, so with the same Seed and the
-	// same order of connections to a VIP the same endpoints are picked.
-	// Zero (the default) seeds randomly.
+	// Mode is the kube-proxy mode emulated for every Service: ModeIPTables
+	// ("iptables", the default, also for ""), ModeNFTables ("nftables") or
+	// ModeIPVS ("ipvs"); any other value makes Run fail. It decides the
+	// endpoint of a new connection and how ClientIP affinity entries live
+	// (package documentation):
+	//   - iptables and nftables: uniform random over the eligible endpoints.
+	//     ClientIP entries live timeoutSeconds after the client's last new
+	//     connection; iptables remembers at most 100 clients per endpoint.
+	//   - ipvs: round robin (rr) per VIP, in the kernel's real-server list
+	//     order: endpoints new in one sync join at the front in descending
+	//     "IP:port" string order; the rotation goes on from the last server
+	//     used, or from its predecessor if that one was removed; and it
+	//     restarts at the front after the VIP had no endpoints. ClientIP
+	//     entries (persistence templates) also live while a connection they
+	//     placed is open, then up to 60 s more.
+	Mode Mode
+	// Seed seeds the random pick of iptables and nftables modes. Each VIP
+	// draws from its own stream derived from Seed and the VIP, so with the
+	// same Seed and the same order of connections to a VIP the same
+	// endpoints are picked. Zero (the default) seeds randomly.
 	Seed uint64
 	// DialTimeout bounds the connect to the chosen pod; when it expires the
 	// client connection is reset. Zero means 1s.
@@ -56,15 +58,17 @@ const DefaultDialTimeout = time.Second
 // Proxier is the emulated kube-proxy. Create it with New, start the
 // informer factory, then call Run.
 type Proxier struct {
+	mode        Mode
 	seed        uint64
 	dialTimeout time.Duration
 	onConn      func(Conn, ConnEvent)
 	log         *slog.Logger
+	now         func() time.Time // the clock of affinity timeouts; tests replace it before Run
 
-	services  corelisters.ServiceLister
-	slices    discoverylisters.EndpointSliceLister
-	handlers  []handlerRegistration
-	handleErr error
+	services corelisters.ServiceLister
+	slices   discoverylisters.EndpointSliceLister
+	handlers []handlerRegistration
+	setupErr error // returned by Run: bad Config, or a handler not registered
 
 	queue   queue
 	track   conntrack
@@ -86,9 +90,13 @@ type handlerRegistration struct {
 
 // New returns a Proxier fed by factory's Services and discovery/v1
 // EndpointSlices informers, which it registers; the caller starts factory
-// (before or after Run).
+// (before or after Run). A bad cfg is reported by Run.
 func New(factory informers.SharedInformerFactory, cfg Config) *Proxier {
+	mode, err := ParseMode(string(cfg.Mode))
 	p := &Proxier{
+		mode:        mode,
+		setupErr:    err,
+		now:         time.Now,
 		seed:        cfg.Seed,
 		dialTimeout: cfg.DialTimeout,
 		onConn:      cfg.OnConn,
@@ -122,7 +130,7 @@ func (p *Proxier) handle(inf cache.SharedIndexInformer) {
 		DeleteFunc: func(obj any) { p.onChange(obj, nil) },
 	})
 	if err != nil {
-		p.handleErr = errors.Join(p.handleErr, fmt.Errorf("proxy: registering event handler: %w", err))
+		p.setupErr = errors.Join(p.setupErr, fmt.Errorf("proxy: registering event handler: %w", err))
 		return
 	}
 	p.handlers = append(p.handlers, handlerRegistration{inf, reg})
@@ -142,14 +150,14 @@ func (p *Proxier) onChange(old, cur any) {
 // Run syncs the dataplane with the informers' Services and EndpointSlices
 // until ctx ends, then closes every listener and every relayed connection
 // and waits for all its goroutines before returning nil. It may be called
-// once.
+// once. It fails at once if the Config was bad (an unknown Mode).
 func (p *Proxier) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("proxy: Run called more than once")
 	}
 	defer p.shutdown()
-	if p.handleErr != nil {
-		return p.handleErr
+	if p.setupErr != nil {
+		return p.setupErr
 	}
 	synced := make([]cache.InformerSynced, len(p.handlers))
 	for i, h := range p.handlers {
@@ -184,6 +192,10 @@ func (p *Proxier) shutdown() {
 	p.wg.Wait()
 	p.rules.stop()
 }
+
+// Mode returns the kube-proxy mode p emulates (DefaultMode for an empty
+// Config.Mode).
+func (p *Proxier) Mode() Mode { return p.mode }
 
 // Conntrack returns a snapshot of the currently open relayed connections,
 // oldest first.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -24,19 +23,52 @@ func grpcPorts(b []*backend) []discovery.EndpointPort {
 }
 
 // TestDistribution: 2000 connections over 4 ready endpoints, split across two
-// EndpointSlices, land uniformly (iptables statistic / nftables numgen).
+// EndpointSlices, land uniformly (iptables statistic, nftables numgen). The
+// seed is fixed, so the counts are too, whichever worker opens which
+// connection: a VIP draws its picks from one stream in accept order.
 func TestDistribution(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("Config.Seed = %d", seed)
-	l := newLab(t, Config{Seed: seed})
-	bs := startBackends(t, "127.202.0.1", "127.202.0.2", "127.202.0.3", "127.202.0.4")
-	const vip = "127.201.77.1:18001"
-	l.service("pricing", "127.201.77.1", tcpPort("grpc", 18001))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond))
-	l.slice("pricing-b", "pricing", grpcPorts(bs), endpoint(bs[2], readyCond), endpoint(bs[3], readyCond))
-	l.waitEndpoints(vip, bs...)
+	tests := []struct {
+		mode Mode
+		ip   string
+		seed uint64
+	}{
+		{ModeIPTables, "127.201.77.1", 20261129},
+		{ModeNFTables, "127.201.77.14", 20261130},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.mode), func(t *testing.T) {
+			l := newLab(t, Config{Mode: tt.mode, Seed: tt.seed})
+			bs := startBackends(t, "127.202.0.1", "127.202.0.2", "127.202.0.3", "127.202.0.4")
+			vip := tt.ip + ":18001"
+			l.service("pricing", tt.ip, tcpPort("grpc", 18001))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond))
+			l.slice("pricing-b", "pricing", grpcPorts(bs), endpoint(bs[2], readyCond), endpoint(bs[3], readyCond))
+			l.waitEndpoints(vip, bs...)
+			counts := connectMany(t, vip, 2000, 8)
 
-	const conns, workers = 2000, 8
+			// Chi-square with 3 degrees of freedom; P(X > 30.66) = 1e-6 under
+			// a uniform pick, while a skew of 10% on one endpoint gives X of
+			// about 20x (each count is binomial(2000, 1/4): mean 500, sigma
+			// 19.4).
+			const expected = 2000.0 / 4
+			var chi2 float64
+			for _, b := range bs {
+				d := float64(counts[b.name]) - expected
+				chi2 += d * d / expected
+			}
+			t.Logf("counts %v, chi-square %.2f", counts, chi2)
+			if len(counts) != 4 || chi2 > 30.66 {
+				t.Errorf("connections per endpoint %v: chi-square %.2f > 30.66 (p < 1e-6 for a uniform pick)", counts, chi2)
+			}
+		})
+	}
+}
+
+// connectMany opens conns connections to vip, one round trip each, from
+// workers concurrent clients with their own source IPs, and counts them per
+// backend.
+func connectMany(t *testing.T, vip string, conns, workers int) map[string]int {
+	t.Helper()
 	counts := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -61,20 +93,7 @@ func TestDistribution(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("connection through %s: %v", vip, err)
 	}
-
-	// Chi-square with 3 degrees of freedom; P(X > 30.66) = 1e-6 under a
-	// uniform pick, while a skew of 10% on one endpoint gives X of about 20x
-	// (each count is binomial(2000, 1/4): mean 500, sigma 19.4).
-	const expected = float64(conns) / 4
-	var chi2 float64
-	for _, b := range bs {
-		d := float64(counts[b.name]) - expected
-		chi2 += d * d / expected
-	}
-	t.Logf("counts %v, chi-square %.2f", counts, chi2)
-	if len(counts) != 4 || chi2 > 30.66 {
-		t.Errorf("connections per endpoint %v: chi-square %.2f > 30.66 (p < 1e-6 for a uniform pick)", counts, chi2)
-	}
+	return counts
 }
 
 // TestConnectionPinnedToOneBackend: the backend is picked once per

@@ -45,20 +45,34 @@ func (p *Proxier) dispatch(ctx context.Context, sp *servicePort, c net.Conn) {
 		return
 	}
 	client := addrPort(tc.RemoteAddr())
-	ep := sp.picker.pick(client.Addr(), t.eps)
+	ep, hold := p.choose(sp, t, client.Addr())
 	conn := Conn{Client: client, VIP: sp.vip, Service: t.svc, PortName: t.port, Endpoint: ep.Addr, Pod: ep.Pod}
-	p.wg.Go(func() { p.forward(ctx, tc, conn) })
+	p.wg.Go(func() { p.forward(ctx, tc, conn, hold) })
+}
+
+// choose picks the endpoint of a new connection from client: by the
+// Service's ClientIP affinity if it has one, else (and on an affinity miss)
+// by the mode's picker. A non-nil releaser holds an IPVS persistence
+// template until the connection ends.
+func (p *Proxier) choose(sp *servicePort, t *table, client netip.Addr) (Endpoint, releaser) {
+	if t.affinity == 0 {
+		return sp.picker.pick(t.eps), nil
+	}
+	return sp.sticky.choose(client, t, p.now(), sp.picker)
 }
 
 // forward dials conn.Endpoint from the client's own IP (DNAT, no SNAT: the
 // pod sees the real client address) and relays until both directions end.
 // A failed dial resets the client: modern kube-proxy modes do not retry.
-func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn) {
+// hold, if not nil, is released when the connection is over, before the
+// ConnClosed hook.
+func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn, hold releaser) {
 	d := loopback.Dialer{Source: conn.Client.Addr(), Timeout: p.dialTimeout}
 	nc, err := d.DialContext(ctx, conn.Endpoint.String())
 	if err != nil {
 		p.log.Debug("dial to endpoint failed; resetting client", "vip", conn.VIP, "endpoint", conn.Endpoint, "err", err)
 		reset(client)
+		p.releaseHold(hold)
 		return
 	}
 	conn.Opened = time.Now()
@@ -66,12 +80,20 @@ func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn) {
 	if !p.track.add(r) {
 		reset(client)
 		reset(r.pod)
+		p.releaseHold(hold)
 		return
 	}
 	p.notify(conn, ConnOpened)
 	r.run()
 	p.track.remove(r)
+	p.releaseHold(hold)
 	p.notify(conn, ConnClosed)
+}
+
+func (p *Proxier) releaseHold(hold releaser) {
+	if hold != nil {
+		hold.release(p.now())
+	}
 }
 
 func (p *Proxier) notify(c Conn, e ConnEvent) {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -24,6 +25,10 @@ type Rule struct {
 	// Listening reports whether a listener is open on VIP. It is false while
 	// Endpoints is empty, or if listening failed (logged).
 	Listening bool
+	// Affinity is the Service's ClientIP affinity timeout
+	// (sessionAffinityConfig.clientIP.timeoutSeconds, default 10800 s);
+	// zero means sessionAffinity None.
+	Affinity time.Duration
 }
 
 // ErrStopped is returned by Wait and WaitListening once Run has returned.
@@ -83,7 +88,7 @@ func (p *Proxier) snapshotRules() []Rule {
 	for _, ports := range p.ports {
 		for _, sp := range ports {
 			t := sp.table.Load()
-			rules = append(rules, Rule{VIP: sp.vip, Service: t.svc, PortName: t.port, Endpoints: t.eps, Listening: sp.ln != nil})
+			rules = append(rules, Rule{VIP: sp.vip, Service: t.svc, PortName: t.port, Endpoints: t.eps, Listening: sp.ln != nil, Affinity: t.affinity})
 		}
 	}
 	slices.SortFunc(rules, func(a, b Rule) int { return a.VIP.Compare(b.VIP) })

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -18,16 +19,18 @@ import (
 // table is the immutable rule set of one Service port, the emulated KUBE-SVC
 // chain. The accept path reads it with one atomic load; syncs replace it.
 type table struct {
-	svc  types.NamespacedName
-	port string
-	eps  []Endpoint // eligible endpoints, sorted; empty means reject
+	svc      types.NamespacedName
+	port     string
+	eps      []Endpoint    // eligible endpoints, sorted; empty means reject
+	affinity time.Duration // ClientIP affinity timeout; 0: sessionAffinity None
 }
 
 // servicePort is the dataplane of one VIP (ClusterIP:port).
 type servicePort struct {
 	vip    netip.AddrPort
 	table  atomic.Pointer[table]
-	picker picker // used only by the running accept loop
+	picker picker // used by the running accept loop, else by the Run goroutine
+	sticky sticky // ClientIP affinity state; safe for concurrent use
 
 	// Owned by the Run goroutine.
 	ln   net.Listener  // nil while refusing
@@ -110,6 +113,7 @@ func (p *Proxier) desired(key types.NamespacedName) map[netip.AddrPort]*table {
 	}
 	sel := labels.SelectorFromSet(labels.Set{discovery.LabelServiceName: key.Name})
 	slices, _ := p.slices.EndpointSlices(key.Namespace).List(sel)
+	affinity := p.affinityTimeout(key, svc)
 	want := map[netip.AddrPort]*table{}
 	for _, port := range svc.Spec.Ports {
 		if !isTCP(port.Protocol) || port.Port <= 0 || port.Port > 65535 {
@@ -120,7 +124,7 @@ func (p *Proxier) desired(key types.NamespacedName) map[netip.AddrPort]*table {
 		for _, ep := range outside {
 			p.warnOnce(key.String()+"/"+ep.String(), "endpoint skipped: outside the lab network", "service", key, "endpoint", ep)
 		}
-		want[vip] = &table{svc: key, port: port.Name, eps: eligible(cands)}
+		want[vip] = &table{svc: key, port: port.Name, eps: eligible(cands), affinity: affinity}
 	}
 	return want
 }
@@ -135,7 +139,7 @@ func (p *Proxier) claim(key types.NamespacedName, vip netip.AddrPort) *servicePo
 		return nil
 	}
 	p.owner[vip] = key
-	return &servicePort{vip: vip, picker: newRandomPicker(p.seed, vip)}
+	return &servicePort{vip: vip, picker: newPicker(p.mode, p.seed, vip), sticky: newSticky(p.mode)}
 }
 
 // release removes sp and lets Services that wanted a VIP in use retry.
@@ -150,14 +154,19 @@ func (p *Proxier) release(key types.NamespacedName, sp *servicePort) {
 
 // apply installs tab on sp. The table is stored before a listener opens and
 // before one closes, so a connection accepted in between sees the new rules
-// (and is reset if there are no endpoints).
+// (and is reset if there are no endpoints). Affinity entries the new rules
+// would lose are forgotten; without endpoints an IPVS rotation restarts.
 func (p *Proxier) apply(ctx context.Context, sp *servicePort, tab *table) {
 	sp.table.Store(tab)
+	sp.sticky.update(tab)
 	switch {
 	case len(tab.eps) > 0 && sp.ln == nil:
 		p.openListener(ctx, sp)
 	case len(tab.eps) == 0 && sp.ln != nil:
 		sp.closeListener()
+	}
+	if r, ok := sp.picker.(rotationResetter); ok && len(tab.eps) == 0 {
+		r.reset() // no accept loop runs: the listener is closed
 	}
 }
 
