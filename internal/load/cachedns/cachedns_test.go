@@ -57,7 +57,7 @@ func (f *fakeCC) UpdateState(s resolver.State) error {
 	return nil
 }
 
-func (f *fakeCC) ReportError(err error)          { f.record(update{at: time.Now(), err: err}) }
+func (f *fakeCC) ReportError(err error)         { f.record(update{at: time.Now(), err: err}) }
 func (f *fakeCC) NewAddress([]resolver.Address) {}
 func (f *fakeCC) ParseServiceConfig(string) *serviceconfig.ParseResult {
 	return &serviceconfig.ParseResult{}
