@@ -87,7 +87,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 		return nil, err
 	}
 	if ip, err := netip.ParseAddr(t.Host); err == nil {
-		cc.UpdateState(state([]netip.Addr{ip}, t.Port))
+		cc.UpdateState(State([]netip.Addr{ip}, t.Port))
 		return nopResolver{}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -188,11 +188,13 @@ func (r *dnsResolver) resolve() error {
 		r.cc.ReportError(err)
 		return err
 	}
-	return r.cc.UpdateState(state(addrs, r.t.Port))
+	return r.cc.UpdateState(State(addrs, r.t.Port))
 }
 
-// state is a resolver state with one endpoint per address.
-func state(addrs []netip.Addr, port uint16) resolver.State {
+// State is the resolver state for ips on port: one endpoint per address,
+// in order, as grpc-go's DNS resolver builds it. No ips give an empty
+// (non-nil) list, which grpc-go's channel rejects.
+func State(addrs []netip.Addr, port uint16) resolver.State {
 	s := resolver.State{Addresses: []resolver.Address{}, Endpoints: []resolver.Endpoint{}}
 	for _, ip := range addrs {
 		a := resolver.Address{Addr: netip.AddrPortFrom(ip, port).String()}

@@ -5,6 +5,7 @@ package dnstest
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -33,16 +34,11 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{answers: map[string][]netip.Addr{}, queries: map[string]int{}, sources: map[netip.Addr]bool{}}
-	pc, err := loopback.ListenPacket(context.Background(), "127.0.0.1:0")
+	pc, ln, err := listen()
 	if err != nil {
 		t.Fatalf("dnstest: %v", err)
 	}
 	s.addr = loopback.AddrPort(pc.LocalAddr())
-	ln, err := loopback.Listen(context.Background(), s.addr.String())
-	if err != nil {
-		pc.Close()
-		t.Fatalf("dnstest: %v", err)
-	}
 	udp := &dns.Server{PacketConn: pc, Handler: s}
 	tcp := &dns.Server{Listener: ln, Handler: s}
 	s.srvs = []*dns.Server{udp, tcp}
@@ -70,6 +66,26 @@ func Start(t testing.TB) *Server {
 		wg.Wait()
 	})
 	return s
+}
+
+// listen opens a UDP socket on a free port of 127.0.0.1 and a TCP listener
+// on the same port, trying again when TCP has that port taken.
+func listen() (net.PacketConn, net.Listener, error) {
+	var err error
+	for range 20 {
+		var pc net.PacketConn
+		pc, err = loopback.ListenPacket(context.Background(), "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		var ln net.Listener
+		ln, err = loopback.Listen(context.Background(), pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+	}
+	return nil, nil, err
 }
 
 // Addr is the server's address, for a target like "dns://<Addr>/name:port".
