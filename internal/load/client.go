@@ -159,6 +159,11 @@ func (c *Client) Run(ctx context.Context) error {
 	defer timer.Stop()
 	<-timer.C
 	for {
+		select { // a busy loop that never waits still sees a new rate
+		case <-c.changed:
+			s.setRate(c.current().cfg.Rate)
+		default:
+		}
 		due := s.due()
 		if wait := time.Until(due); wait > 0 {
 			timer.Reset(wait)
