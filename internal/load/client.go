@@ -2,30 +2,27 @@
 // channel (grpc.NewClient) with a target and load-balancing policy, calling
 // pricing.v1.Pricing/GetPrice open-loop at a fixed rate, so a slow pod never
 // slows the offered load (no coordinated omission). Every call's result,
-// including which pod answered, goes to an Observer.
+// including which pod answered and why a call failed, goes to an Observer.
+//
+// Clients can model different real runtimes: how they resolve names
+// (grpc-go's resolver, a JVM-like cached resolver, or a static list
+// resolved at start-up), client-side health checking, wait-for-ready and a
+// retry policy; Reconfigure changes these on a running client.
 package load
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
-	"github.com/pinlab/pinlab/internal/loopback"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
-
-// Policies are the load-balancing policies a client may use, by their
-// grpc-go names.
-var Policies = []string{"pick_first", "round_robin"}
 
 // Result is one finished call.
 type Result struct {
@@ -35,8 +32,13 @@ type Result struct {
 	// sent counts.
 	Latency time.Duration
 	Code    codes.Code
+	// Cause classifies a failed call (see CauseOf); empty on success.
+	Cause Cause
 	// Pod and PodIP name the pod that answered; empty on error.
 	Pod, PodIP string
+	// Err is the call's error as grpc-go returned it (a status error), for
+	// logs and examples; nil on success and for calls not sent.
+	Err error
 }
 
 // Observer receives a client's calls and connections. Methods are called
@@ -46,109 +48,88 @@ type Observer interface {
 	Conn(remote netip.AddrPort, open bool)
 }
 
-// Config configures a client.
-type Config struct {
-	// Name identifies the client (e.g. "order-0").
-	Name string
-	// Source is the IP the client dials from, like a client pod's IP;
-	// required, inside 127.0.0.0/8.
-	Source netip.Addr
-	// Target is the gRPC target, e.g.
-	// "dns://127.96.0.10:53/pricing.shop.svc.cluster.local:8471".
-	Target string
-	// Policy is "pick_first" (grpc-go's default) or "round_robin", set
-	// through the default service config.
-	Policy string
-	// Rate is the offered load in calls per second; must be > 0.
-	Rate float64
-	// Timeout is each call's deadline; default 1s.
-	Timeout time.Duration
-	// MaxInFlight bounds outstanding calls; a call due while that many are
-	// open is not sent and counts as RESOURCE_EXHAUSTED. Default 1000.
-	MaxInFlight int
-	// Observer receives results; nil discards them.
-	Observer Observer
-}
-
 // Client is one load generator. Run it once.
 type Client struct {
-	cfg Config
-
 	wg       sync.WaitGroup // call goroutines and channel drains
 	inflight atomic.Int64
+	changed  chan struct{} // a Reconfigure happened; one pending at most
 
 	mu     sync.Mutex // guards ch and closed
 	ch     *channel   // the channel new calls use
 	closed bool
 }
 
-// channel is one grpc.ClientConn and the calls in flight on it.
+// channel is one grpc.ClientConn, the settings it was built from, and the
+// calls in flight on it.
 type channel struct {
+	cfg    Config
 	conn   *grpc.ClientConn
 	client pricingv1.PricingClient
+	opts   []grpc.CallOption
 	calls  sync.WaitGroup
 }
 
 // New validates cfg and opens the client's first channel (connecting starts
-// at once).
+// at once). With Resolver "once", New resolves the target first and fails
+// if DNS does not answer.
 func New(cfg Config) (*Client, error) {
-	if cfg.Policy == "" {
-		cfg.Policy = "pick_first"
-	}
-	if cfg.Policy != "pick_first" && cfg.Policy != "round_robin" {
-		return nil, fmt.Errorf("load: client %s: policy %q, want one of %v", cfg.Name, cfg.Policy, Policies)
-	}
-	if !(cfg.Rate > 0) {
-		return nil, fmt.Errorf("load: client %s: rate %v calls/s, want > 0", cfg.Name, cfg.Rate)
-	}
-	if err := loopback.CheckIP(cfg.Source); err != nil {
-		return nil, fmt.Errorf("load: client %s: source: %w", cfg.Name, err)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = time.Second
-	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 1000
-	}
-	if cfg.Observer == nil {
-		cfg.Observer = discard{}
-	}
-	c := &Client{cfg: cfg}
-	ch, err := c.dial()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	c.ch = ch
-	return c, nil
-}
-
-func (c *Client) dial() (*channel, error) {
-	d := loopback.Dialer{Source: c.cfg.Source}
-	conn, err := grpc.NewClient(c.cfg.Target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, addr) }),
-		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, c.cfg.Policy)),
-		grpc.WithStatsHandler(&connObserver{obs: c.cfg.Observer}),
-	)
+	ch, err := dial(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("load: client %s: %w", c.cfg.Name, err)
+		return nil, err
 	}
-	conn.Connect()
-	return &channel{conn: conn, client: pricingv1.NewPricingClient(conn)}, nil
+	return &Client{ch: ch, changed: make(chan struct{}, 1)}, nil
 }
 
 // Restart replaces the client's channel, as a restarted client process
-// would: new calls use a fresh channel (new connections, a fresh
-// resolution); the old channel closes once its in-flight calls finish.
+// would: new calls use a fresh channel (new connections, a fresh resolution,
+// an empty DNS cache); the old channel closes once its in-flight calls
+// finish. Restart and Reconfigure may be called concurrently with Run; of
+// two concurrent ones the last to finish wins. After Run has returned they
+// fail.
 func (c *Client) Restart() error {
+	c.mu.Lock()
+	cfg := c.ch.cfg
+	c.mu.Unlock()
+	return c.replace(cfg)
+}
+
+// Reconfigure changes a running client's settings, as redeploying the client
+// with new settings would: cfg is validated as by New, and new calls use a
+// fresh channel built from it while the old channel drains, as with
+// Restart. A new Rate takes effect from the next call: the open-loop
+// schedule continues from the last call sent. On error the client keeps its
+// current settings.
+func (c *Client) Reconfigure(cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := c.replace(cfg); err != nil {
+		return err
+	}
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// replace dials cfg outside the lock (a "once" lookup may take seconds
+// while calls keep going) and swaps the new channel in.
+func (c *Client) replace(cfg Config) error {
+	next, err := dial(cfg)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
+		next.conn.Close()
 		return errors.New("load: client stopped")
-	}
-	next, err := c.dial()
-	if err != nil {
-		return err
 	}
 	// Calls join a channel under c.mu, so every call on old has joined
 	// before the drain below starts waiting.
@@ -163,37 +144,87 @@ func (c *Client) Restart() error {
 	return nil
 }
 
+func (c *Client) current() *channel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ch
+}
+
 // Run sends calls on the open-loop schedule until ctx ends, then waits for
 // calls in flight (each bounded by Timeout) and closes the channel.
 func (c *Client) Run(ctx context.Context) error {
 	defer c.shutdown()
-	start := time.Now()
+	s := schedule{base: time.Now(), rate: c.current().cfg.Rate}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	for k := int64(0); ; k++ {
-		due := start.Add(time.Duration(float64(k) * float64(time.Second) / c.cfg.Rate))
+	for {
+		select { // a busy loop that never waits still sees a new rate
+		case <-c.changed:
+			s.setRate(c.current().cfg.Rate)
+		default:
+		}
+		due := s.due()
 		if wait := time.Until(due); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-c.changed:
+				timer.Stop()
+				s.setRate(c.current().cfg.Rate)
+				continue
 			case <-timer.C:
 			}
-		} else if ctx.Err() != nil {
+		}
+		// A call due after the end is never sent (select picks at random
+		// when the timer and ctx are both ready, and ctx's own timer may
+		// fire late).
+		if ctx.Err() != nil || pastDeadline(ctx, due) {
 			return nil
 		}
 		c.launch(due)
+		s.k++
 	}
 }
 
-func (c *Client) launch(due time.Time) {
-	if c.inflight.Load() >= int64(c.cfg.MaxInFlight) {
-		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted})
+func pastDeadline(ctx context.Context, t time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && t.After(d)
+}
+
+// schedule is the open-loop timetable: call k is due at base + k/rate. A
+// rate change restarts the count from the last call due.
+type schedule struct {
+	base time.Time
+	rate float64
+	k    int64
+}
+
+func (s *schedule) at(k int64) time.Time {
+	return s.base.Add(time.Duration(float64(k) * float64(time.Second) / s.rate))
+}
+
+func (s *schedule) due() time.Time { return s.at(s.k) }
+
+func (s *schedule) setRate(rate float64) {
+	if rate == s.rate {
 		return
 	}
+	if s.k > 0 {
+		s.base, s.k = s.at(s.k-1), 1
+	}
+	s.rate = rate
+}
+
+func (c *Client) launch(due time.Time) {
 	c.mu.Lock()
 	ch := c.ch
+	if c.inflight.Load() >= int64(ch.cfg.MaxInFlight) {
+		c.mu.Unlock()
+		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseOther})
+		return
+	}
 	ch.calls.Add(1)
 	c.mu.Unlock()
 	c.inflight.Add(1)
@@ -202,19 +233,19 @@ func (c *Client) launch(due time.Time) {
 		defer c.wg.Done()
 		defer c.inflight.Add(-1)
 		defer ch.calls.Done()
-		c.call(ch, due)
+		ch.call(due)
 	}()
 }
 
-func (c *Client) call(ch *channel, due time.Time) {
-	ctx, cancel := context.WithDeadline(context.Background(), due.Add(c.cfg.Timeout))
+func (ch *channel) call(due time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), due.Add(ch.cfg.Timeout))
 	defer cancel()
-	resp, err := ch.client.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "sku-1"})
-	r := Result{Due: due, Latency: time.Since(due), Code: status.Code(err)}
+	resp, err := ch.client.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "sku-1"}, ch.opts...)
+	r := Result{Due: due, Latency: time.Since(due), Code: status.Code(err), Cause: CauseOf(err), Err: err}
 	if err == nil {
 		r.Pod, r.PodIP = resp.GetPod(), resp.GetPodIp()
 	}
-	c.cfg.Observer.Called(r)
+	ch.cfg.Observer.Called(r)
 }
 
 // Close releases a client that will not Run (Run closes its client itself).

@@ -3,7 +3,6 @@ package load
 import (
 	"context"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,35 +12,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type collector struct {
-	mu     sync.Mutex
-	codes  map[codes.Code]int
-	pods   map[string]int
-	opened int
-	late   int
-}
-
-func (c *collector) Called(r Result) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.codes == nil {
-		c.codes, c.pods = map[codes.Code]int{}, map[string]int{}
-	}
-	c.codes[r.Code]++
-	c.pods[r.Pod]++
-	if r.Latency < 0 {
-		c.late++
-	}
-}
-
-func (c *collector) Conn(_ netip.AddrPort, open bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if open {
-		c.opened++
-	}
-}
 
 func startPod(t *testing.T, ip string) string {
 	t.Helper()
@@ -64,12 +34,33 @@ func TestConfigErrors(t *testing.T) {
 		{name: "unknown policy", mod: func(c *Config) { c.Policy = "random" }},
 		{name: "source outside loopback", mod: func(c *Config) { c.Source = netip.MustParseAddr("10.0.0.1") }},
 		{name: "no source", mod: func(c *Config) { c.Source = netip.Addr{} }},
+		{name: "unknown resolver", mod: func(c *Config) { c.Resolver = "jvm" }},
+		{name: "cached resolver needs a dns target", mod: func(c *Config) { c.Resolver = ResolverCached }},
+		{name: "once resolver needs a dns target", mod: func(c *Config) { c.Resolver = ResolverOnce }},
+		{name: "cached resolver without a DNS server", mod: func(c *Config) {
+			c.Resolver, c.Target = ResolverCached, "dns:///pricing:8471"
+		}},
+		{name: "cached resolver with a DNS server off loopback", mod: func(c *Config) {
+			c.Resolver, c.Target = ResolverCached, "dns://10.96.0.10:53/pricing:8471"
+		}},
+		{name: "once resolver with no DNS answering", mod: func(c *Config) {
+			c.Resolver, c.Target = ResolverOnce, "dns://127.203.1.2:1/pricing:8471"
+		}},
+		{name: "negative cache TTL", mod: func(c *Config) { c.CacheTTL = -2 * time.Second }},
+		{name: "negative timeout", mod: func(c *Config) { c.Timeout = -time.Second }},
+		{name: "negative connect timeout", mod: func(c *Config) { c.ConnectTimeout = -time.Second }},
+		{name: "one attempt", mod: func(c *Config) { c.Retry = &RetryPolicy{MaxAttempts: 1} }},
+		{name: "negative backoff multiplier", mod: func(c *Config) { c.Retry = &RetryPolicy{BackoffMultiplier: -1} }},
+		{name: "retry on OK", mod: func(c *Config) { c.Retry = &RetryPolicy{RetryableStatusCodes: []codes.Code{codes.OK}} }},
+		{name: "retry on an unknown code", mod: func(c *Config) { c.Retry = &RetryPolicy{RetryableStatusCodes: []codes.Code{99}} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := good
 			tt.mod(&cfg)
-			if _, err := New(cfg); err == nil {
+			c, err := New(cfg)
+			if err == nil {
+				c.Close()
 				t.Fatal("New succeeded, want an error")
 			}
 		})
@@ -88,58 +79,29 @@ func TestOpenLoopSchedule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
 	c.Run(ctx)
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	total := 0
-	for _, n := range obs.codes {
-		total += n
-	}
+	got := count(obs.snapshot())
 	// 500/s for 0.4s schedules calls due at 0, 2ms, ... 400ms: 201 at most.
-	if total > 201 || total < 100 || obs.codes[codes.OK] != total {
-		t.Errorf("codes %v (%d calls); want up to 201 calls, all OK", obs.codes, total)
+	if got.total > 201 || got.total < 100 || got.codes[codes.OK] != got.total {
+		t.Errorf("codes %v (%d calls); want up to 201 calls, all OK", got.codes, got.total)
 	}
-	if obs.pods["pod-127.203.201.1"] != total {
-		t.Errorf("replies by pod %v; want all from pod-127.203.201.1", obs.pods)
+	if got.pods["pod-127.203.201.1"] != got.total {
+		t.Errorf("replies by pod %v; want all from pod-127.203.201.1", got.pods)
 	}
 }
 
 func TestRestartOpensANewConnection(t *testing.T) {
 	addr := startPod(t, "127.203.201.2")
 	var obs collector
-	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.10"), Target: "passthrough:///" + addr, Rate: 200, Observer: &obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	opened := func(n int) func() bool {
-		return func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.opened >= n }
-	}
-	waitFor("first connection", opened(1))
+	c, stop := start(t, Config{Name: "c", Source: netip.MustParseAddr("127.203.201.10"), Target: "passthrough:///" + addr, Rate: 200, Observer: &obs})
+	waitFor(t, 5*time.Second, "first connection", func() bool { return obs.connections() >= 1 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("second connection", opened(2))
-	cancel()
-	<-done
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.codes) != 1 || obs.codes[codes.OK] == 0 {
-		t.Errorf("codes %v across a restart; want only OK", obs.codes)
+	waitFor(t, 5*time.Second, "second connection", func() bool { return obs.connections() >= 2 })
+	stop()
+	got := count(obs.snapshot())
+	if len(got.codes) != 1 || got.codes[codes.OK] == 0 {
+		t.Errorf("codes %v across a restart; want only OK", got.codes)
 	}
 	if err := c.Restart(); err == nil {
 		t.Error("Restart after Run returned succeeded, want an error")
@@ -156,9 +118,35 @@ func TestUnreachableTargetCountsErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	c.Run(ctx)
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if obs.codes[codes.OK] != 0 || obs.codes[codes.Unavailable]+obs.codes[codes.DeadlineExceeded] == 0 {
-		t.Errorf("codes %v; want only UNAVAILABLE or DEADLINE_EXCEEDED", obs.codes)
+	got := count(obs.snapshot())
+	if got.codes[codes.OK] != 0 || got.codes[codes.Unavailable]+got.codes[codes.DeadlineExceeded] == 0 {
+		t.Errorf("codes %v; want only UNAVAILABLE or DEADLINE_EXCEEDED", got.codes)
+	}
+}
+
+func TestScheduleRateChange(t *testing.T) {
+	base := time.Unix(1000, 0)
+	tests := []struct {
+		name string
+		sent int64           // calls sent before the change
+		rate float64         // new rate
+		want []time.Duration // offsets of the next calls from base
+	}{
+		{name: "no change", sent: 3, rate: 10, want: []time.Duration{300 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond}},
+		{name: "faster", sent: 3, rate: 100, want: []time.Duration{210 * time.Millisecond, 220 * time.Millisecond, 230 * time.Millisecond}},
+		{name: "slower", sent: 3, rate: 1, want: []time.Duration{1200 * time.Millisecond, 2200 * time.Millisecond, 3200 * time.Millisecond}},
+		{name: "before the first call", sent: 0, rate: 100, want: []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := schedule{base: base, rate: 10, k: tt.sent}
+			s.setRate(tt.rate)
+			for i, want := range tt.want {
+				if got := s.due().Sub(base); got != want {
+					t.Errorf("call %d after the change due at +%v, want +%v", i, got, want)
+				}
+				s.k++
+			}
+		})
 	}
 }

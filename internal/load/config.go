@@ -1,0 +1,206 @@
+package load
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/load/cachedns"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"google.golang.org/grpc/codes"
+)
+
+// Policies are the load-balancing policies a client may use, by their
+// grpc-go names.
+var Policies = []string{"pick_first", "round_robin"}
+
+// Resolver modes, the values of Config.Resolver.
+const (
+	// ResolverGRPC is grpc-go's own DNS resolver (a Go service): resolve
+	// at start, then only on ResolveNow, at most once per the process-wide
+	// resolver/dns MinResolutionInterval.
+	ResolverGRPC = "grpc"
+	// ResolverCached is grpc-go's schedule with a per-channel DNS cache
+	// underneath, as a JVM service whose InetAddress cache keeps answers
+	// for networkaddress.cache.ttl (see package cachedns).
+	ResolverCached = "cached"
+	// ResolverOnce resolves once when the channel is built and gives
+	// grpc-go that static address list for good, as a client configured
+	// with a list of IPs rendered at start-up.
+	ResolverOnce = "once"
+)
+
+// Resolvers lists the resolver modes.
+var Resolvers = []string{ResolverGRPC, ResolverCached, ResolverOnce}
+
+// Forever as a CacheTTL never expires cached addresses, like the JVM's
+// networkaddress.cache.ttl=-1 (its default with a security manager).
+const Forever = cachedns.Forever
+
+// Config configures a client. The zero value of every field but Source,
+// Target and Rate is a working default.
+type Config struct {
+	// Name identifies the client (e.g. "order-0").
+	Name string
+	// Source is the IP the client dials from, like a client pod's IP;
+	// required, inside 127.0.0.0/8. The "cached" and "once" resolvers send
+	// their DNS queries from it too.
+	Source netip.Addr
+	// Target is the gRPC target, e.g.
+	// "dns://127.96.0.10:53/pricing.shop.svc.cluster.local:8471". The
+	// "cached" and "once" resolvers need this dns://<loopback IP:port>/
+	// form.
+	Target string
+	// Policy is "pick_first" (grpc-go's default) or "round_robin", set
+	// through the default service config.
+	Policy string
+	// Rate is the offered load in calls per second; must be > 0.
+	Rate float64
+	// Timeout is each call's deadline; default 1s.
+	Timeout time.Duration
+	// MaxInFlight bounds outstanding calls; a call due while that many are
+	// open is not sent and counts as RESOURCE_EXHAUSTED. Default 1000.
+	MaxInFlight int
+	// Observer receives results; nil discards them.
+	Observer Observer
+
+	// Resolver is ResolverGRPC (the default), ResolverCached or
+	// ResolverOnce.
+	Resolver string
+	// MinResolutionInterval is the "cached" resolver's least time between
+	// two resolutions of one channel; default 30 s, grpc-go's default.
+	// (The "grpc" resolver uses grpc-go's process-wide setting; "once"
+	// never re-resolves.)
+	MinResolutionInterval time.Duration
+	// CacheTTL is how long the "cached" resolver reuses an answer: 0 (the
+	// default) never, Forever for good, else a positive duration, as the
+	// JVM's networkaddress.cache.ttl.
+	CacheTTL time.Duration
+	// ConnectTimeout is grpc-go's MinConnectTimeout: a connection attempt
+	// (TCP connect and HTTP/2 handshake) gets max(ConnectTimeout, the
+	// current connection backoff), so never less than the 1 s first
+	// backoff; default 20 s, grpc-go's default. Connection backoff stays
+	// grpc-go's default (1 s base, factor 1.6, jitter 0.2, 120 s cap).
+	ConnectTimeout time.Duration
+
+	// HealthCheck turns on client-side health checking (gRFC A17): the
+	// channel watches grpc.health.v1 for "pricing.v1.Pricing" on every
+	// connection and avoids backends that are not SERVING. In grpc-go
+	// v1.85 only round_robin honours it: a top-level pick_first never
+	// enables its health listener (pickfirst.EnableHealthListener is set
+	// only by parents such as round_robin), so with pick_first it has no
+	// effect, as in grpc-java.
+	HealthCheck bool
+	// WaitForReady makes each call wait (until its deadline) for a ready
+	// connection instead of failing at once when none is, grpc-go's
+	// grpc.WaitForReady(true).
+	WaitForReady bool
+	// Retry, if not nil, is the retry policy for pricing.v1.Pricing in the
+	// service config (gRFC A6); nil means no retries (grpc-go still
+	// retries transparently calls that never left the client).
+	Retry *RetryPolicy
+}
+
+// RetryPolicy is a gRFC A6 retryPolicy. Zero fields take the defaults
+// shown, which are A6's example policy.
+type RetryPolicy struct {
+	// MaxAttempts counts the first attempt: >= 2; default 4. grpc-go caps
+	// it at 5.
+	MaxAttempts int
+	// InitialBackoff and MaxBackoff bound the randomised delay before a
+	// retry; defaults 100 ms and 1 s.
+	InitialBackoff, MaxBackoff time.Duration
+	// BackoffMultiplier grows the backoff after each attempt; default 2.
+	BackoffMultiplier float64
+	// RetryableStatusCodes are the codes that trigger a retry; default
+	// UNAVAILABLE.
+	RetryableStatusCodes []codes.Code
+}
+
+// withDefaults validates cfg and fills in defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("load: client %s: "+format, append([]any{cfg.Name}, args...)...)
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = "pick_first"
+	}
+	if !slices.Contains(Policies, cfg.Policy) {
+		return bad("policy %q, want one of %v", cfg.Policy, Policies)
+	}
+	if cfg.Resolver == "" {
+		cfg.Resolver = ResolverGRPC
+	}
+	if !slices.Contains(Resolvers, cfg.Resolver) {
+		return bad("resolver %q, want one of %v", cfg.Resolver, Resolvers)
+	}
+	if !(cfg.Rate > 0) {
+		return bad("rate %v calls/s, want > 0", cfg.Rate)
+	}
+	if err := loopback.CheckIP(cfg.Source); err != nil {
+		return bad("source: %w", err)
+	}
+	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.MinResolutionInterval < 0 {
+		return bad("negative timeout or interval")
+	}
+	if cfg.CacheTTL < 0 && cfg.CacheTTL != Forever {
+		return bad("cache TTL %v, want >= 0 or Forever (-1)", cfg.CacheTTL)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Second
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 20 * time.Second
+	}
+	if cfg.MinResolutionInterval == 0 {
+		cfg.MinResolutionInterval = 30 * time.Second
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 1000
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = discard{}
+	}
+	if cfg.Retry != nil {
+		rp, err := cfg.Retry.withDefaults()
+		if err != nil {
+			return bad("%w", err)
+		}
+		cfg.Retry = &rp
+	}
+	return cfg, nil
+}
+
+func (rp RetryPolicy) withDefaults() (RetryPolicy, error) {
+	if rp.MaxAttempts == 0 {
+		rp.MaxAttempts = 4
+	}
+	if rp.InitialBackoff == 0 {
+		rp.InitialBackoff = 100 * time.Millisecond
+	}
+	if rp.MaxBackoff == 0 {
+		rp.MaxBackoff = time.Second
+	}
+	if rp.BackoffMultiplier == 0 {
+		rp.BackoffMultiplier = 2
+	}
+	if len(rp.RetryableStatusCodes) == 0 {
+		rp.RetryableStatusCodes = []codes.Code{codes.Unavailable}
+	}
+	switch {
+	case rp.MaxAttempts < 2:
+		return rp, fmt.Errorf("retry: max attempts %d, want >= 2", rp.MaxAttempts)
+	case rp.InitialBackoff < 0 || rp.MaxBackoff < 0:
+		return rp, fmt.Errorf("retry: negative backoff")
+	case !(rp.BackoffMultiplier > 0):
+		return rp, fmt.Errorf("retry: backoff multiplier %v, want > 0", rp.BackoffMultiplier)
+	}
+	for _, c := range rp.RetryableStatusCodes {
+		if c == codes.OK || c > codes.Unauthenticated {
+			return rp, fmt.Errorf("retry: status code %d cannot be retried", c)
+		}
+	}
+	rp.RetryableStatusCodes = slices.Clone(rp.RetryableStatusCodes)
+	return rp, nil
+}

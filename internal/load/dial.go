@@ -1,0 +1,151 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/load/cachedns"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/health" // enables client-side health checking
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// onceTimeout bounds the "once" resolver's lookup at start.
+const onceTimeout = 5 * time.Second
+
+// dial builds a channel from cfg (already defaulted) and starts connecting.
+func dial(cfg Config) (*channel, error) {
+	sc, err := serviceConfigJSON(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
+	}
+	d := loopback.Dialer{Source: cfg.Source}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, addr) }),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: cfg.ConnectTimeout}),
+		grpc.WithDefaultServiceConfig(sc),
+		grpc.WithStatsHandler(&connObserver{obs: cfg.Observer}),
+	}
+	rb, err := resolverFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
+	}
+	if rb != nil {
+		opts = append(opts, grpc.WithResolvers(rb))
+	}
+	conn, err := grpc.NewClient(cfg.Target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
+	}
+	conn.Connect()
+	ch := &channel{cfg: cfg, conn: conn, client: pricingv1.NewPricingClient(conn)}
+	if cfg.WaitForReady {
+		ch.opts = append(ch.opts, grpc.WaitForReady(true))
+	}
+	return ch, nil
+}
+
+// resolverFor returns the channel's own resolver for the "dns" scheme, or
+// nil for grpc-go's.
+func resolverFor(cfg Config) (resolver.Builder, error) {
+	switch cfg.Resolver {
+	case ResolverCached:
+		if _, err := cachedns.ParseTarget(cfg.Target); err != nil {
+			return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
+		}
+		return cachedns.NewBuilder(cachedns.Config{
+			Source: cfg.Source, MinResolutionInterval: cfg.MinResolutionInterval, CacheTTL: cfg.CacheTTL,
+		})
+	case ResolverOnce:
+		return resolveOnce(cfg)
+	}
+	return nil, nil
+}
+
+// resolveOnce looks the target up now and returns a resolver that hands
+// grpc-go that list, and nothing else, for good. An empty answer gives an
+// empty list (every call then fails); a failed lookup is an error.
+func resolveOnce(cfg Config) (resolver.Builder, error) {
+	t, err := cachedns.ParseTarget(cfg.Target)
+	if err != nil {
+		return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), onceTimeout)
+	defer cancel()
+	ips, err := cachedns.Lookup(ctx, t.Server, cfg.Source, t.Host)
+	if err != nil {
+		return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
+	}
+	r := manual.NewBuilderWithScheme(cachedns.Scheme)
+	r.InitialState(cachedns.State(ips, t.Port))
+	return r, nil
+}
+
+// serviceConfig is the JSON service config (gRFC A2) a client's channel
+// gets as its default.
+type serviceConfig struct {
+	LoadBalancingConfig []map[string]struct{} `json:"loadBalancingConfig"`
+	HealthCheckConfig   *healthCheckConfig    `json:"healthCheckConfig,omitempty"`
+	MethodConfig        []methodConfig        `json:"methodConfig,omitempty"`
+}
+
+type healthCheckConfig struct {
+	ServiceName string `json:"serviceName"`
+}
+
+type methodConfig struct {
+	Name        []methodName `json:"name"`
+	RetryPolicy *retryPolicy `json:"retryPolicy,omitempty"`
+}
+
+type methodName struct {
+	Service string `json:"service"`
+}
+
+type retryPolicy struct {
+	MaxAttempts       int     `json:"maxAttempts"`
+	InitialBackoff    string  `json:"initialBackoff"`
+	MaxBackoff        string  `json:"maxBackoff"`
+	BackoffMultiplier float64 `json:"backoffMultiplier"`
+	// RetryableStatusCodes are numeric: grpc-go accepts numbers and the
+	// upper-case names alike.
+	RetryableStatusCodes []uint32 `json:"retryableStatusCodes"`
+}
+
+// serviceConfigJSON renders cfg's policy, health checking and retry policy.
+func serviceConfigJSON(cfg Config) (string, error) {
+	service := pricingv1.Pricing_ServiceDesc.ServiceName
+	sc := serviceConfig{LoadBalancingConfig: []map[string]struct{}{{cfg.Policy: {}}}}
+	if cfg.HealthCheck {
+		sc.HealthCheckConfig = &healthCheckConfig{ServiceName: service}
+	}
+	if rp := cfg.Retry; rp != nil {
+		jrp := &retryPolicy{
+			MaxAttempts:       rp.MaxAttempts,
+			InitialBackoff:    protoDuration(rp.InitialBackoff),
+			MaxBackoff:        protoDuration(rp.MaxBackoff),
+			BackoffMultiplier: rp.BackoffMultiplier,
+		}
+		for _, c := range rp.RetryableStatusCodes {
+			jrp.RetryableStatusCodes = append(jrp.RetryableStatusCodes, uint32(c))
+		}
+		sc.MethodConfig = []methodConfig{{Name: []methodName{{Service: service}}, RetryPolicy: jrp}}
+	}
+	b, err := json.Marshal(sc)
+	return string(b), err
+}
+
+// protoDuration is d in the JSON form of google.protobuf.Duration, e.g.
+// "0.100000000s".
+func protoDuration(d time.Duration) string {
+	return fmt.Sprintf("%d.%09ds", d/time.Second, d%time.Second)
+}
