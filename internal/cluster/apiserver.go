@@ -1,9 +1,13 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
@@ -30,6 +35,7 @@ var (
 func (c *Cluster) installAPI() {
 	c.client.PrependReactor("create", "*", c.admitCreate)
 	c.client.PrependReactor("update", "*", c.admitUpdate)
+	c.client.PrependReactor("patch", "*", c.admitPatch)
 	c.client.PrependReactor("delete", "pods", c.deletePod)
 	c.client.PrependReactor("delete", "services", c.deleteService)
 }
@@ -155,54 +161,127 @@ func (c *Cluster) allocateClusterIP(s *corev1.Service) (netip.Addr, error) {
 // admitUpdate stores an update the way the API server's status subresource
 // split works: a status update changes only status; any other update keeps
 // the stored status, uid, creationTimestamp and deletionTimestamp, keeps
-// immutable Service fields, and bumps metadata.generation when spec changed.
+// immutable Service fields, defaults and validates, and bumps
+// metadata.generation when the defaulted spec differs from the stored one.
 func (c *Cluster) admitUpdate(action k8stesting.Action) (bool, runtime.Object, error) {
 	ua := action.(k8stesting.UpdateAction)
+	obj, err := c.storeUpdate(action.GetResource(), action.GetNamespace(), action.GetSubresource(), ua.GetObject())
+	return true, obj, err
+}
+
+// admitPatch applies a JSON, merge or strategic-merge patch to the stored
+// object and stores the result through the update path, so a patch defaults,
+// validates and bumps metadata.generation as an update does (kubectl patch,
+// kubectl rollout restart). Server-side apply patches are left to the fake's
+// own handling.
+func (c *Cluster) admitPatch(action k8stesting.Action) (bool, runtime.Object, error) {
+	pa, ok := action.(k8stesting.PatchActionImpl)
+	if !ok || pa.GetPatchType() == types.ApplyPatchType {
+		return false, nil, nil
+	}
 	gvr, ns := action.GetResource(), action.GetNamespace()
-	obj := ua.GetObject()
-	m, err := meta.Accessor(obj)
+	stored, err := c.tracker().Get(gvr, ns, pa.GetName())
 	if err != nil {
 		return true, nil, err
+	}
+	patched, err := applyPatch(stored, pa.GetPatchType(), pa.GetPatch())
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: %v", gvr.Resource, pa.GetName(), err))
+	}
+	obj, err := c.storeUpdate(gvr, ns, action.GetSubresource(), patched)
+	return true, obj, err
+}
+
+// applyPatch returns a copy of stored with patch applied.
+func applyPatch(stored runtime.Object, pt types.PatchType, patch []byte) (runtime.Object, error) {
+	old, err := json.Marshal(stored)
+	if err != nil {
+		return nil, err
+	}
+	var modified []byte
+	switch pt {
+	case types.JSONPatchType:
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, err
+		}
+		modified, err = p.Apply(old)
+		if err != nil {
+			return nil, err
+		}
+	case types.MergePatchType:
+		modified, err = jsonpatch.MergePatch(old, patch)
+	case types.StrategicMergePatchType:
+		modified, err = strategicpatch.StrategicMergePatch(old, patch, stored)
+	default:
+		return nil, fmt.Errorf("unsupported patch type %q", pt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := reflect.New(reflect.TypeOf(stored).Elem()).Interface().(runtime.Object)
+	if err := json.Unmarshal(modified, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// storeUpdate is the update path shared by update and patch.
+func (c *Cluster) storeUpdate(gvr schema.GroupVersionResource, ns, subresource string, obj runtime.Object) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
 	}
 	storedObj, err := c.tracker().Get(gvr, ns, m.GetName())
 	if err != nil {
-		return true, nil, err
+		return nil, err
 	}
-	sm, _ := meta.Accessor(storedObj)
 	var next runtime.Object
-	switch action.GetSubresource() {
+	switch subresource {
 	case "status":
 		next = storedObj.DeepCopyObject()
 		if err := copyField(next, obj, "status"); err != nil {
-			return true, nil, err
+			return nil, err
 		}
 	case "":
-		next = obj.DeepCopyObject()
-		if err := copyField(next, storedObj, "status"); err != nil {
-			return true, nil, err
-		}
-		nm, _ := meta.Accessor(next)
-		nm.SetUID(sm.GetUID())
-		nm.SetCreationTimestamp(sm.GetCreationTimestamp())
-		nm.SetDeletionTimestamp(sm.GetDeletionTimestamp())
-		nm.SetDeletionGracePeriodSeconds(sm.GetDeletionGracePeriodSeconds())
-		nm.SetGeneration(sm.GetGeneration())
-		if changed, err := specChanged(storedObj, next); err != nil {
-			return true, nil, err
-		} else if changed {
-			nm.SetGeneration(sm.GetGeneration() + 1)
-		}
-		if err := c.admitSpecUpdate(storedObj, next); err != nil {
-			return true, nil, err
+		if next, err = c.nextSpec(storedObj, obj); err != nil {
+			return nil, err
 		}
 	default:
-		return true, nil, apierrors.NewMethodNotSupported(gvr.GroupResource(), "update/"+action.GetSubresource())
+		return nil, apierrors.NewMethodNotSupported(gvr.GroupResource(), "update/"+subresource)
 	}
 	if err := c.tracker().Update(gvr, next, ns); err != nil {
-		return true, nil, err
+		return nil, err
 	}
-	stored, err := c.tracker().Get(gvr, ns, m.GetName())
-	return true, stored, err
+	return c.tracker().Get(gvr, ns, m.GetName())
+}
+
+// nextSpec returns the object a non-status update stores: obj with the stored
+// status and server-owned metadata, defaulted and validated, its generation
+// bumped when the spec changed.
+func (c *Cluster) nextSpec(storedObj, obj runtime.Object) (runtime.Object, error) {
+	sm, _ := meta.Accessor(storedObj)
+	next := obj.DeepCopyObject()
+	if err := copyField(next, storedObj, "status"); err != nil {
+		return nil, err
+	}
+	nm, _ := meta.Accessor(next)
+	nm.SetUID(sm.GetUID())
+	nm.SetCreationTimestamp(sm.GetCreationTimestamp())
+	nm.SetDeletionTimestamp(sm.GetDeletionTimestamp())
+	nm.SetDeletionGracePeriodSeconds(sm.GetDeletionGracePeriodSeconds())
+	nm.SetGeneration(sm.GetGeneration())
+	if err := c.admitSpecUpdate(storedObj, next); err != nil {
+		return nil, err
+	}
+	changed, err := specChanged(storedObj, next)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		nm.SetGeneration(sm.GetGeneration() + 1)
+	}
+	return next, nil
 }
 
 func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {

@@ -1,11 +1,15 @@
 // Package cluster is the lab's embedded Kubernetes control plane: an
 // in-memory API (the client-go fake clientset, with reactors that add the
 // API server behaviour the lab relies on: defaulting, validation, ClusterIP
-// allocation, status subresources and graceful pod deletion) and the
-// controllers that turn Deployments into ReplicaSets, ReplicaSets into Pods
-// and Services into EndpointSlices. Every component reads the API through
-// shared informers and writes through the clientset, as Kubernetes
-// components do, so they could run against a real API server.
+// allocation, status subresources, metadata.generation, patches and graceful
+// pod deletion) and the controllers that turn Deployments into ReplicaSets
+// (rolling updates, Recreate, proportional scaling), ReplicaSets into Pods,
+// StatefulSets into ordinal Pods (with revisions and rolling updates) and
+// Services into EndpointSlices. Every component writes through the
+// clientset and reads the API through shared informers, as Kubernetes
+// components do, so they could run against a real API server; the
+// Deployment and StatefulSet controllers read their own objects fresh from
+// the API, since the fake API has no resourceVersion preconditions.
 package cluster
 
 import (
@@ -163,7 +167,7 @@ func (c *Cluster) bootstrap() error {
 	return nil
 }
 
-// Run runs the controllers (Deployment, ReplicaSet, EndpointSlice) until ctx
+// Run runs the controllers (Deployment, ReplicaSet, StatefulSet, EndpointSlice) until ctx
 // ends and housekeeps the fake API. The informer factory must have been
 // started by the caller; Run returns after every controller goroutine exited.
 func (c *Cluster) Run(ctx context.Context, ctrls *Controllers) error {

@@ -34,6 +34,10 @@ func newWorker(name string, log *slog.Logger, sync func(context.Context, string)
 
 func (w *worker) enqueue(key string) { w.queue.Add(key) }
 
+// enqueueAfter queues key once d has passed (at once if d <= 0), for
+// progress that depends on time alone (minReadySeconds, progress deadlines).
+func (w *worker) enqueueAfter(key string, d time.Duration) { w.queue.AddAfter(key, d) }
+
 // run processes keys until ctx ends, then shuts the queue down and waits for
 // the processing goroutine.
 func (w *worker) run(ctx context.Context) {

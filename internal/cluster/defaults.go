@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"strconv"
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,8 +84,10 @@ func DefaultDeployment(d *appsv1.Deployment) {
 }
 
 // DefaultStatefulSet fills replicas 1, podManagementPolicy OrderedReady,
-// updateStrategy RollingUpdate, revisionHistoryLimit 10 and the pod
-// defaults.
+// updateStrategy RollingUpdate (with an empty rollingUpdate when the type was
+// unset), rollingUpdate.partition 0 and maxUnavailable 1 (the defaults with
+// the MaxUnavailableStatefulSet feature on), revisionHistoryLimit 10 and the
+// pod defaults.
 func DefaultStatefulSet(s *appsv1.StatefulSet) {
 	if s.Spec.Replicas == nil {
 		one := int32(1)
@@ -91,8 +96,22 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 	if s.Spec.PodManagementPolicy == "" {
 		s.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
 	}
-	if s.Spec.UpdateStrategy.Type == "" {
-		s.Spec.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+	us := &s.Spec.UpdateStrategy
+	if us.Type == "" {
+		us.Type = appsv1.RollingUpdateStatefulSetStrategyType
+		if us.RollingUpdate == nil {
+			us.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+		}
+	}
+	if us.Type == appsv1.RollingUpdateStatefulSetStrategyType && us.RollingUpdate != nil {
+		if us.RollingUpdate.Partition == nil {
+			zero := int32(0)
+			us.RollingUpdate.Partition = &zero
+		}
+		if us.RollingUpdate.MaxUnavailable == nil {
+			one := intstr.FromInt32(1)
+			us.RollingUpdate.MaxUnavailable = &one
+		}
 	}
 	if s.Spec.RevisionHistoryLimit == nil {
 		ten := int32(10)
@@ -101,8 +120,10 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 	DefaultPodSpec(&s.Spec.Template.Spec)
 }
 
-// ValidateStatefulSet checks replicas, selector, template labels and
-// podManagementPolicy.
+// ValidateStatefulSet checks replicas, selector, template labels,
+// podManagementPolicy, updateStrategy (RollingUpdate or OnDelete; partition
+// >= 0; maxUnavailable a positive number or a percentage in (0%, 100%]) and
+// minReadySeconds, with the API server's messages.
 func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -122,6 +143,10 @@ func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("podManagementPolicy"), s.Spec.PodManagementPolicy, []string{"OrderedReady", "Parallel"}))
 	}
+	errs = append(errs, validateStatefulSetStrategy(&s.Spec.UpdateStrategy, spec.Child("updateStrategy"))...)
+	if s.Spec.MinReadySeconds < 0 {
+		errs = append(errs, field.Invalid(spec.Child("minReadySeconds"), s.Spec.MinReadySeconds, "must be greater than or equal to 0"))
+	}
 	if len(s.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
@@ -129,6 +154,75 @@ func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 		return nil
 	}
 	return invalid("StatefulSet", s.Name, errs...)
+}
+
+func validateStatefulSetStrategy(us *appsv1.StatefulSetUpdateStrategy, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch us.Type {
+	case appsv1.OnDeleteStatefulSetStrategyType:
+		if us.RollingUpdate != nil {
+			errs = append(errs, field.Invalid(path.Child("rollingUpdate"), us.RollingUpdate, "only allowed for updateStrategy 'RollingUpdate'"))
+		}
+	case appsv1.RollingUpdateStatefulSetStrategyType:
+		if ru := us.RollingUpdate; ru != nil {
+			rp := path.Child("rollingUpdate")
+			if ru.Partition != nil && *ru.Partition < 0 {
+				errs = append(errs, field.Invalid(rp.Child("partition"), *ru.Partition, "must be greater than or equal to 0"))
+			}
+			if ru.MaxUnavailable != nil {
+				mp := rp.Child("maxUnavailable")
+				errs = append(errs, validateIntOrPercent(*ru.MaxUnavailable, mp, true)...)
+				if intOrPercentValue(*ru.MaxUnavailable) == 0 {
+					errs = append(errs, field.Invalid(mp, *ru.MaxUnavailable, "cannot be 0"))
+				}
+			}
+		}
+	default:
+		errs = append(errs, field.Invalid(path, us, "must be 'RollingUpdate' or 'OnDelete'"))
+	}
+	return errs
+}
+
+// validateIntOrPercent checks a non-negative number or a percentage "N%",
+// with upTo100 at most 100% (ValidatePositiveIntOrPercent,
+// IsNotMoreThan100Percent).
+func validateIntOrPercent(v intstr.IntOrString, path *field.Path, upTo100 bool) field.ErrorList {
+	if v.Type == intstr.String {
+		n, ok := percent(v.StrVal)
+		if !ok {
+			return field.ErrorList{field.Invalid(path, v.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")}
+		}
+		if upTo100 && n > 100 {
+			return field.ErrorList{field.Invalid(path, v.StrVal, "must not be greater than 100%")}
+		}
+		return nil
+	}
+	if v.IntVal < 0 {
+		return field.ErrorList{field.Invalid(path, v.IntVal, "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+// percent parses "N%" with N made of digits.
+func percent(s string) (int, bool) {
+	digits, ok := strings.CutSuffix(s, "%")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
+}
+
+// intOrPercentValue is the number or the percentage's number (-1 if malformed).
+func intOrPercentValue(v intstr.IntOrString) int {
+	if v.Type == intstr.Int {
+		return int(v.IntVal)
+	}
+	n, ok := percent(v.StrVal)
+	if !ok {
+		return -1
+	}
+	return n
 }
 
 // DefaultPodSpec fills restartPolicy Always, terminationGracePeriodSeconds 30,
@@ -223,7 +317,11 @@ func ValidateService(s *corev1.Service) error {
 	return invalid("Service", s.Name, errs...)
 }
 
-// ValidateDeployment checks replicas, selector and template labels.
+// ValidateDeployment checks replicas, selector, template labels, strategy
+// (Recreate without rollingUpdate; RollingUpdate with maxSurge and
+// maxUnavailable non-negative numbers or percentages, maxUnavailable at most
+// 100%, not both 0), minReadySeconds >= 0, revisionHistoryLimit >= 0 and
+// progressDeadlineSeconds > minReadySeconds, with the API server's messages.
 func ValidateDeployment(d *appsv1.Deployment) error {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -238,6 +336,16 @@ func ValidateDeployment(d *appsv1.Deployment) error {
 		errs = append(errs, field.Invalid(spec.Child("template", "metadata", "labels"), d.Spec.Template.Labels,
 			"`selector` does not match template `labels`"))
 	}
+	errs = append(errs, validateDeploymentStrategy(&d.Spec.Strategy, spec.Child("strategy"))...)
+	if d.Spec.MinReadySeconds < 0 {
+		errs = append(errs, field.Invalid(spec.Child("minReadySeconds"), d.Spec.MinReadySeconds, "must be greater than or equal to 0"))
+	}
+	if d.Spec.RevisionHistoryLimit != nil && *d.Spec.RevisionHistoryLimit < 0 {
+		errs = append(errs, field.Invalid(spec.Child("revisionHistoryLimit"), *d.Spec.RevisionHistoryLimit, "must be greater than or equal to 0"))
+	}
+	if p := d.Spec.ProgressDeadlineSeconds; p != nil && *p <= d.Spec.MinReadySeconds {
+		errs = append(errs, field.Invalid(spec.Child("progressDeadlineSeconds"), *p, "must be greater than minReadySeconds"))
+	}
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
@@ -245,4 +353,30 @@ func ValidateDeployment(d *appsv1.Deployment) error {
 		return nil
 	}
 	return invalid("Deployment", d.Name, errs...)
+}
+
+func validateDeploymentStrategy(s *appsv1.DeploymentStrategy, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch s.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		if s.RollingUpdate != nil {
+			errs = append(errs, field.Forbidden(path.Child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'"))
+		}
+	case appsv1.RollingUpdateDeploymentStrategyType:
+		ru := s.RollingUpdate
+		if ru == nil {
+			return append(errs, field.Required(path.Child("rollingUpdate"), "this should be defaulted and never be nil"))
+		}
+		rp := path.Child("rollingUpdate")
+		zero := intstr.FromInt32(0)
+		surge, unavailable := *intstr.ValueOrDefault(ru.MaxSurge, zero), *intstr.ValueOrDefault(ru.MaxUnavailable, zero)
+		errs = append(errs, validateIntOrPercent(unavailable, rp.Child("maxUnavailable"), true)...)
+		errs = append(errs, validateIntOrPercent(surge, rp.Child("maxSurge"), false)...)
+		if intOrPercentValue(unavailable) == 0 && intOrPercentValue(surge) == 0 {
+			errs = append(errs, field.Invalid(rp.Child("maxUnavailable"), unavailable.String(), "may not be 0 when `maxSurge` is 0"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("type"), s.Type, []string{"Recreate", "RollingUpdate"}))
+	}
+	return errs
 }

@@ -29,7 +29,11 @@ const expectationTTL = 30 * time.Second
 // spec.replicas active pods (kube-controller-manager's replicaset
 // controller). Like the real one, it records the creations and deletions it
 // expects to see in its cache and does not act again on a ReplicaSet until
-// they arrived, so a stale cache never makes it overshoot.
+// they arrived, so a stale cache never makes it overshoot. Its
+// status.availableReplicas counts pods Ready for longer than
+// spec.minReadySeconds (IsPodAvailable); while a ready pod waits for that,
+// the ReplicaSet is requeued for the moment it passes, so availability (and
+// the Deployment's rollout) moves on without other events.
 type replicaSetController struct {
 	c         *Cluster
 	w         *worker
@@ -50,9 +54,7 @@ func newReplicaSetController(c *Cluster) *replicaSetController {
 	pods := c.factory.Core().V1().Pods()
 	rc := &replicaSetController{c: c, rsLister: rs.Lister(), podLister: pods.Lister(), exp: map[string]*expectation{}}
 	rc.w = newWorker("replicaset", c.cfg.Logger, rc.sync, rs.Informer().HasSynced, pods.Informer().HasSynced)
-	rs.Informer().AddEventHandler(handler(func(obj any) []string {
-		return []string{cache.MetaObjectToName(obj.(metav1.Object)).String()}
-	}, rc.w.enqueue))
+	rs.Informer().AddEventHandler(handler(selfKey, rc.w.enqueue))
 	pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { rc.observe(obj, true) },
 		UpdateFunc: func(old, cur any) {
@@ -149,7 +151,11 @@ func (rc *replicaSetController) sync(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	return rc.updateStatus(ctx, rs, active)
+	next, err := rc.updateStatus(ctx, rs, active)
+	if next > 0 {
+		rc.w.enqueueAfter(key, next)
+	}
+	return err
 }
 
 func (rc *replicaSetController) ownedPods(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
@@ -292,22 +298,58 @@ func readySince(p *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-func (rc *replicaSetController) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, active []*corev1.Pod) error {
+// updateStatus writes the ReplicaSet's counts; a pod is available once it has
+// been Ready for spec.minReadySeconds. It returns how long until the next
+// ready pod becomes available (0 if none waits), for a requeue.
+func (rc *replicaSetController) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, active []*corev1.Pod) (time.Duration, error) {
 	st := appsv1.ReplicaSetStatus{Replicas: int32(len(active)), ObservedGeneration: rs.Generation, Conditions: rs.Status.Conditions}
+	now := time.Now()
+	var next time.Duration
 	for _, p := range active {
 		st.FullyLabeledReplicas++
 		if IsPodReady(p) {
 			st.ReadyReplicas++
-			if time.Since(readySince(p)) >= time.Duration(rs.Spec.MinReadySeconds)*time.Second {
-				st.AvailableReplicas++
-			}
+		}
+		if IsPodAvailable(p, rs.Spec.MinReadySeconds, now) {
+			st.AvailableReplicas++
+		} else if wait := availableIn(p, rs.Spec.MinReadySeconds, now); wait > 0 && (next == 0 || wait < next) {
+			next = wait
 		}
 	}
 	if equality.Semantic.DeepEqual(st, rs.Status) {
-		return nil
+		return next, nil
 	}
 	rs = rs.DeepCopy()
 	rs.Status = st
 	_, err := rc.c.client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
-	return err
+	return next, err
+}
+
+// IsPodAvailable reports whether a pod is Ready and has been for more than
+// minReadySeconds by its Ready condition's lastTransitionTime (a zero time
+// never qualifies unless minReadySeconds is 0), as the controllers'
+// podutil.IsPodAvailable.
+func IsPodAvailable(p *corev1.Pod, minReadySeconds int32, now time.Time) bool {
+	if !IsPodReady(p) {
+		return false
+	}
+	if minReadySeconds == 0 {
+		return true
+	}
+	since := readySince(p)
+	return !since.IsZero() && since.Add(time.Duration(minReadySeconds)*time.Second).Before(now)
+}
+
+// availableIn returns how long until a Ready pod passes minReadySeconds, a
+// millisecond past the boundary; 0 when it is not ready or already available.
+func availableIn(p *corev1.Pod, minReadySeconds int32, now time.Time) time.Duration {
+	since := readySince(p)
+	if minReadySeconds == 0 || !IsPodReady(p) || since.IsZero() {
+		return 0
+	}
+	wait := since.Add(time.Duration(minReadySeconds) * time.Second).Sub(now)
+	if wait < 0 {
+		return 0
+	}
+	return wait + time.Millisecond
 }
