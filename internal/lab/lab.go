@@ -64,6 +64,8 @@ type Config struct {
 	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
 	// port if 53 cannot be bound).
 	DNSPort int
+	// ProxyMode is kube-proxy's mode (proxy.Config.Mode); default iptables.
+	ProxyMode proxy.Mode
 	// Seed seeds names, ClusterIPs, kube-proxy picks and DNS shuffles; 0
 	// means random.
 	Seed uint64
@@ -181,7 +183,7 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 	l := &Lab{
 		Cluster: c,
 		DNS:     dns,
-		Proxy:   proxy.New(c.Factory(), proxy.Config{Seed: cfg.Seed + 1, OnConn: cfg.ProxyConn, Logger: cfg.Logger}),
+		Proxy:   proxy.New(c.Factory(), proxy.Config{Mode: cfg.ProxyMode, Seed: cfg.Seed + 1, OnConn: cfg.ProxyConn, Logger: cfg.Logger}),
 		Kubelet: kubelet.New(c.Client(), c.Factory(), kubelet.Config{PodIPs: c.PodIPs(), Observe: cfg.PodObserver, Logger: cfg.Logger}),
 		errs:    make(chan error, 3),
 	}

@@ -13,6 +13,7 @@ package load
 import (
 	"context"
 	"errors"
+	"io"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,11 @@ type Client struct {
 	mu     sync.Mutex // guards ch and closed
 	ch     *channel   // the channel new calls use
 	closed bool
+
+	// streams is cancelled when the client shuts down, so streams still
+	// open when load stops end at once (and are not reported).
+	streams    context.Context
+	stopStream context.CancelFunc
 }
 
 // channel is one grpc.ClientConn, the settings it was built from, and the
@@ -81,7 +87,9 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{ch: ch, changed: make(chan struct{}, 1)}, nil
+	c := &Client{ch: ch, changed: make(chan struct{}, 1)}
+	c.streams, c.stopStream = context.WithCancel(context.Background())
+	return c, nil
 }
 
 // Restart replaces the client's channel, as a restarted client process
@@ -233,6 +241,10 @@ func (c *Client) launch(due time.Time) {
 		defer c.wg.Done()
 		defer c.inflight.Add(-1)
 		defer ch.calls.Done()
+		if ch.cfg.Stream {
+			ch.stream(c.streams, due)
+			return
+		}
 		ch.call(due)
 	}()
 }
@@ -248,6 +260,47 @@ func (ch *channel) call(due time.Time) {
 	ch.cfg.Observer.Called(r)
 }
 
+// streamInterval is the time between a stream's replies.
+const streamInterval = 100 * time.Millisecond
+
+// stream runs one WatchPrices stream due at due. A stream cut short by
+// stop (the client shutting down) is not reported.
+func (ch *channel) stream(stop context.Context, due time.Time) {
+	length := ch.cfg.StreamLength
+	ctx, cancel := context.WithDeadline(stop, due.Add(length+ch.cfg.Timeout))
+	defer cancel()
+	// The server sends its first reply at once and then one per interval.
+	want := int64(length/streamInterval) + 1
+	r := Result{Due: due}
+	st, err := ch.client.WatchPrices(ctx, &pricingv1.WatchPricesRequest{Sku: "sku-1", IntervalMs: int64(streamInterval / time.Millisecond), Count: want}, ch.opts...)
+	var got int64
+	for err == nil {
+		var resp *pricingv1.GetPriceResponse
+		resp, err = st.Recv()
+		if err != nil {
+			break
+		}
+		got++
+		if r.Pod == "" {
+			r.Pod, r.PodIP = resp.GetPod(), resp.GetPodIp()
+		}
+	}
+	if stop.Err() != nil {
+		return
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+		if got < want {
+			err = status.Errorf(codes.DataLoss, "stream ended after %d of %d replies", got, want)
+		}
+	}
+	r.Latency, r.Code, r.Cause, r.Err = time.Since(due), status.Code(err), CauseOf(err), err
+	if err != nil {
+		r.Pod, r.PodIP = "", ""
+	}
+	ch.cfg.Observer.Called(r)
+}
+
 // Close releases a client that will not Run (Run closes its client itself).
 func (c *Client) Close() { c.shutdown() }
 
@@ -259,6 +312,7 @@ func (c *Client) shutdown() {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	c.stopStream()
 	c.wg.Wait()
 	c.ch.calls.Wait()
 	c.ch.conn.Close()

@@ -150,3 +150,57 @@ func TestScheduleRateChange(t *testing.T) {
 		})
 	}
 }
+
+// TestStreams: stream calls last StreamLength and succeed with every reply;
+// a stream whose server stops hard fails with UNAVAILABLE; streams still
+// open when the run ends are not reported.
+func TestStreams(t *testing.T) {
+	s := pod.New(pod.Config{Name: "streamer", Addr: netip.MustParseAddrPort("127.203.201.20:0")})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill()
+	var obs collector
+	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.21"), Target: "passthrough:///" + s.Addr().String(),
+		Rate: 20, Stream: true, StreamLength: 300 * time.Millisecond, Observer: &obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	c.Run(ctx)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Run took %v after the end of load; open streams should be cut at once", took)
+	}
+	got := count(obs.snapshot())
+	// 20 streams/s for 1s, each 300ms: those due before ~0.7s finish.
+	if got.codes[codes.OK] < 5 || got.total != got.codes[codes.OK] {
+		t.Errorf("codes %v; want at least 5 streams, all OK", got.codes)
+	}
+	for _, r := range obs.snapshot() {
+		if r.Latency < 300*time.Millisecond {
+			t.Errorf("a stream finished after %v, before its 300ms length", r.Latency)
+			break
+		}
+	}
+
+	// A hard stop cuts the streams in flight.
+	var obs2 collector
+	c2, err := New(Config{Name: "c2", Source: netip.MustParseAddr("127.203.201.22"), Target: "passthrough:///" + s.Addr().String(),
+		Rate: 20, Stream: true, StreamLength: 5 * time.Second, Observer: &obs2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel2()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		s.Kill()
+	}()
+	c2.Run(ctx2)
+	got2 := count(obs2.snapshot())
+	if got2.codes[codes.Unavailable] == 0 || got2.codes[codes.OK] != 0 {
+		t.Errorf("codes %v after a hard stop; want UNAVAILABLE and no OK", got2.codes)
+	}
+}

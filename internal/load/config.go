@@ -96,6 +96,14 @@ type Config struct {
 	// connection instead of failing at once when none is, grpc-go's
 	// grpc.WaitForReady(true).
 	WaitForReady bool
+	// Stream makes each call a WatchPrices server stream of StreamLength
+	// (one reply every 100 ms) instead of a unary GetPrice; Rate is then
+	// streams started per second and Timeout counts from the stream's
+	// planned end. A stream succeeds when every reply arrived; it fails
+	// with the status that cut it short.
+	Stream bool
+	// StreamLength is how long each stream runs; default 10 s.
+	StreamLength time.Duration
 	// Retry, if not nil, is the retry policy for pricing.v1.Pricing in the
 	// service config (gRFC A6); nil means no retries (grpc-go still
 	// retries transparently calls that never left the client).
@@ -149,6 +157,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
+	}
+	if cfg.StreamLength < 0 {
+		return bad("negative stream length")
+	}
+	if cfg.StreamLength == 0 {
+		cfg.StreamLength = 10 * time.Second
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 20 * time.Second
