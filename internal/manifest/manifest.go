@@ -288,8 +288,6 @@ func (d Document) typeError(err error, v any) error {
 // jsonKind names a JSON value kind from a decoder error in user terms.
 func jsonKind(k string) string {
 	switch k {
-	case "bool":
-		return "true or false"
 	case "array":
 		return "a list"
 	case "object":
@@ -332,7 +330,7 @@ func (d Document) mapValueError(v any, path, jsonPath string) error {
 func jsonValueKind(v any) string {
 	switch v.(type) {
 	case bool:
-		return "true or false"
+		return "a bool"
 	case float64, json.Number:
 		return "a number"
 	case nil:
