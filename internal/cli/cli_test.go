@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,25 +86,83 @@ func TestMainExitCodes(t *testing.T) {
 	}
 }
 
-func TestSplitRef(t *testing.T) {
+func TestParseRefs(t *testing.T) {
 	tests := []struct {
-		args       []string
-		kind, name string
-		wantErr    bool
+		name        string
+		args        []string
+		defaultKind string
+		many        bool
+		want        []ref
+		wantErr     string
 	}{
-		{args: []string{"deployment/pricing"}, kind: "Deployment", name: "pricing"},
-		{args: []string{"sts/db"}, kind: "StatefulSet", name: "db"},
-		{args: []string{"pod", "db-0"}, kind: "Pod", name: "db-0"},
-		{args: []string{"Pods/db-0"}, kind: "Pod", name: "db-0"},
-		{args: []string{"pricing"}, wantErr: true},
-		{args: []string{"ingress/x"}, wantErr: true},
-		{args: []string{"pod/"}, wantErr: true},
+		{name: "kind/name", args: []string{"deployment/pricing"}, want: []ref{{"Deployment", "pricing"}}},
+		{name: "short kind", args: []string{"sts/db"}, want: []ref{{"StatefulSet", "db"}}},
+		{name: "kind and name", args: []string{"pod", "db-0"}, want: []ref{{"Pod", "db-0"}}},
+		{name: "kind case", args: []string{"Pods/db-0"}, want: []ref{{"Pod", "db-0"}}},
+		{name: "bare name without default", args: []string{"pricing"}, wantErr: `"pricing": expected KIND/NAME such as deployment/pricing`},
+		{name: "bare name is a pod", args: []string{"db-0"}, defaultKind: "Pod", want: []ref{{"Pod", "db-0"}}},
+		{name: "bare names", args: []string{"db-0", "db-1"}, defaultKind: "Pod", many: true, want: []ref{{"Pod", "db-0"}, {"Pod", "db-1"}}},
+		{name: "unknown kind", args: []string{"ingress/x"}, wantErr: `unknown kind "ingress"`},
+		{name: "empty name", args: []string{"statefulset/"}, wantErr: `"statefulset/": missing the name after the slash: expected statefulset/NAME`},
+		{name: "empty kind", args: []string{"/db"}, wantErr: "missing the kind before the slash"},
+		{name: "kind without name", args: []string{"pod"}, defaultKind: "Pod", wantErr: `"pod": missing the name`},
+		{name: "two refs where one is allowed", args: []string{"pod/a", "pod/b"}, defaultKind: "Pod", wantErr: "expected one KIND/NAME, got 2: pod/a pod/b"},
+		{name: "two refs", args: []string{"pod/a", "pod/b"}, defaultKind: "Pod", many: true, want: []ref{{"Pod", "a"}, {"Pod", "b"}}},
+		{name: "kind and two names", args: []string{"pod", "a", "b"}, many: true, want: []ref{{"Pod", "a"}, {"Pod", "b"}}},
+		{name: "mixed forms", args: []string{"pod", "pod/a"}, many: true, wantErr: "not both"},
+		{name: "no arguments", args: nil, wantErr: "expected KIND/NAME"},
 	}
 	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			kind, name, err := splitRef(tt.args)
-			if (err != nil) != tt.wantErr || kind != tt.kind || name != tt.name {
-				t.Errorf("splitRef(%q) = %q, %q, %v", tt.args, kind, name, err)
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseRefs(tt.args, tt.defaultKind, tt.many)
+			if tt.wantErr != "" {
+				var ue usageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Fatalf("parseRefs(%q) = %v, %v; want a usage error containing %q", tt.args, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(ref{})); diff != "" {
+				t.Errorf("parseRefs(%q) (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}
+
+// TestArgumentErrors: mistakes in arguments are usage errors (exit 2)
+// that say what to type instead; none of these reach a lab.
+func TestArgumentErrors(t *testing.T) {
+	closed := freeAddr(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{name: "scale with an empty name", args: []string{"lab", "scale", "statefulset/", "--replicas", "2"}, code: ExitUsage, stderr: "missing the name after the slash"},
+		{name: "unready takes one pod", args: []string{"lab", "unready", "pod/a", "pod/b"}, code: ExitUsage, stderr: "expected one KIND/NAME, got 2"},
+		{name: "delete of a deployment", args: []string{"lab", "delete", "deploy/pricing"}, code: ExitUsage, stderr: "only pods can be deleted"},
+		{name: "delete of a bare pod name reaches the lab", args: []string{"lab", "delete", "db-0", "--control", closed}, code: ExitError, stderr: "no lab answers"},
+		{name: "delete of two pods reaches the lab", args: []string{"lab", "delete", "pod/a", "pod/b", "--control", closed}, code: ExitError, stderr: "no lab answers"},
+		{name: "up with a name but no -f", args: []string{"lab", "up", "dns-demo"}, code: ExitUsage, stderr: "use: pinlab lab up -f dns-demo"},
+		{name: "get without kinds", args: []string{"lab", "get"}, code: ExitUsage, stderr: "lab get needs the kinds to list"},
+		{name: "get with two arguments", args: []string{"lab", "get", "pods", "db-0"}, code: ExitUsage, stderr: "one comma-separated list of kinds"},
+		{name: "unknown lab command", args: []string{"lab", "bogus"}, code: ExitUsage, stderr: `unknown command "bogus" for "pinlab lab"`},
+		{name: "unknown lab command close to one", args: []string{"lab", "gte"}, code: ExitUsage, stderr: `did you mean "get"?`},
+		{name: "unknown top command", args: []string{"bogus"}, code: ExitUsage, stderr: `unknown command "bogus" for "pinlab"`},
+		{name: "lab alone prints help", args: []string{"lab"}, code: ExitOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := Main(tt.args, &out, &errb); code != tt.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tt.stderr) {
+				t.Errorf("stderr %q does not contain %q", errb.String(), tt.stderr)
 			}
 		})
 	}

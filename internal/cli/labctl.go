@@ -17,7 +17,8 @@ type CtlOptions struct {
 	Namespace string
 	// AllNamespaces lists every namespace (get only).
 	AllNamespaces bool
-	Out           io.Writer
+	// Out receives tables; Err receives kubectl's "No resources found".
+	Out, Err io.Writer
 }
 
 func (o *CtlOptions) client() *control.Client { return &control.Client{Addr: o.Control} }
@@ -36,26 +37,76 @@ var kindAliases = map[string]string{
 	"sts": "StatefulSet", "statefulset": "StatefulSet", "statefulsets": "StatefulSet",
 }
 
-// splitRef parses "deployment/pricing" (or "deployment pricing" as two
-// args) into a kind and a name.
-func splitRef(args []string) (kind, name string, err error) {
-	var res string
-	switch len(args) {
-	case 1:
-		var ok bool
-		if res, name, ok = strings.Cut(args[0], "/"); !ok {
-			return "", "", usageError{fmt.Errorf("%q: expected KIND/NAME such as deployment/pricing", args[0])}
+const kindList = "svc, pods, endpointslices, deployments or statefulsets"
+
+// ref names one object: its kind and name.
+type ref struct{ kind, name string }
+
+// parseRefs reads object references the way kubectl does: KIND/NAME
+// arguments ("pod/db-0 pod/db-1"), or a kind followed by names ("pod db-0
+// db-1"). With defaultKind set, bare names are of that kind ("db-0" is a
+// pod for delete). many allows more than one reference. Errors are usage
+// errors that say what was expected.
+func parseRefs(args []string, defaultKind string, many bool) ([]ref, error) {
+	example := "deployment/pricing"
+	if defaultKind == "Pod" {
+		example = "pod/db-0 (or just db-0)"
+	}
+	if len(args) == 0 {
+		return nil, usageError{fmt.Errorf("expected KIND/NAME such as %s", example)}
+	}
+	var refs []ref
+	switch first := args[0]; {
+	case strings.Contains(first, "/"):
+		for _, a := range args {
+			r, err := splitSlash(a, example)
+			if err != nil {
+				return nil, err
+			}
+			refs = append(refs, r)
 		}
-	case 2:
-		res, name = args[0], args[1]
+	case kindAliases[strings.ToLower(first)] != "":
+		kind := kindAliases[strings.ToLower(first)]
+		if len(args) == 1 {
+			return nil, usageError{fmt.Errorf("%q: missing the name: expected %s NAME or %s/NAME", first, first, first)}
+		}
+		for _, name := range args[1:] {
+			if strings.Contains(name, "/") {
+				return nil, usageError{fmt.Errorf("%q: give either %s NAME or KIND/NAME, not both", name, first)}
+			}
+			refs = append(refs, ref{kind, name})
+		}
+	case defaultKind != "":
+		for _, name := range args {
+			if strings.Contains(name, "/") {
+				return nil, usageError{fmt.Errorf("%q: give either NAMEs or KIND/NAMEs, not both", name)}
+			}
+			refs = append(refs, ref{defaultKind, name})
+		}
 	default:
-		return "", "", usageError{fmt.Errorf("expected KIND/NAME such as deployment/pricing")}
+		return nil, usageError{fmt.Errorf("%q: expected KIND/NAME such as %s", first, example)}
 	}
+	if !many && len(refs) > 1 {
+		return nil, usageError{fmt.Errorf("expected one KIND/NAME, got %d: %s", len(refs), strings.Join(args, " "))}
+	}
+	return refs, nil
+}
+
+// splitSlash parses one "KIND/NAME".
+func splitSlash(arg, example string) (ref, error) {
+	res, name, _ := strings.Cut(arg, "/")
 	kind, ok := kindAliases[strings.ToLower(res)]
-	if !ok || name == "" {
-		return "", "", usageError{fmt.Errorf("%q: unknown kind", res)}
+	switch {
+	case res == "":
+		return ref{}, usageError{fmt.Errorf("%q: missing the kind before the slash: expected KIND/NAME such as %s", arg, example)}
+	case !ok:
+		return ref{}, usageError{fmt.Errorf("%q: unknown kind %q; expected %s", arg, res, kindList)}
+	case name == "":
+		return ref{}, usageError{fmt.Errorf("%q: missing the name after the slash: expected %s/NAME", arg, res)}
+	case strings.Contains(name, "/"):
+		return ref{}, usageError{fmt.Errorf("%q: expected one slash, as in %s", arg, example)}
 	}
-	return kind, name, nil
+	return ref{kind, name}, nil
 }
 
 // NewCmdLabScale returns `pinlab lab scale`.
@@ -65,12 +116,12 @@ func NewCmdLabScale(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scale KIND/NAME --replicas N",
 		Short: "Set a Deployment's or StatefulSet's replicas in the running lab",
-		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := splitRef(args)
+			refs, err := parseRefs(args, "", false)
 			if err != nil {
 				return err
 			}
+			kind, name := refs[0].kind, refs[0].name
 			if kind != "Deployment" && kind != "StatefulSet" {
 				return usageError{fmt.Errorf("cannot scale a %s; expected deployment or statefulset", kind)}
 			}
@@ -93,21 +144,26 @@ func NewCmdLabScale(stdout io.Writer) *cobra.Command {
 func NewCmdLabDelete(stdout io.Writer) *cobra.Command {
 	o := &CtlOptions{Out: stdout}
 	cmd := &cobra.Command{
-		Use:   "delete pod/NAME",
-		Short: "Delete a pod gracefully in the running lab (its controller replaces it)",
-		Args:  cobra.RangeArgs(1, 2),
+		Use:   "delete pod/NAME... | NAME...",
+		Short: "Delete pods gracefully in the running lab (their controllers replace them)",
+		Long: `Delete pods gracefully, as kubectl delete pod does: pod/db-0, pod db-0 db-1,
+or just the pod names (only pods can be deleted).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := splitRef(args)
+			refs, err := parseRefs(args, "Pod", true)
 			if err != nil {
 				return err
 			}
-			if kind != "Pod" {
-				return usageError{fmt.Errorf("only pods can be deleted, got %s", kind)}
+			for _, r := range refs {
+				if r.kind != "Pod" {
+					return usageError{fmt.Errorf("%s/%s: only pods can be deleted", strings.ToLower(r.kind), r.name)}
+				}
 			}
-			if err := o.client().DeletePod(cmd.Context(), o.Namespace, name); err != nil {
-				return err
+			for _, r := range refs {
+				if err := o.client().DeletePod(cmd.Context(), o.Namespace, r.name); err != nil {
+					return err
+				}
+				fmt.Fprintf(o.Out, "pod %q deleted\n", r.name)
 			}
-			fmt.Fprintf(o.Out, "pod %q deleted\n", name)
 			return nil
 		},
 	}
@@ -126,12 +182,12 @@ func NewCmdLabReady(stdout io.Writer, ready bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := splitRef(args)
+			refs, err := parseRefs(args, "Pod", false)
 			if err != nil {
 				return err
 			}
+			kind, name := refs[0].kind, refs[0].name
 			if kind != "Pod" {
 				return usageError{fmt.Errorf("readiness is a pod's, got %s", kind)}
 			}
@@ -151,18 +207,26 @@ func NewCmdLabReady(stdout io.Writer, ready bool) *cobra.Command {
 }
 
 // NewCmdLabGet returns `pinlab lab get`.
-func NewCmdLabGet(stdout io.Writer) *cobra.Command {
-	o := &CtlOptions{Out: stdout}
+func NewCmdLabGet(stdout, stderr io.Writer) *cobra.Command {
+	o := &CtlOptions{Out: stdout, Err: stderr}
 	cmd := &cobra.Command{
 		Use:   "get KINDS",
 		Short: "List objects of the running lab as kubectl get does (e.g. svc,pods,endpointslices)",
-		Args:  cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			switch len(args) {
+			case 0:
+				return usageError{fmt.Errorf("lab get needs the kinds to list, e.g. pinlab lab get svc,pods,endpointslices (kinds: %s)", kindList)}
+			case 1:
+				return nil
+			}
+			return usageError{fmt.Errorf("lab get takes one comma-separated list of kinds, got %d arguments: %s", len(args), strings.Join(args, " "))}
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var kinds []string
 			for _, k := range strings.Split(args[0], ",") {
 				kind, ok := kindAliases[strings.ToLower(k)]
 				if !ok {
-					return usageError{fmt.Errorf("%q: unknown kind; expected svc, pods, endpointslices, deployments or statefulsets", k)}
+					return usageError{fmt.Errorf("%q: unknown kind; expected %s", k, kindList)}
 				}
 				kinds = append(kinds, kind)
 			}
@@ -174,6 +238,8 @@ func NewCmdLabGet(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
+// labGet prints a table per kind that has objects, as kubectl get does,
+// and kubectl's "No resources found" line on Err when none has.
 func labGet(ctx context.Context, o *CtlOptions, kinds []string) error {
 	objs, err := o.client().Objects(ctx)
 	if err != nil {
@@ -183,11 +249,24 @@ func labGet(ctx context.Context, o *CtlOptions, kinds []string) error {
 	if o.AllNamespaces {
 		ns = ""
 	}
-	for i, k := range kinds {
-		if i > 0 {
+	printed := 0
+	for _, k := range kinds {
+		sel := filter(objs, ns)
+		if count(k, sel) == 0 {
+			continue
+		}
+		if printed > 0 {
 			fmt.Fprintln(o.Out)
 		}
-		printKind(o.Out, k, filter(objs, ns))
+		printKind(o.Out, k, sel)
+		printed++
+	}
+	if printed == 0 {
+		if ns == "" {
+			fmt.Fprintln(o.Err, "No resources found")
+		} else {
+			fmt.Fprintf(o.Err, "No resources found in %s namespace.\n", ns)
+		}
 	}
 	return nil
 }

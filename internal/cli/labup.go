@@ -2,15 +2,20 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/scenario"
 	"github.com/pinlab/pinlab/scenarios"
 	"github.com/spf13/cobra"
@@ -20,42 +25,53 @@ import (
 
 // LabUpOptions are the inputs of `pinlab lab up`.
 type LabUpOptions struct {
-	// File is a manifest file or built-in name.
+	// File is a manifest file, a built-in name, or "-" for standard input.
 	File string
 	// Control is the control API address.
 	Control string
-	// DNSTTL sets the cluster DNS TTL; 0 keeps the default (5s).
-	DNSTTL time.Duration
+	// DNSTTL is the cluster DNS TTL, whole seconds from 0s to 1h; used only
+	// if DNSTTLSet (otherwise the DNS default, 5s). 0s means TTL 0.
+	DNSTTL    time.Duration
+	DNSTTLSet bool
 	// FixedOrder keeps DNS answer order stable.
 	FixedOrder bool
 	// Pods is the DNS pods mode: disabled, insecure or verified.
 	Pods     string
 	LogLevel string
 
+	// In is read when File is "-".
+	In       io.Reader
 	Out, Err io.Writer
 }
+
+// stdinName is how manifests read from standard input are named in
+// messages.
+const stdinName = "<stdin>"
 
 // NewCmdLabUp returns `pinlab lab up`.
 func NewCmdLabUp(stdout, stderr io.Writer, runF func(context.Context, *LabUpOptions) error) *cobra.Command {
 	opts := &LabUpOptions{Out: stdout, Err: stderr}
 	cmd := &cobra.Command{
-		Use:   "up [-f FILE|NAME]",
+		Use:   "up [-f FILE|NAME|-]",
 		Short: "Run a mini-cluster from manifests until interrupted, to dig and dial by hand",
 		Long: fmt.Sprintf(`Start one mini-cluster from Kubernetes manifests (Namespace, Service,
 Deployment, StatefulSet, EndpointSlice; a Scenario document is ignored) and
 keep it running until Ctrl-C. It prints the cluster DNS address and the
 Services with their VIPs, so you can query it with dig and point your own
 clients at it; pinlab lab get/scale/delete/unready/ready change it from
-another terminal through its control API. Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
-				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
+another terminal through its control API. -f - reads the manifests from
+standard input. Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
 			}
-			switch opts.Pods {
-			case "disabled", "insecure", "verified":
-			default:
-				return usageError{fmt.Errorf("--dns-pods %q: expected disabled, insecure or verified", opts.Pods)}
+			return usageError{fmt.Errorf("lab up takes no arguments; to start %s use: pinlab lab up -f %s", args[0], args[0])}
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.DNSTTLSet = cmd.Flags().Changed("dns-ttl")
+			opts.In = cmd.InOrStdin()
+			if err := opts.check(); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -64,54 +80,176 @@ another terminal through its control API. Built-ins: %s.`, strings.Join(scenario
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.File, "filename", "f", scenarios.Default, "manifest file or built-in name")
+	f.StringVarP(&opts.File, "filename", "f", scenarios.Default, "manifest file, built-in name, or - for standard input")
 	f.StringVar(&opts.Control, "control", control.DefaultAddr, "address of the control API (loopback)")
-	f.DurationVar(&opts.DNSTTL, "dns-ttl", 0, "cluster DNS TTL (default 5s as CoreDNS; kubeadm uses 30s)")
+	f.DurationVar(&opts.DNSTTL, "dns-ttl", 0, "cluster DNS TTL in whole seconds, 0s to 3600s (default 5s as CoreDNS; kubeadm uses 30s; 0s disables caching)")
 	f.BoolVar(&opts.FixedOrder, "dns-fixed-order", false, "keep A records in a stable order instead of shuffling each answer")
 	f.StringVar(&opts.Pods, "dns-pods", "disabled", "answers for a-b-c-d.<ns>.pod.cluster.local: disabled, insecure (kubeadm) or verified")
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	return cmd
 }
 
+// check validates the flags before anything starts; its errors are usage
+// errors.
+func (o *LabUpOptions) check() error {
+	if _, ok := logLevels[o.LogLevel]; !ok && o.LogLevel != "off" {
+		return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", o.LogLevel)}
+	}
+	switch o.Pods {
+	case "disabled", "insecure", "verified":
+	default:
+		return usageError{fmt.Errorf("--dns-pods %q: expected disabled, insecure or verified", o.Pods)}
+	}
+	if o.DNSTTLSet {
+		if err := checkTTL(o.DNSTTL); err != nil {
+			return usageError{fmt.Errorf("--dns-ttl %v: %w", o.DNSTTL, err)}
+		}
+	}
+	if err := loopback.CheckAddr(o.Control); err != nil {
+		return usageError{fmt.Errorf("--control %q: expected IP:port inside 127.0.0.0/8 such as %s (%v)", o.Control, control.DefaultAddr, err)}
+	}
+	return nil
+}
+
+// checkTTL accepts what CoreDNS's "ttl" option accepts: whole seconds from
+// 0 to 3600.
+func checkTTL(d time.Duration) error {
+	switch {
+	case d < 0:
+		return errors.New("must not be negative; expected whole seconds from 0s to 3600s")
+	case d%time.Second != 0:
+		return errors.New("DNS TTLs are whole seconds; expected e.g. 0s, 5s or 30s")
+	case d > clusterdns.MaxTTL:
+		return fmt.Errorf("above the maximum %v (CoreDNS's limit)", clusterdns.MaxTTL)
+	}
+	return nil
+}
+
+// dnsTTL is the lab.Config.DNSTTL for the flags: 0 keeps the default, a
+// negative value asks for TTL 0.
+func (o *LabUpOptions) dnsTTL() time.Duration {
+	if o.DNSTTLSet && o.DNSTTL == 0 {
+		return -1
+	}
+	return o.DNSTTL
+}
+
 func labUp(ctx context.Context, opts *LabUpOptions) error {
-	f, err := scenario.OpenObjects(opts.File)
+	f, err := openObjects(opts)
 	if err != nil {
 		return err
 	}
-	cfg := lab.Config{DNSTTL: opts.DNSTTL, DNSFixedOrder: opts.FixedOrder, DNSPods: clusterdns.PodMode(opts.Pods)}
+	for _, w := range warnings(f) {
+		fmt.Fprintf(opts.Err, "warning: %v\n", w)
+	}
+	ctl, err := control.Listen(ctx, opts.Control)
+	if err != nil {
+		return interrupted(ctx, f, listenError(err))
+	}
+	defer ctl.Shutdown(context.Background())
+	cfg := lab.Config{DNSTTL: opts.dnsTTL(), DNSFixedOrder: opts.FixedOrder, DNSPods: clusterdns.PodMode(opts.Pods)}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
-	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(setup, cfg)
+	l, err := start(ctx, opts, cfg, f)
 	if err != nil {
-		return err
+		return interrupted(ctx, f, err)
 	}
 	defer l.Close()
-	var objs []runtime.Object
-	for _, o := range f.Objects {
-		objs = append(objs, o.Obj)
-	}
-	fmt.Fprintf(opts.Err, "starting %d objects from %s ...\n", len(objs), f.Name)
-	if err := l.Apply(setup, objs); err != nil {
-		return err
-	}
-	if err := l.WaitReady(setup); err != nil {
-		return err
-	}
-	ctl, err := control.Listen(ctx, opts.Control, l)
-	if err != nil {
-		return fmt.Errorf("%w (another lab up may hold it; pass --control 127.0.0.1:<port>)", err)
-	}
-	defer ctl.Shutdown(context.Background())
-	printUp(opts.Out, l, ctl.Addr())
+	ctl.Serve(l)
+	printUp(opts.Out, l, ctl.Addr(), f)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Err, "stopping")
 	return nil
 }
 
-func printUp(w io.Writer, l *lab.Lab, ctl string) {
+// interrupted replaces err, a start-up failure, by the interruption that
+// caused it once ctx has ended: what was still short then is no failure.
+func interrupted(ctx context.Context, f *scenario.File, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("lab up: interrupted while starting the lab from %s; everything it started is stopped", f.Name)
+}
+
+// start starts a lab and applies f's objects, waiting until every pod is
+// ready and the data plane serves them. On error the lab is closed.
+func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.File) (*lab.Lab, error) {
+	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	l, err := lab.Start(setup, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var objs []runtime.Object
+	for _, o := range f.Objects {
+		objs = append(objs, o.Obj)
+	}
+	fmt.Fprintf(opts.Err, "starting %s from %s ...\n", plural(len(objs), "object"), f.Name)
+	if err = l.Apply(setup, objs); err != nil {
+		err = applyError(f, err)
+	} else {
+		err = l.WaitReady(setup)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// openObjects reads and checks the manifests (a file, a built-in, or
+// standard input for "-"), including what the API server would reject,
+// before anything starts.
+func openObjects(opts *LabUpOptions) (*scenario.File, error) {
+	var f *scenario.File
+	var err error
+	if opts.File == "-" {
+		data, rerr := io.ReadAll(io.LimitReader(opts.In, maxManifest+1))
+		switch {
+		case rerr != nil:
+			return nil, fmt.Errorf("lab up: reading standard input: %w", rerr)
+		case len(data) > maxManifest:
+			return nil, fmt.Errorf("lab up: standard input is larger than %d MiB", maxManifest>>20)
+		}
+		f, err = scenario.LoadObjects(stdinName, data)
+	} else {
+		f, err = scenario.OpenObjects(opts.File)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Objects) == 0 {
+		return nil, fmt.Errorf("%s: no objects in it; expected Kubernetes manifests (Namespace, Service, Deployment, StatefulSet, EndpointSlice)", f.Name)
+	}
+	for _, o := range f.Objects {
+		if err := cluster.Validate(o.Obj); err != nil {
+			return nil, apiError(o, err, "the API server would reject it")
+		}
+	}
+	return f, nil
+}
+
+// maxManifest bounds what -f - reads.
+const maxManifest = 16 << 20
+
+// listenError explains a control API bind failure; only an address in use
+// can be another lab's.
+func listenError(err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w (another lab up may hold it; pass --control 127.0.0.1:<port>)", err)
+	}
+	return err
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func printUp(w io.Writer, l *lab.Lab, ctl string, f *scenario.File) {
 	o := control.Snapshot(l)
 	dns := l.DNSAddr()
 	host, port := splitHostPort(dns)
@@ -122,8 +260,33 @@ func printUp(w io.Writer, l *lab.Lab, ctl string) {
 	if s, ok := exampleService(o.Services); ok {
 		fmt.Fprintf(w, "  dig @%s -p %s %s.%s.svc.cluster.local\n", host, port, s.Name, s.Namespace)
 	}
-	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s\n", controlFlag(ctl))
+	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s%s\n", namespaceFlag(f), controlFlag(ctl))
 	fmt.Fprintf(w, "stop with Ctrl-C\n")
+}
+
+// namespaceFlag is the lab get flag that shows f's objects: none for the
+// default namespace, -n for one other, -A for several.
+func namespaceFlag(f *scenario.File) string {
+	var nss []string
+	for _, o := range f.Objects {
+		if _, isNS := o.Obj.(*corev1.Namespace); isNS {
+			continue
+		}
+		ns := o.Doc.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		if !slices.Contains(nss, ns) {
+			nss = append(nss, ns)
+		}
+	}
+	switch {
+	case len(nss) > 1:
+		return " -A"
+	case len(nss) == 1 && nss[0] != "default":
+		return " -n " + nss[0]
+	}
+	return ""
 }
 
 func controlFlag(addr string) string {

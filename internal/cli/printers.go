@@ -50,6 +50,23 @@ func filter(o control.Objects, ns string) control.Objects {
 	return out
 }
 
+// count returns how many objects of kind o holds.
+func count(kind string, o control.Objects) int {
+	switch kind {
+	case "Service":
+		return len(o.Services)
+	case "Pod":
+		return len(o.Pods)
+	case "EndpointSlice":
+		return len(o.EndpointSlices)
+	case "Deployment":
+		return len(o.Deployments)
+	case "StatefulSet":
+		return len(o.StatefulSets)
+	}
+	return 0
+}
+
 func printKind(w io.Writer, kind string, o control.Objects) {
 	switch kind {
 	case "Service":

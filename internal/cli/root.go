@@ -20,6 +20,10 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the command failed (bad input, a failed run)
 	ExitUsage = 2 // bad flags or arguments
+	// ExitInterrupted: SIGINT or SIGTERM stopped a command before it was
+	// done (128 + SIGINT, as shells report a process killed by Ctrl-C).
+	// `lab up` stopped by Ctrl-C once it is up has done its job and exits 0.
+	ExitInterrupted = 130
 )
 
 // usageError marks errors in how the command was called.
@@ -30,6 +34,11 @@ type usageError struct{ error }
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return run(ctx, args, stdout, stderr)
+}
+
+// run is Main with the context that signals cancel.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -38,8 +47,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "pinlab: %v\n", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	switch {
+	case errors.As(err, &ue):
 		return ExitUsage
+	case ctx.Err() != nil:
+		return ExitInterrupted
 	}
 	return ExitError
 }
@@ -57,6 +69,7 @@ numbers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	groupCmd(root)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -69,7 +82,36 @@ func newCmdLab(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "lab",
 		Short: "Run scenarios in the embedded mini-cluster",
 	}
-	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil), NewCmdLabUp(stdout, stderr, nil), NewCmdLabGet(stdout),
+	groupCmd(cmd)
+	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil), NewCmdLabUp(stdout, stderr, nil), NewCmdLabGet(stdout, stderr),
 		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true))
 	return cmd
+}
+
+// groupCmd makes cmd, a command that only groups subcommands, print its
+// help when called alone and reject an unknown subcommand as a usage error
+// (cobra would print the help and exit 0).
+func groupCmd(cmd *cobra.Command) {
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return usageError{fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())}
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+}
+
+// usageArgs makes the errors of an argument check usage errors (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 }

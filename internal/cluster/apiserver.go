@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -120,6 +121,10 @@ func (c *Cluster) admit(obj runtime.Object) (release func(), err error) {
 	case *appsv1.StatefulSet:
 		DefaultStatefulSet(o)
 		return release, ValidateStatefulSet(o)
+	case *corev1.Namespace:
+		return release, ValidateNamespace(o)
+	case *discoveryv1.EndpointSlice:
+		return release, ValidateEndpointSlice(o)
 	case *appsv1.ReplicaSet:
 		DefaultPodSpec(&o.Spec.Template.Spec)
 	case *corev1.Pod:
@@ -302,6 +307,8 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 	case *appsv1.StatefulSet:
 		DefaultStatefulSet(n)
 		return ValidateStatefulSet(n)
+	case *discoveryv1.EndpointSlice:
+		return ValidateEndpointSlice(n)
 	}
 	return nil
 }

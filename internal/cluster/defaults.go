@@ -1,16 +1,22 @@
 package cluster
 
 import (
+	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -120,12 +126,14 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 	DefaultPodSpec(&s.Spec.Template.Spec)
 }
 
-// ValidateStatefulSet checks replicas, selector, template labels,
-// podManagementPolicy, updateStrategy (RollingUpdate or OnDelete; partition
-// >= 0; maxUnavailable a positive number or a percentage in (0%, 100%]) and
-// minReadySeconds, with the API server's messages.
+// ValidateStatefulSet checks metadata (the name must be a DNS-1123 label,
+// as apps ValidateStatefulSetName requires, since it prefixes pod names and
+// hostnames), replicas, selector, template labels, podManagementPolicy,
+// updateStrategy (RollingUpdate or OnDelete; partition >= 0; maxUnavailable
+// a positive number or a percentage in (0%, 100%]) and minReadySeconds,
+// with the API server's messages.
 func ValidateStatefulSet(s *appsv1.StatefulSet) error {
-	var errs field.ErrorList
+	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
 	spec := field.NewPath("spec")
 	if s.Spec.Replicas != nil && *s.Spec.Replicas < 0 {
 		errs = append(errs, field.Invalid(spec.Child("replicas"), *s.Spec.Replicas, "must be greater than or equal to 0"))
@@ -273,9 +281,11 @@ func invalid(kind, name string, errs ...*field.Error) error {
 	return apierrors.NewInvalid(schema.GroupKind{Kind: kind}, name, errs)
 }
 
-// ValidateService checks the Service fields the lab depends on.
+// ValidateService checks metadata (the name must be a DNS-1035 label, as
+// the API server's ValidateServiceName requires) and the Service fields the
+// lab depends on; port names must be DNS-1123 labels.
 func ValidateService(s *corev1.Service) error {
-	var errs field.ErrorList
+	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNS1035Label)
 	spec := field.NewPath("spec")
 	switch s.Spec.Type {
 	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeExternalName:
@@ -301,6 +311,9 @@ func ValidateService(s *corev1.Service) error {
 		if p.Name != "" && names[p.Name] {
 			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
 		}
+		if p.Name != "" {
+			errs = append(errs, dns1123Label(pp.Child("name"), p.Name)...)
+		}
 		names[p.Name] = true
 		switch p.Protocol {
 		case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
@@ -317,13 +330,14 @@ func ValidateService(s *corev1.Service) error {
 	return invalid("Service", s.Name, errs...)
 }
 
-// ValidateDeployment checks replicas, selector, template labels, strategy
-// (Recreate without rollingUpdate; RollingUpdate with maxSurge and
-// maxUnavailable non-negative numbers or percentages, maxUnavailable at most
-// 100%, not both 0), minReadySeconds >= 0, revisionHistoryLimit >= 0 and
+// ValidateDeployment checks metadata (the name must be a DNS-1123
+// subdomain), replicas, selector, template labels, strategy (Recreate
+// without rollingUpdate; RollingUpdate with maxSurge and maxUnavailable
+// non-negative numbers or percentages, maxUnavailable at most 100%, not both
+// 0), minReadySeconds >= 0, revisionHistoryLimit >= 0 and
 // progressDeadlineSeconds > minReadySeconds, with the API server's messages.
 func ValidateDeployment(d *appsv1.Deployment) error {
-	var errs field.ErrorList
+	errs := validateMeta(&d.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 	spec := field.NewPath("spec")
 	if d.Spec.Replicas != nil && *d.Spec.Replicas < 0 {
 		errs = append(errs, field.Invalid(spec.Child("replicas"), *d.Spec.Replicas, "must be greater than or equal to 0"))
@@ -379,4 +393,158 @@ func validateDeploymentStrategy(s *appsv1.DeploymentStrategy, path *field.Path) 
 		errs = append(errs, field.NotSupported(path.Child("type"), s.Type, []string{"Recreate", "RollingUpdate"}))
 	}
 	return errs
+}
+
+// validateMeta checks metadata as the API server's ValidateObjectMeta does
+// on create (name by nameFn, namespace, labels, annotations, owner
+// references). An empty namespace of a namespaced object counts as
+// "default", the namespace a create without one goes to.
+func validateMeta(m *metav1.ObjectMeta, namespaced bool, nameFn apivalidation.ValidateNameFunc) field.ErrorList {
+	if namespaced && m.Namespace == "" {
+		m = m.DeepCopy()
+		m.Namespace = metav1.NamespaceDefault
+	}
+	return apivalidation.ValidateObjectMeta(m, namespaced, nameFn, field.NewPath("metadata"))
+}
+
+func dns1123Label(path *field.Path, v string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(v) {
+		errs = append(errs, field.Invalid(path, v, msg))
+	}
+	return errs
+}
+
+// ValidateNamespace checks a Namespace's metadata: its name must be a
+// DNS-1123 label (apimachinery ValidateNamespaceName).
+func ValidateNamespace(ns *corev1.Namespace) error {
+	if errs := validateMeta(&ns.ObjectMeta, false, apivalidation.ValidateNamespaceName); len(errs) > 0 {
+		return invalid("Namespace", ns.Name, errs...)
+	}
+	return nil
+}
+
+// EndpointSlice limits of the API server (discovery validation).
+const (
+	maxSliceEndpoints = 1000
+	maxSliceAddresses = 100
+)
+
+// ValidateEndpointSlice checks an EndpointSlice as the API server's
+// discovery validation does for the fields the lab reads: the name (a
+// DNS-1123 subdomain), addressType, 1 to 100 addresses per endpoint of
+// that type, each hostname a DNS-1123 label (DNS names it), and port
+// names, numbers and protocols.
+func ValidateEndpointSlice(es *discoveryv1.EndpointSlice) error {
+	errs := validateMeta(&es.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	switch es.AddressType {
+	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("addressType"), es.AddressType, []string{"IPv4", "IPv6", "FQDN"}))
+	}
+	errs = append(errs, validateEndpoints(es)...)
+	errs = append(errs, validateSlicePorts(es.Ports)...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalid("EndpointSlice", es.Name, errs...)
+}
+
+func validateEndpoints(es *discoveryv1.EndpointSlice) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("endpoints")
+	if len(es.Endpoints) > maxSliceEndpoints {
+		errs = append(errs, field.TooMany(path, len(es.Endpoints), maxSliceEndpoints))
+	}
+	for i, ep := range es.Endpoints {
+		p := path.Index(i)
+		switch n := len(ep.Addresses); {
+		case n == 0:
+			errs = append(errs, field.Required(p.Child("addresses"), "must contain at least 1 address"))
+		case n > maxSliceAddresses:
+			errs = append(errs, field.TooMany(p.Child("addresses"), n, maxSliceAddresses))
+		}
+		for j, a := range ep.Addresses {
+			if msg := badAddress(es.AddressType, a); msg != "" {
+				errs = append(errs, field.Invalid(p.Child("addresses").Index(j), a, msg))
+			}
+		}
+		if ep.Hostname != nil {
+			for _, e := range dns1123Label(p.Child("hostname"), *ep.Hostname) {
+				e.Detail += " (a DNS-1123 label: the endpoint's DNS name is <hostname>.<service>.<namespace>.svc.<zone>)"
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errs
+}
+
+// badAddress says why a is not an address of type t, or "".
+func badAddress(t discoveryv1.AddressType, a string) string {
+	if t == discoveryv1.AddressTypeFQDN {
+		if errs := validation.IsFullyQualifiedDomainName(nil, a); len(errs) > 0 {
+			return errs[0].Detail
+		}
+		return ""
+	}
+	ip, err := netip.ParseAddr(a)
+	if err != nil || ip.Zone() != "" || ip.Is4() != (t == discoveryv1.AddressTypeIPv4) {
+		return fmt.Sprintf("must be a valid %s address", t)
+	}
+	return ""
+}
+
+func validateSlicePorts(ports []discoveryv1.EndpointPort) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, p := range ports {
+		pp := field.NewPath("ports").Index(i)
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if name != "" {
+			errs = append(errs, dns1123Label(pp.Child("name"), name)...)
+		}
+		if seen[name] {
+			errs = append(errs, field.Duplicate(pp.Child("name"), name))
+		}
+		seen[name] = true
+		if p.Protocol != nil {
+			switch *p.Protocol {
+			case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+			default:
+				errs = append(errs, field.NotSupported(pp.Child("protocol"), *p.Protocol, []string{"TCP", "UDP", "SCTP"}))
+			}
+		}
+		if p.Port != nil {
+			for _, msg := range validation.IsValidPortNum(int(*p.Port)) {
+				errs = append(errs, field.Invalid(pp.Child("port"), *p.Port, msg))
+			}
+		}
+	}
+	return errs
+}
+
+// Validate defaults a copy of obj and validates it as the lab's API server
+// validates a create of it, without allocating anything (so a ClusterIP
+// outside the range or taken is only found by creating the Service). Kinds
+// the lab does not validate pass.
+func Validate(obj runtime.Object) error {
+	switch o := obj.DeepCopyObject().(type) {
+	case *corev1.Namespace:
+		return ValidateNamespace(o)
+	case *corev1.Service:
+		DefaultService(o)
+		return ValidateService(o)
+	case *appsv1.Deployment:
+		DefaultDeployment(o)
+		return ValidateDeployment(o)
+	case *appsv1.StatefulSet:
+		DefaultStatefulSet(o)
+		return ValidateStatefulSet(o)
+	case *discoveryv1.EndpointSlice:
+		return ValidateEndpointSlice(o)
+	}
+	return nil
 }

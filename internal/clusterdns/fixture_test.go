@@ -340,7 +340,9 @@ func bigAddrs(n int) []string {
 	return out
 }
 
-// referenceObjects is the §5 fixture of /work/shared/k8s-dns.md.
+// referenceObjects is the fixture of the numbered conformance cases in
+// handler_test.go, modelled on the one of CoreDNS's
+// plugin/kubernetes/handler_test.go (APIConnServeTest).
 func referenceObjects() []runtime.Object {
 	const ns = "testns"
 	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
@@ -403,7 +405,7 @@ func pod(ns, name string, phase corev1.PodPhase, ips ...string) *corev1.Pod {
 	return p
 }
 
-// extraObjects are Services for rules that §5 has no case for.
+// extraObjects are Services for rules that no numbered case covers.
 func extraObjects() []runtime.Object {
 	const ns = "testns"
 	v4 := discoveryv1.AddressTypeIPv4

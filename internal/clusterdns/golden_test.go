@@ -26,7 +26,8 @@ var goldenSerial = time.Unix(1700000000, 0)
 func TestGolden(t *testing.T) {
 	clusterdns.SetNow(t, func() time.Time { return goldenSerial })
 	fx := newFixture(t, clusterdns.Config{FixedOrder: true, Pods: clusterdns.PodsInsecure},
-		append(referenceObjects(), reverseObjects()...)...)
+		append(append(referenceObjects(), reverseObjects()...),
+			externalService("testns", "extip", "192.0.2.1"))...)
 	tests := []struct {
 		name  string
 		qname string
@@ -39,6 +40,8 @@ func TestGolden(t *testing.T) {
 		{"clusterip-srv-all-ports", tn("svc2"), dns.TypeSRV, false, 0},
 		{"externalname-chase", tn("ext2svc"), dns.TypeA, false, 0},
 		{"externalname-outside", tn("ext"), dns.TypeA, false, 0},
+		{"externalname-ip", tn("extip"), dns.TypeA, false, 0},
+		{"mixed-case-srv", "_HTTP._TCP.SVC1.TESTNS.SVC.CLUSTER.LOCAL.", dns.TypeSRV, false, 0},
 		{"nxdomain-soa", tn("svc0"), dns.TypeA, false, 0},
 		{"nodata-soa", tn("svc1"), dns.TypeAAAA, false, 0},
 		{"truncated-udp", tn("big"), dns.TypeA, false, 0},

@@ -28,8 +28,9 @@ type dnsCase struct {
 	extra  []string
 }
 
-// referenceCases are the §5 conformance cases, numbered as there, over the
-// §5 fixture with "pods insecure". #35 is in TestEndpointsFollowAPI, #40
+// referenceCases are the numbered conformance cases (from the Kubernetes DNS
+// specification and CoreDNS's plugin/kubernetes handler tests) over
+// referenceObjects with "pods insecure". #35 is in TestEndpointsFollowAPI, #40
 // with its upstream answer has no upstream here, #48's other modes are in
 // TestPodModes and #51-#52 in TestTruncation.
 var referenceCases = []dnsCase{
@@ -119,7 +120,7 @@ var referenceCases = []dnsCase{
 		answer: bigAnswer(tn("big"), 100)},
 }
 
-// ruleCases cover rules of §1-§2 that have no numbered case.
+// ruleCases cover rules of the specification and CoreDNS that have no numbered case.
 var ruleCases = []dnsCase{
 	// Grammar and NODATA/NXDOMAIN.
 	{name: "apex A is NODATA", qname: "cluster.local.", qtype: dns.TypeA},
@@ -202,7 +203,13 @@ var ruleCases = []dnsCase{
 
 	// ExternalName.
 	{name: "ExternalName loop ends", qname: tn("loop1"), qtype: dns.TypeA},
+	// An externalName that is an IP: Kubernetes takes it as a name of
+	// digits, and CoreDNS's findServices keeps an ExternalName Service only
+	// if msg.Service.HostType is CNAME, so every type is NXDOMAIN.
 	{name: "ExternalName with an IP is not an alias", qname: tn("extip"), qtype: dns.TypeA, rcode: dns.RcodeNameError},
+	{name: "ExternalName with an IP: AAAA", qname: tn("extip"), qtype: dns.TypeAAAA, rcode: dns.RcodeNameError},
+	{name: "ExternalName with an IP: CNAME", qname: tn("extip"), qtype: dns.TypeCNAME, rcode: dns.RcodeNameError},
+	{name: "ExternalName with an IP: SRV", qname: tn("extip"), qtype: dns.TypeSRV, rcode: dns.RcodeNameError},
 	{name: "ExternalName to a headless Service", qname: tn("ext2hdls"), qtype: dns.TypeA,
 		answer: []string{
 			tn("ext2hdls") + " 5 IN CNAME hdls.testns.svc.cluster.local.",
@@ -231,6 +238,9 @@ var ruleCases = []dnsCase{
 	{name: "mixed-case NXDOMAIN keeps the zone's spelling", qname: "not-a-service.testns.svc.ClUsTeR.lOcAl.", qtype: dns.TypeA,
 		rcode: dns.RcodeNameError,
 		ns:    []string{"ClUsTeR.lOcAl. 5 IN SOA ns.dns.ClUsTeR.lOcAl. hostmaster.ClUsTeR.lOcAl. 0 7200 1800 86400 5"}},
+	{name: "mixed-case NS names the DNS Service in the zone as asked", qname: "ClUsTeR.lOcAl.", qtype: dns.TypeNS,
+		answer: []string{"ClUsTeR.lOcAl. 5 IN NS kube-dns.kube-system.svc.ClUsTeR.lOcAl."},
+		extra:  []string{"kube-dns.kube-system.svc.ClUsTeR.lOcAl. 5 IN A 10.96.0.10"}},
 	{name: "mixed-case endpoint", qname: "WEB-0.HDLS.testns.svc.cluster.local.", qtype: dns.TypeA,
 		answer: []string{"WEB-0.HDLS.testns.svc.cluster.local. 5 IN A 172.0.0.4"}},
 

@@ -11,7 +11,7 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 )
 
-// podObjects add Pods for the pod-mode rules to the §5 fixture (whose Pod
+// podObjects add Pods for the pod-mode rules to referenceObjects (whose Pod
 // 10.240.0.1 runs in testns): a dual-stack Pod, a finished one, and a Pod
 // in another namespace.
 func podObjects() []runtime.Object {
@@ -23,8 +23,8 @@ func podObjects() []runtime.Object {
 	}
 }
 
-// TestPodModes is §5 #48 in its three columns, and the other pod rules of
-// §2.1, under each mode.
+// TestPodModes is case #48 in its three columns, and the other pod rules
+// (CoreDNS's "pods" option), under each mode.
 func TestPodModes(t *testing.T) {
 	const zone = ".pod.cluster.local."
 	a := func(name, ip string) []string { return []string{name + " 5 IN A " + ip} }

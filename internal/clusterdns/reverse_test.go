@@ -20,7 +20,7 @@ const (
 	rev6SOA = "ip6.arpa. 5 IN SOA ns.dns.ip6.arpa. hostmaster.ip6.arpa. 0 7200 1800 86400 5"
 )
 
-// reverseObjects add what the §5 fixture lacks for the PTR rules: an
+// reverseObjects add what referenceObjects lack for the PTR rules: an
 // endpoint of two Services (CoreDNS's "double-ep" at 10.0.0.99), the same
 // endpoint in two slices of one Service, a slice whose Service is gone and
 // an endpoint at another Service's ClusterIP.

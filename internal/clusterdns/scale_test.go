@@ -15,7 +15,7 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 )
 
-// TestTruncation is §5 #51-#53: 100 A records for big.testns over UDP
+// TestTruncation is cases #51-#53: 100 A records for big.testns over UDP
 // without EDNS0, with EDNS0 1232, and over TCP.
 func TestTruncation(t *testing.T) {
 	fx := newFixture(t, clusterdns.Config{}, referenceObjects()...)
@@ -135,7 +135,7 @@ func TestEndpointsFollowAPI(t *testing.T) {
 	}
 	expect("start", "172.0.0.2", "172.0.0.3", "172.0.0.4")
 
-	// §5 #35: the pod of 172.0.0.3 starts terminating, still serving.
+	// Case #35: the pod of 172.0.0.3 starts terminating, still serving.
 	terminating := endpoint("172.0.0.3", "", notReady)
 	terminating.Conditions.Serving, terminating.Conditions.Terminating = isReady, isReady
 	es := endpointSlice("testns", "hdls", "hdls-v4", v4, http,

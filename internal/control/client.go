@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
@@ -40,9 +42,12 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("control: no lab answers at %s (is `pinlab lab up` running? use --control if it listens elsewhere): %w", c.Addr, err)
+		return dialError(c.Addr, err)
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get(Header) == "" {
+		return fmt.Errorf("control: %s answers HTTP (%s) but is not a pinlab lab control endpoint; pass the --control address `pinlab lab up` printed", c.Addr, resp.Status)
+	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
 		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
@@ -53,7 +58,20 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("control: reading the reply of %s: %w", c.Addr, err)
+	}
+	return nil
+}
+
+// dialError explains a failed request: nothing listening (or no answer)
+// means no lab runs there; anything else answered in a way no lab does.
+func dialError(addr string, err error) error {
+	var nerr net.Error
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &nerr) && nerr.Timeout() {
+		return fmt.Errorf("control: no lab answers at %s (is `pinlab lab up` running? use --control if it listens elsewhere): %w", addr, err)
+	}
+	return fmt.Errorf("control: %s is not a pinlab lab control endpoint (it did not answer HTTP as a lab does; pass the --control address `pinlab lab up` printed): %w", addr, err)
 }
 
 // Info describes the lab.

@@ -2,7 +2,8 @@
 // up), through which other pinlab commands change it and read it the way
 // kubectl reads a cluster: scale a Deployment or StatefulSet, delete a pod,
 // force a pod not ready, list objects. Requests and replies are JSON; an
-// error reply is {"error": "..."} with a 4xx or 5xx status.
+// error reply is {"error": "..."} with a 4xx or 5xx status. Every reply
+// carries the header Pinlab-Control: v1.
 package control
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/kubelet"
@@ -59,32 +61,64 @@ type PodRequest struct {
 	Ready     bool   `json:"ready"`
 }
 
-// Server serves one lab's control API. Create it with Listen.
+// Header is set on every reply of the control API, so that clients can
+// tell a lab from another HTTP server on the address.
+const Header = "Pinlab-Control"
+
+// headerValue is Header's value: the API version.
+const headerValue = "v1"
+
+// Server serves one lab's control API. Create it with Listen, then hand it
+// the lab with Serve once the lab is up.
 type Server struct {
-	lab  *lab.Lab
+	lab  atomic.Pointer[lab.Lab]
 	ln   net.Listener
 	http *http.Server
 	done chan error
 }
 
 // Listen binds addr (inside 127.0.0.0/8) and serves in a goroutine owned
-// by the Server until Shutdown.
-func Listen(ctx context.Context, addr string, l *lab.Lab) (*Server, error) {
+// by the Server until Shutdown. Until Serve is called every request gets
+// 503 with the error "the lab is still starting", so that the address can
+// be claimed before a lab starts. Binding errors wrap the syscall error
+// (e.g. syscall.EADDRINUSE).
+func Listen(ctx context.Context, addr string) (*Server, error) {
 	ln, err := loopback.Listen(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	s := &Server{lab: l, ln: ln, done: make(chan error, 1)}
+	s := &Server{ln: ln, done: make(chan error, 1)}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/info", s.info)
-	mux.HandleFunc("GET /v1/objects", s.objects)
-	mux.HandleFunc("POST /v1/scale", s.scale)
-	mux.HandleFunc("POST /v1/delete", s.deletePod)
-	mux.HandleFunc("POST /v1/ready", s.ready)
+	mux.HandleFunc("GET /v1/info", s.withLab(s.info))
+	mux.HandleFunc("GET /v1/objects", s.withLab(s.objects))
+	mux.HandleFunc("POST /v1/scale", s.withLab(s.scale))
+	mux.HandleFunc("POST /v1/delete", s.withLab(s.deletePod))
+	mux.HandleFunc("POST /v1/ready", s.withLab(s.ready))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, fmt.Errorf("control: no call %s %s", r.Method, r.URL.Path))
+	})
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
 }
+
+// Serve makes the API answer for l. It is safe to call while requests are
+// being served.
+func (s *Server) Serve(l *lab.Lab) { s.lab.Store(l) }
+
+// withLab answers 503 until Serve was called.
+func (s *Server) withLab(h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.lab.Load() == nil {
+			fail(w, http.StatusServiceUnavailable, errStarting)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// errStarting is the error of every call before Serve.
+var errStarting = errors.New("the lab is still starting; try again when `pinlab lab up` prints \"lab is up\"")
 
 // Addr returns the address the API is served on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -99,12 +133,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
-	cfg := s.lab.Cluster.Config()
-	reply(w, http.StatusOK, Info{DNS: s.lab.DNSAddr(), PodCIDR: cfg.PodCIDR.String(), ServiceCIDR: cfg.ServiceCIDR.String()})
+	l := s.lab.Load()
+	cfg := l.Cluster.Config()
+	reply(w, http.StatusOK, Info{DNS: l.DNSAddr(), PodCIDR: cfg.PodCIDR.String(), ServiceCIDR: cfg.ServiceCIDR.String()})
 }
 
 func (s *Server) objects(w http.ResponseWriter, _ *http.Request) {
-	reply(w, http.StatusOK, Snapshot(s.lab))
+	reply(w, http.StatusOK, Snapshot(s.lab.Load()))
 }
 
 // Snapshot lists a lab's objects from its informer caches.
@@ -144,7 +179,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Errorf("replicas %d: expected 0 to 1000", req.Replicas))
 		return
 	}
-	result(w, s.lab.Scale(r.Context(), req.Kind, req.Namespace, req.Name, req.Replicas))
+	result(w, s.lab.Load().Scale(r.Context(), req.Kind, req.Namespace, req.Name, req.Replicas))
 }
 
 func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +187,7 @@ func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	result(w, s.lab.Cluster.Client().CoreV1().Pods(req.Namespace).Delete(r.Context(), req.Name, metav1.DeleteOptions{}))
+	result(w, s.lab.Load().Cluster.Client().CoreV1().Pods(req.Namespace).Delete(r.Context(), req.Name, metav1.DeleteOptions{}))
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +195,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	result(w, s.lab.Kubelet.SetReady(req.Namespace, req.Name, req.Ready))
+	result(w, s.lab.Load().Kubelet.SetReady(req.Namespace, req.Name, req.Ready))
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -188,6 +223,7 @@ func result(w http.ResponseWriter, err error) {
 
 func reply(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(Header, headerValue)
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
 }

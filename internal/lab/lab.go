@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 )
@@ -62,7 +63,8 @@ type Config struct {
 	// disabled, as CoreDNS; kubeadm clusters use insecure).
 	DNSPods clusterdns.PodMode
 	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
-	// port if 53 cannot be bound).
+	// port if 53 cannot be bound). The kube-dns Service's ports follow the
+	// port actually bound.
 	DNSPort int
 	// ProxyMode is kube-proxy's mode (proxy.Config.Mode); default iptables.
 	ProxyMode proxy.Mode
@@ -200,6 +202,11 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 		l.stop()
 		return nil, err
 	}
+	if err := l.publishDNSPort(ctx); err != nil {
+		l.DNS.Shutdown(context.Background())
+		l.stop()
+		return nil, err
+	}
 	l.goRun(func() error { return c.Run(runCtx, ctrls) })
 	l.goRun(func() error { return l.Proxy.Run(runCtx) })
 	l.goRun(func() error { return l.Kubelet.Run(runCtx) })
@@ -245,6 +252,44 @@ func (l *Lab) close() error {
 		l.lock.Close()
 	}
 	return errors.Join(append(errs, dnsErr)...)
+}
+
+// publishDNSPort sets the ports of the kube-dns Service to the port the
+// DNS server bound, when that is not 53 (Config.DNSPort, or a fallback
+// because 53 needs root or was taken), and waits until the informers see
+// it. Its SRV records (_dns._udp.kube-dns.kube-system.svc) and `lab get
+// svc` then name the port that answers, as a kube-dns Service's ports name
+// the port CoreDNS serves on.
+func (l *Lab) publishDNSPort(ctx context.Context) error {
+	ap, err := netip.ParseAddrPort(l.DNS.Addr())
+	if err != nil {
+		return fmt.Errorf("lab: DNS address: %w", err)
+	}
+	port := int32(ap.Port())
+	ref := clusterdns.DefaultDNSService
+	svcs := l.Cluster.Client().CoreV1().Services(ref.Namespace)
+	svc, err := svcs.Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("lab: DNS Service: %w", err)
+	}
+	changed := false
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		if p.Port != port || p.TargetPort != intstr.FromInt32(port) {
+			p.Port, p.TargetPort, changed = port, intstr.FromInt32(port), true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("lab: DNS Service port %d: %w", port, err)
+	}
+	lister := l.Cluster.Factory().Core().V1().Services().Lister()
+	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		s, err := lister.Services(ref.Namespace).Get(ref.Name)
+		return err == nil && len(s.Spec.Ports) > 0 && s.Spec.Ports[0].Port == port, nil
+	})
 }
 
 // DNSAddr returns the cluster DNS address ("IP:port").

@@ -3,11 +3,13 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/pinlab/pinlab/internal/load"
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
@@ -147,4 +149,53 @@ func TestRangesAreClaimed(t *testing.T) {
 	if _, err := Start(ctx, Config{Range: Ranges + 1}); err == nil {
 		t.Fatal("range beyond Ranges accepted")
 	}
+}
+
+// TestDNSServicePortFollowsServer: the kube-dns Service, and so its SRV
+// records, name the port the DNS server really listens on, 53 or another.
+func TestDNSServicePortFollowsServer(t *testing.T) {
+	tests := []struct {
+		name string
+		port int // Config.DNSPort
+	}{
+		{name: "default port (53, or a fallback without root)", port: 0},
+		{name: "explicit port", port: freeUDPPort(t)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := startLab(t, Config{DNSPort: tt.port}, nil)
+			ap := netip.MustParseAddrPort(l.DNSAddr())
+			svc, err := l.Cluster.Client().CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range svc.Spec.Ports {
+				if p.Port != int32(ap.Port()) || p.TargetPort.IntValue() != int(ap.Port()) {
+					t.Errorf("kube-dns port %s = %d -> %s; the DNS serves on %d", p.Name, p.Port, p.TargetPort.String(), ap.Port())
+				}
+			}
+			m := new(dns.Msg)
+			m.SetQuestion("_dns._udp.kube-dns.kube-system.svc.cluster.local.", dns.TypeSRV)
+			r, _, err := new(dns.Client).Exchange(m, l.DNSAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Answer) != 1 || r.Answer[0].(*dns.SRV).Port != ap.Port() {
+				t.Errorf("SRV _dns._udp.kube-dns = %v, want port %d", r.Answer, ap.Port())
+			}
+		})
+	}
+}
+
+// freeUDPPort returns a port that was free for UDP and TCP on 127.0.0.1
+// a moment ago; the lab binds it on its own DNS IP, where it is free too
+// unless another program took it (the lab then falls back, which the test
+// also accepts).
+func freeUDPPort(t *testing.T) int {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	return pc.LocalAddr().(*net.UDPAddr).Port
 }

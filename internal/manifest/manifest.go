@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -79,7 +80,8 @@ func Parse(file string, data []byte) ([]Document, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return nil, &Error{File: file, Line: yamlErrLine(err), Doc: i, Err: errors.New(cleanYAMLErr(err))}
+			line, msg := syntaxError(data, err)
+			return nil, &Error{File: file, Line: line, Doc: i, Err: errors.New(msg)}
 		}
 		if len(node.Content) == 0 || isNull(node.Content[0]) {
 			continue
@@ -263,7 +265,10 @@ func (d Document) typeError(err error, v any) error {
 	if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
 		jsonPath := stripGoNames(m[2])
 		line, path := d.locate(jsonPath)
-		msg := fmt.Sprintf("cannot use a %s here; expected %s", m[1], goTypeAt(v, jsonPath))
+		if e := d.mapValueError(v, path, jsonPath); e != nil {
+			return e
+		}
+		msg := fmt.Sprintf("cannot use %s here; expected %s", jsonKind(m[1]), goTypeAt(v, jsonPath))
 		return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
@@ -278,4 +283,62 @@ func (d Document) typeError(err error, v any) error {
 		}
 	}
 	return d.Errorf("", "%v", msg)
+}
+
+// jsonKind names a JSON value kind from a decoder error in user terms.
+func jsonKind(k string) string {
+	switch k {
+	case "array":
+		return "a list"
+	case "object":
+		return "a mapping"
+	case "number":
+		return "a number"
+	}
+	return "a " + k
+}
+
+// mapValueError reports the first value of the mapping at path (with list
+// indexes; jsonPath without) that is not of the map's value type, e.g.
+// metadata.labels.x: 1 where labels take strings. The decoder names only
+// the map; nil if path is not a map or every value fits.
+func (d Document) mapValueError(v any, path, jsonPath string) error {
+	t, ok := typeAt(v, jsonPath)
+	if !ok || t.Kind() != reflect.Map || deref(t.Elem()).Kind() != reflect.String {
+		return nil
+	}
+	node := d.nodeAt(path)
+	var values map[string]any
+	if node == nil || node.Kind != yaml.MappingNode || jsonAt(d.json, path, &values) != nil {
+		return nil
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, val := node.Content[i], node.Content[i+1]
+		got, ok := values[k.Value]
+		if _, isString := got.(string); !ok || isString {
+			continue
+		}
+		msg := fmt.Sprintf("cannot use %s here; expected a string", jsonValueKind(got))
+		if val.Kind == yaml.ScalarNode {
+			msg += fmt.Sprintf(" (quote it: %q)", val.Value)
+		}
+		return &Error{File: d.File, Line: val.Line, Doc: d.Index, What: d.What(), Field: path + "." + k.Value, Err: errors.New(msg)}
+	}
+	return nil
+}
+
+func jsonValueKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a bool"
+	case float64, json.Number:
+		return "a number"
+	case nil:
+		return "null"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return "another type"
 }

@@ -144,3 +144,79 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSyntaxErrorLines: YAML syntax errors name the line a reader should
+// look at. yaml.v3 gives parser errors a line one too low (the 0-based
+// line of the construct being parsed).
+func TestSyntaxErrorLines(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		line int
+		want string
+	}{
+		{name: "unclosed brace", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: x\nspec:\n  ports: []\n",
+			line: 3, want: "the { opened on line 3 is not closed (parsing stopped at line 4)"},
+		{name: "unclosed brace at end of file", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: x\n",
+			line: 3, want: "did not find expected ',' or '}'"},
+		{name: "unclosed bracket in second document", yaml: "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\nb: [1, 2\nc: 3\n",
+			line: 5, want: "the [ opened on line 5 is not closed (parsing stopped at line 6)"},
+		{name: "bad indentation in a nested mapping", yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n  labels:\n    a: b\n   c: d\nspec: {}\n",
+			line: 7, want: "did not find expected key (check the indentation"},
+		{name: "list item under a mapping", yaml: "a:\n  b: 1\n  - c\n", line: 3, want: "did not find expected key"},
+		{name: "sequence outdented", yaml: "spec:\n  ports:\n  - port: 1\n - port: 2\n", line: 4, want: "did not find expected key"},
+		{name: "missing value at end", yaml: "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\nkind: [\n",
+			line: 5, want: "document 2"},
+		{name: "scanner error keeps its line", yaml: "a: 1\nb: c: d\n", line: 2, want: "mapping values are not allowed"},
+		{name: "unterminated quote", yaml: "a: 'x\nb: 1\n", line: 3, want: "found unexpected end of stream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("f.yaml", []byte(tt.yaml))
+			var me *Error
+			if !errors.As(err, &me) {
+				t.Fatalf("Parse error %v, want a *manifest.Error", err)
+			}
+			if me.Line != tt.line || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q at line %d; want line %d and %q", err, me.Line, tt.line, tt.want)
+			}
+		})
+	}
+}
+
+// TestMapValueErrors: a value of the wrong type in a map of strings
+// (labels, annotations, selectors) is reported at its own key, quoted.
+func TestMapValueErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  string
+		line  int
+		field string
+		want  string
+	}{
+		{name: "number label", yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n  labels: {x: 1}\n",
+			line: 5, field: "metadata.labels.x", want: `cannot use a number here; expected a string (quote it: "1")`},
+		{name: "yes annotation", yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n  annotations:\n    a: b\n    x: yes\n",
+			line: 7, field: "metadata.annotations.x", want: `expected a string (quote it: "yes")`},
+		{name: "selector in a template", yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  template:\n    metadata:\n      labels:\n        app: x\n        v: 2.0\n",
+			line: 10, field: "spec.template.metadata.labels.v", want: `(quote it: "2.0")`},
+		{name: "labels as a list", yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n  labels: [a]\n",
+			line: 5, field: "metadata.labels", want: "cannot use a list here; expected a mapping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := Parse("f.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = docs[0].Object()
+			var me *Error
+			if !errors.As(err, &me) {
+				t.Fatalf("error %v, want a *manifest.Error", err)
+			}
+			if me.Line != tt.line || me.Field != tt.field || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q (line %d, field %q); want line %d, field %q and %q", err, me.Line, me.Field, tt.line, tt.field, tt.want)
+			}
+		})
+	}
+}

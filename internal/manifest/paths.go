@@ -1,13 +1,18 @@
 package manifest
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -74,6 +79,45 @@ func (d Document) locate(path string) (int, string) {
 		n, line = next, next.Line
 	}
 	return line, full.String()
+}
+
+// nodeAt returns the node of the value at path (list indexes given), or
+// nil if there is none.
+func (d Document) nodeAt(path string) *yaml.Node {
+	n := d.node
+	for _, s := range splitPath(path) {
+		if n, _ = child(n, s); n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+// jsonAt decodes the value at path (list indexes given) of the JSON
+// document data into out.
+func jsonAt(data []byte, path string, out any) error {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	for _, s := range splitPath(path) {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[s.field]
+		case []any:
+			if s.index < 0 || s.index >= len(x) {
+				return fmt.Errorf("no item %d", s.index)
+			}
+			v = x[s.index]
+		default:
+			return fmt.Errorf("no field %q", s.field)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }
 
 // findScalar returns the path and line of the only scalar value equal to v
@@ -158,6 +202,87 @@ func child(n *yaml.Node, s segment) (*yaml.Node, int) {
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
+// parserProblems are the problems yaml's parser (not its scanner) reports.
+// For these, yaml.v3 prints the 0-based line of the construct being parsed
+// (e.g. where an unclosed { opened), one less than the line it is on, and
+// yaml.v2 prints the 0-based line where parsing stopped. Scanner problems
+// come with 1-based lines from both.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// syntaxError turns a yaml.v3 syntax error on data into the 1-based line
+// to report and a message. Scanner errors keep yaml.v3's line. For parser
+// errors the line is where parsing stopped, read from yaml.v2 on the same
+// input; an unclosed flow collection is reported at the line it opened on,
+// and the message names both lines.
+func syntaxError(data []byte, err error) (int, string) {
+	line, problem := yamlErrLine(err), cleanYAMLErr(err)
+	msg := "YAML does not parse: " + problem
+	if !parserProblems[problem] {
+		return line, msg
+	}
+	last := lastContentLine(data)
+	context := min(line+1, last)
+	if !strings.Contains(err.Error(), "line ") {
+		context = 1
+	}
+	stopped := context
+	if l, p, ok := v2ErrLine(data); ok && p == problem {
+		stopped = min(l+1, last)
+	}
+	switch problem {
+	case "did not find expected ',' or '}'", "did not find expected ',' or ']'":
+		open := problem[len(problem)-2 : len(problem)-1]
+		if open == "}" {
+			open = "{"
+		} else {
+			open = "["
+		}
+		if stopped > context {
+			return context, fmt.Sprintf("%s: the %s opened on line %d is not closed (parsing stopped at line %d)", msg, open, context, stopped)
+		}
+		return context, fmt.Sprintf("%s: a %s is not closed", msg, open)
+	case "did not find expected key", "did not find expected '-' indicator":
+		msg += " (check the indentation of this line against the lines above)"
+	}
+	return stopped, msg
+}
+
+// v2ErrLine parses data with yaml.v2 and returns the line number and
+// problem of its first syntax error.
+func v2ErrLine(data []byte) (int, string, bool) {
+	dec := yamlv2.NewDecoder(bytes.NewReader(data))
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "line ") {
+			return 0, "", false
+		}
+		return yamlErrLine(err), cleanYAMLErr(err), true
+	}
+}
+
+// lastContentLine is the 1-based line of the last non-blank character of
+// data (1 for blank data): errors at the end of input point there.
+func lastContentLine(data []byte) int {
+	trimmed := bytes.TrimRight(data, " \t\r\n")
+	return bytes.Count(trimmed, []byte("\n")) + 1
+}
+
 // yamlErrLine returns the line a YAML syntax error names; yaml.v3 leaves
 // out the line when the problem is on the first one.
 func yamlErrLine(err error) int {
@@ -168,11 +293,12 @@ func yamlErrLine(err error) int {
 	return 1
 }
 
+// cleanYAMLErr returns the problem of a YAML error without the prefix
+// and line.
 func cleanYAMLErr(err error) string {
 	s := strings.TrimPrefix(err.Error(), "yaml: ")
 	s = yamlLineRE.ReplaceAllString(s, "")
-	s = strings.TrimPrefix(strings.TrimSpace(s), ": ")
-	return "YAML does not parse: " + s
+	return strings.TrimPrefix(strings.TrimSpace(s), ": ")
 }
 
 // typeAt follows path's fields through v's Go type (JSON names, inline
