@@ -552,34 +552,54 @@ func TestLivenessRestartsHungPod(t *testing.T) {
 	}
 }
 
-// TestLivenessFailureStopsGracefully: a liveness failure on a healthy
-// process stops it gracefully (exit 0) and restarts it.
-func TestLivenessFailureStopsGracefully(t *testing.T) {
+// TestProbeFailureRestarts: a failing liveness or startup probe on a
+// healthy process stops it gracefully (exit 0) and restarts it: at once the
+// first time, after the back-off the next.
+func TestProbeFailureRestarts(t *testing.T) {
 	t.Parallel()
-	events := &timeline{}
-	c, _, _ := node(t, Config{Events: events.record, RestartBackoff: time.Hour})
 	bogus := "no.such.Service"
-	createPod(t, c, "sick", func(p *corev1.Pod) {
-		p.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
-			ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8471, Service: &bogus}}}
-	})
-	p := waitPod(t, c, "sick", "second exit in back-off", func(p *corev1.Pod, err error) bool {
-		if err != nil || len(p.Status.ContainerStatuses) == 0 {
-			return false
-		}
-		w := p.Status.ContainerStatuses[0].State.Waiting
-		return w != nil && w.Reason == "CrashLoopBackOff"
-	})
-	cs := p.Status.ContainerStatuses[0]
-	if cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 0 {
-		t.Errorf("status %+v, want one restart and a graceful exit (0)", cs)
+	once := func(h corev1.ProbeHandler) *corev1.Probe {
+		return &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1, ProbeHandler: h}
 	}
-	if !strings.Contains(p.Status.Message+cs.State.Waiting.Message, "back-off 1h0m0s") {
-		t.Errorf("message %q, want the back-off", cs.State.Waiting.Message)
+	tests := []struct {
+		name string
+		mod  func(*corev1.Container)
+	}{
+		{name: "liveness", mod: func(c *corev1.Container) {
+			c.LivenessProbe = once(corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8471, Service: &bogus}})
+		}},
+		{name: "startup", mod: func(c *corev1.Container) {
+			c.StartupProbe = once(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9)}})
+		}},
 	}
-	want := "sigterm graceful-stop-done restarted sigterm graceful-stop-done"
-	if got := strings.Join(events.names("sick"), " "); got != want {
-		t.Errorf("events %q, want %q", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			events := &timeline{}
+			c, _, _ := node(t, Config{Events: events.record, RestartBackoff: time.Hour})
+			createPod(t, c, "sick", func(p *corev1.Pod) { tt.mod(&p.Spec.Containers[0]) })
+			p := waitPod(t, c, "sick", "second exit in back-off", func(p *corev1.Pod, err error) bool {
+				if err != nil || len(p.Status.ContainerStatuses) == 0 {
+					return false
+				}
+				w := p.Status.ContainerStatuses[0].State.Waiting
+				return w != nil && w.Reason == "CrashLoopBackOff"
+			})
+			cs := p.Status.ContainerStatuses[0]
+			if cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 0 {
+				t.Errorf("status %+v, want one restart and a graceful exit (0)", cs)
+			}
+			if !strings.Contains(cs.State.Waiting.Message, "back-off 1h0m0s") {
+				t.Errorf("message %q, want the back-off", cs.State.Waiting.Message)
+			}
+			if p.Status.Phase != corev1.PodRunning || cluster.IsPodReady(p) {
+				t.Errorf("phase %s, ready %v; want Running and not Ready", p.Status.Phase, cluster.IsPodReady(p))
+			}
+			want := "sigterm graceful-stop-done restarted sigterm graceful-stop-done"
+			if got := strings.Join(events.names("sick"), " "); got != want {
+				t.Errorf("events %q, want %q", got, want)
+			}
+		})
 	}
 }
 

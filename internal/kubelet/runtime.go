@@ -65,11 +65,11 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	pctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
 	for _, k := range []probeKind{readiness, liveness, startup} {
-		spec := probeSpec(spec, k)
-		if spec == nil && k != readiness {
+		ps := probeSpec(spec, k)
+		if ps == nil && k != readiness {
 			continue
 		}
-		pr := &prober{kind: k, probe: spec, c: &p.Spec.Containers[0], podIP: w.ip, port: int(cfg.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
+		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
 		c.probes.Add(1)
 		go func() {
 			defer c.probes.Done()

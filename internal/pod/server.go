@@ -1,7 +1,10 @@
 // Package pod is the workload that runs inside every lab pod: a real grpc-go
 // server for pricing.v1.Pricing plus the standard grpc.health.v1 service,
 // with grpc-go's MaxConnectionAge settings taken from the pod's args. Each
-// reply names the pod (name and IP) that served it.
+// reply names the pod (name and IP) that served it. A Server behaves as the
+// pod's process: Stop is SIGTERM (graceful, with an optional drain delay),
+// Kill is SIGKILL (connections reset), Hang stalls it, and a start-up delay
+// keeps it from listening at first. Blackhole makes an address drop SYNs.
 package pod
 
 import (
