@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pinlab/pinlab/internal/loopback"
 )
@@ -18,6 +19,7 @@ import (
 type gate struct {
 	addr   netip.AddrPort // the bound address, set by listen
 	closed chan struct{}  // closed by Close
+	hung   atomic.Bool    // fast path for reads and writes: false while not hung
 
 	mu     sync.Mutex
 	inner  net.Listener  // nil while hung or before listen
@@ -132,6 +134,7 @@ func (g *gate) hang(ctx context.Context, on bool) error {
 	case on:
 		inner := g.inner
 		g.inner, g.resume = nil, make(chan struct{})
+		g.hung.Store(true)
 		inner.Close()
 		hole, err := NewBlackhole(ctx, g.addr)
 		if err != nil {
@@ -155,12 +158,16 @@ func (g *gate) relisten(ctx context.Context) error {
 	}
 	g.inner = ln
 	close(g.resume)
+	g.hung.Store(false)
 	return nil
 }
 
 // wait blocks while the gate is hung; it returns false if closed (the
 // connection) closes first.
 func (g *gate) wait(closed <-chan struct{}) bool {
+	if !g.hung.Load() {
+		return true
+	}
 	g.mu.Lock()
 	resume := g.resume
 	g.mu.Unlock()
