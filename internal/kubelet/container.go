@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/pod"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // IsPinlabImage reports whether image names the pinlab image, with any
@@ -56,12 +57,31 @@ type Workload struct {
 	// Port is where the server listens: --port, else the container's first
 	// TCP containerPort, else pod.DefaultPort.
 	Port int
+	// PreStop is the container's preStop hook as the lab runs it; nil
+	// without one.
+	PreStop *Hook
+}
+
+// probeFields names the container's probes as JSON fields, with the probe.
+func probeFields(c *corev1.Container) []struct {
+	field string
+	probe *corev1.Probe
+} {
+	return []struct {
+		field string
+		probe *corev1.Probe
+	}{
+		{"containers[0].readinessProbe", c.ReadinessProbe},
+		{"containers[0].livenessProbe", c.LivenessProbe},
+		{"containers[0].startupProbe", c.StartupProbe},
+	}
 }
 
 // WorkloadFor checks that spec is a pod the lab's kubelet can run (exactly
-// one container, image pinlab, valid pod args, readiness probes of kind grpc
-// or tcpSocket, no liveness or startup probes yet) and returns its workload.
-// Errors are *SpecError.
+// one container, image pinlab, valid pod args, readiness, liveness and
+// startup probes of kind grpc or tcpSocket, a preStop hook the lab can run
+// (see Hook), no postStart hook, a known restartPolicy) and returns its
+// workload. Errors are *SpecError.
 func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	if len(spec.Containers) != 1 {
 		return Workload{}, &SpecError{"containers", fmt.Sprintf("%d containers; the lab runs pods with exactly one pinlab container", len(spec.Containers))}
@@ -79,14 +99,19 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	if err != nil {
 		return Workload{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: %v", c.Name, err)}
 	}
-	if p := c.ReadinessProbe; p != nil && p.GRPC == nil && p.TCPSocket == nil {
-		return Workload{}, &SpecError{"containers[0].readinessProbe", "only grpc and tcpSocket readiness probes are supported in the lab"}
+	for _, pf := range probeFields(c) {
+		if p := pf.probe; p != nil && p.GRPC == nil && p.TCPSocket == nil {
+			return Workload{}, &SpecError{pf.field, "only grpc and tcpSocket probes are supported in the lab"}
+		}
 	}
-	if c.LivenessProbe != nil {
-		return Workload{}, &SpecError{"containers[0].livenessProbe", "liveness probes are not supported in the lab yet"}
+	switch spec.RestartPolicy {
+	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	default:
+		return Workload{}, &SpecError{"restartPolicy", fmt.Sprintf("unknown restartPolicy %q (want Always, OnFailure or Never)", spec.RestartPolicy)}
 	}
-	if c.StartupProbe != nil {
-		return Workload{}, &SpecError{"containers[0].startupProbe", "startup probes are not supported in the lab yet"}
+	hook, err := preStopHook(c, spec.TerminationGracePeriodSeconds)
+	if err != nil {
+		return Workload{}, err
 	}
 	names := map[string]bool{}
 	for i, cp := range c.Ports {
@@ -95,7 +120,7 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 		}
 		names[cp.Name] = true
 	}
-	w := Workload{Args: a, Port: a.Port}
+	w := Workload{Args: a, Port: a.Port, PreStop: hook}
 	if w.Port == 0 {
 		w.Port = pod.DefaultPort
 		for _, cp := range c.Ports {
@@ -108,29 +133,45 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	return w, nil
 }
 
-// CheckProbePort reports a readiness probe aimed at a port other than the
-// one the server listens on: the kubelet runs such a pod, but it can never
-// turn Ready. Errors are *SpecError.
+// CheckProbePort reports a probe aimed at a port other than the one the
+// server listens on: the kubelet runs such a pod, but a readiness or
+// startup probe there never succeeds, and a liveness probe there restarts
+// the container forever. Errors are *SpecError.
 func CheckProbePort(c *corev1.Container, listen int) error {
-	p := c.ReadinessProbe
-	if p == nil {
-		return nil
-	}
-	field, port := "containers[0].readinessProbe.grpc.port", 0
-	if p.GRPC != nil {
-		port = int(p.GRPC.Port)
-	} else {
-		field = "containers[0].readinessProbe.tcpSocket.port"
-		pr := prober{probe: p, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{*c}}}}
-		var err error
-		if port, err = pr.resolvePort(p.TCPSocket.Port); err != nil {
-			return &SpecError{field, err.Error()}
+	for _, pf := range probeFields(c) {
+		p := pf.probe
+		if p == nil {
+			continue
+		}
+		field, port := pf.field+".grpc.port", 0
+		if p.GRPC != nil {
+			port = int(p.GRPC.Port)
+		} else if p.TCPSocket != nil {
+			field = pf.field + ".tcpSocket.port"
+			var err error
+			if port, err = resolvePort(c, p.TCPSocket.Port); err != nil {
+				return &SpecError{field, err.Error()}
+			}
+		}
+		if port != listen {
+			return &SpecError{field, fmt.Sprintf("probes port %d, but the server listens on %d, so the probe would never succeed", port, listen)}
 		}
 	}
-	if port != listen {
-		return &SpecError{field, fmt.Sprintf("probes port %d, but the server listens on %d, so the pod would never be Ready", port, listen)}
-	}
 	return nil
+}
+
+// resolvePort turns a probe's port (number or container port name) into a
+// number.
+func resolvePort(c *corev1.Container, port intstr.IntOrString) (int, error) {
+	if port.Type == intstr.Int {
+		return int(port.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	return 0, fmt.Errorf("probe: no container port named %q", port.StrVal)
 }
 
 // containerConfig turns a pod into its server's config at ip.
@@ -145,5 +186,7 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (pod.Config, error) {
 		Addr:                  netip.AddrPortFrom(ip, uint16(w.Port)),
 		MaxConnectionAge:      w.Args.MaxConnectionAge,
 		MaxConnectionAgeGrace: w.Args.MaxConnectionAgeGrace,
+		StartupDelay:          w.Args.StartupDelay,
+		DrainDelay:            w.Args.DrainDelay,
 	}, nil
 }

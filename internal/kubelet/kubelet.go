@@ -1,18 +1,24 @@
 // Package kubelet runs the lab's pods: for each Pod object it allocates a pod
 // IP, runs the pod's container in-process when its image is pinlab (a real
-// grpc-go server from package pod, bound to the pod IP), probes readiness,
-// reports status to the API, and on deletion runs the termination sequence
-// before removing the object. It watches pods through a shared informer and
-// writes only through the API client, like the real kubelet.
+// grpc-go server from package pod, bound to the pod IP), runs its startup,
+// liveness and readiness probes, restarts it after crashes with the
+// kubelet's crash-loop back-off, reports status to the API, and on deletion
+// runs the kubelet's termination sequence (preStop hook, SIGTERM, SIGKILL at
+// the end of the grace period) before removing the object. It watches pods
+// through a shared informer and writes only through the API client, like the
+// real kubelet. Kill, Hang and SetReady inject failures. README.md describes
+// the lifecycle and what differs from Kubernetes.
 package kubelet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/pod"
@@ -25,6 +31,18 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+)
+
+// Dead-address modes for Config.DeadAddress.
+const (
+	// DeadRefuse: nothing listens on a deleted pod's address, so connects
+	// are refused (ECONNREFUSED), as on a node where the pod's IP is still
+	// routed but nothing owns it.
+	DeadRefuse = "refuse"
+	// DeadBlackhole: SYNs to a deleted pod's address go unanswered, so
+	// connects time out, as when the IP is no longer routed anywhere (see
+	// pod.Blackhole). Needs Linux.
+	DeadBlackhole = "blackhole"
 )
 
 // Config configures a kubelet. PodIPs is required; the rest have defaults.
@@ -40,6 +58,22 @@ type Config struct {
 	Observe func(*corev1.Pod) pod.Observer
 	// Logger receives a few lifecycle logs; nil discards them.
 	Logger *slog.Logger
+	// RestartBackoff is the crash-loop back-off's base: the wait before the
+	// second restart after a crash, doubling per restart up to 30 times the
+	// base. Default 10s, the kubelet's (maximum 5 min); shorten it to keep
+	// scenarios short.
+	RestartBackoff time.Duration
+	// DeadAddress is what a deleted pod's address does: DeadRefuse (the
+	// default, also for "") or DeadBlackhole. Blackholed addresses stay out
+	// of PodIPs' pool, so no later pod gets them, until Run returns.
+	DeadAddress string
+	// Events, if not nil, is told about container lifecycle events of a
+	// pod as they happen (at): "prestop-start", "prestop-done", "sigterm",
+	// "graceful-stop-done", "hard-stop" (the termination sequence, also for
+	// a liveness or startup probe restart), "killed", "restarted", "hung",
+	// "unhung". It is called from the kubelet's goroutines, concurrently for
+	// different pods; it must be quick and must not modify pod.
+	Events func(pod *corev1.Pod, event string, at time.Time)
 }
 
 // Kubelet runs pods. Create it with New before starting the informer
@@ -53,6 +87,7 @@ type Kubelet struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
+	holes   map[netip.Addr]io.Closer // blackholed dead addresses
 	wg      sync.WaitGroup
 }
 
@@ -67,6 +102,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = 10 * time.Second
+	}
 	cfg.Logger = cfg.Logger.With("component", "kubelet")
 	inf := factory.Core().V1().Pods()
 	k := &Kubelet{
@@ -76,6 +114,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 		synced:  inf.Informer().HasSynced,
 		queue:   workqueue.NewTyped[string](),
 		workers: map[types.UID]*podWorker{},
+		holes:   map[netip.Addr]io.Closer{},
 	}
 	enqueue := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -94,9 +133,17 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 }
 
 // Run dispatches pod changes to per-pod workers until ctx ends. Then every
-// pod's server is stopped at once (the node going away) and Run returns
-// after all workers exited.
+// pod's server is stopped at once (the node going away), blackholed
+// addresses are freed and returned to the pool, and Run returns after all
+// workers exited. It returns an error at once for an unknown
+// Config.DeadAddress.
 func (k *Kubelet) Run(ctx context.Context) error {
+	switch k.cfg.DeadAddress {
+	case "", DeadRefuse, DeadBlackhole:
+	default:
+		return fmt.Errorf("kubelet: unknown DeadAddress %q (want %q or %q)", k.cfg.DeadAddress, DeadRefuse, DeadBlackhole)
+	}
+	defer k.closeHoles()
 	defer k.wg.Wait()
 	defer k.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), k.synced) {
@@ -179,20 +226,126 @@ func (k *Kubelet) finish(ctx context.Context, p *corev1.Pod) {
 // ErrNoPod is returned for a pod this kubelet does not run.
 var ErrNoPod = errors.New("kubelet: no such pod running")
 
-// SetReady forces a running pod's Ready condition false (ready false), as
-// a readiness probe that starts failing would, while its server keeps
-// serving; ready true hands readiness back to the probe. The EndpointSlice
-// controller then drops (or restores) the pod's endpoints; connections
-// already open stay up.
-func (k *Kubelet) SetReady(namespace, name string, ready bool) error {
+// ErrNotRunning is returned by Kill and Hang for a pod whose container is
+// not running (not started yet, in crash-loop back-off, or exited).
+var ErrNotRunning = errors.New("kubelet: container not running")
+
+// worker returns the worker of the pod namespace/name.
+func (k *Kubelet) worker(namespace, name string) (*podWorker, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	key := namespace + "/" + name
 	for _, w := range k.workers {
 		if w.key == key {
-			w.setUnready(!ready)
-			return nil
+			return w, nil
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrNoPod, key)
+	return nil, fmt.Errorf("%w: %s", ErrNoPod, key)
+}
+
+// Kill crashes a pod's container, as SIGKILL or the OOM killer would: its
+// server stops at once and every connection is reset (RST, no GOAWAY), so
+// in-flight calls fail with UNAVAILABLE. The container then ends with exit
+// code 137 and restarts per restartPolicy after the crash-loop back-off, on
+// the same pod IP; it is not Ready until its probes pass again. Errors wrap
+// ErrNoPod or ErrNotRunning.
+func (k *Kubelet) Kill(namespace, name string) error {
+	w, err := k.worker(namespace, name)
+	if err != nil {
+		return err
+	}
+	c, err := w.running()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	already := c.killed
+	c.killed = true
+	p := w.pod
+	w.mu.Unlock()
+	if already {
+		return fmt.Errorf("%w: %s/%s is already killed", ErrNotRunning, namespace, name)
+	}
+	c.srv.Kill()
+	w.event(p, "killed")
+	return nil
+}
+
+// Hang makes a pod's container hang (hang true) or recover (false), as a
+// process stuck in a deadlock: new connects to it time out (its address is
+// blackholed, see pod.Blackhole) and calls on open connections stall until
+// their deadlines, so probes fail too (a liveness probe then restarts it).
+// A hung container ignores SIGTERM: deleting the pod stops it hard at the
+// end of the grace period. A restart ends the hang. Errors wrap ErrNoPod or
+// ErrNotRunning, or say why the address could not be blackholed.
+func (k *Kubelet) Hang(namespace, name string, hang bool) error {
+	w, err := k.worker(namespace, name)
+	if err != nil {
+		return err
+	}
+	c, err := w.running()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	same := c.hung == hang
+	p := w.pod
+	w.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := c.srv.Hang(context.Background(), hang); err != nil {
+		if errors.Is(err, pod.ErrNotServing) {
+			return fmt.Errorf("%w: %s/%s is not listening", ErrNotRunning, namespace, name)
+		}
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	w.mu.Lock()
+	c.hung = hang
+	w.mu.Unlock()
+	if hang {
+		w.event(p, "hung")
+	} else {
+		w.event(p, "unhung")
+	}
+	return nil
+}
+
+// blackhole makes addr drop SYNs until Run returns, keeping its IP out of
+// the pool; it reports whether it managed to.
+func (k *Kubelet) blackhole(ctx context.Context, addr netip.AddrPort) bool {
+	b, err := pod.NewBlackhole(ctx, addr)
+	if err != nil {
+		k.cfg.Logger.Warn("kubelet: dead address refuses instead of blackholing", "addr", addr, "err", err)
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.holes[addr.Addr()] = b
+	return true
+}
+
+// closeHoles frees the blackholed addresses and their IPs.
+func (k *Kubelet) closeHoles() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for ip, b := range k.holes {
+		b.Close()
+		k.cfg.PodIPs.Release(ip)
+		delete(k.holes, ip)
+	}
+}
+
+// SetReady forces a running pod's Ready condition false (ready false), as
+// a readiness probe that starts failing would, while its server keeps
+// serving; ready true hands readiness back to the probe. The EndpointSlice
+// controller then drops (or restores) the pod's endpoints; connections
+// already open stay up. The setting outlives container restarts.
+func (k *Kubelet) SetReady(namespace, name string, ready bool) error {
+	w, err := k.worker(namespace, name)
+	if err != nil {
+		return err
+	}
+	w.setUnready(!ready)
+	return nil
 }

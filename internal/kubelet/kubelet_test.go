@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,9 +22,42 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testPodCIDR is outside the ranges labs use, so these pods never collide
-// with a lab running at the same time.
-var testPodCIDR = netip.MustParsePrefix("127.205.0.0/16")
+// testRanges hands each test its own pod range inside 127.205.0.0/16,
+// outside the ranges labs use, so tests run in parallel and beside a lab.
+var testRanges atomic.Int32
+
+// node runs a cluster's API and a kubelet (no controllers) on a fresh
+// /24 until the test ends or stop is called.
+func node(t *testing.T, cfg Config) (c *cluster.Cluster, k *Kubelet, stop func()) {
+	t.Helper()
+	n := testRanges.Add(1)
+	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 205, byte(n), 0}), 24)
+	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: cidr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PodIPs = c.PodIPs()
+	k = New(c.Client(), c.Factory(), cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Factory().Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := k.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			c.Factory().Shutdown()
+		})
+	}
+	t.Cleanup(stop)
+	return c, k, stop
+}
 
 func TestIsPinlabImage(t *testing.T) {
 	tests := []struct {
@@ -69,29 +104,6 @@ func TestContainerArgs(t *testing.T) {
 	}
 }
 
-// node runs a cluster's API and a kubelet (no controllers) until the test ends.
-func node(t *testing.T) (*cluster.Cluster, *Kubelet) {
-	t.Helper()
-	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: testPodCIDR})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := New(c.Client(), c.Factory(), Config{PodIPs: c.PodIPs()})
-	ctx, cancel := context.WithCancel(context.Background())
-	c.Factory().Start(ctx.Done())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		k.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		c.Factory().Shutdown()
-	})
-	return c, k
-}
-
 func createPod(t *testing.T, c *cluster.Cluster, name string, mod func(*corev1.Pod)) {
 	t.Helper()
 	grace := int64(5)
@@ -123,10 +135,10 @@ func waitPod(t *testing.T, c *cluster.Cluster, name, what string, cond func(*cor
 }
 
 func TestPodLifecycle(t *testing.T) {
-	c, _ := node(t)
+	c, _, _ := node(t, Config{})
 	createPod(t, c, "p1", nil)
 	p := waitPod(t, c, "p1", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
-	if p.Status.Phase != corev1.PodRunning || !testPodCIDR.Contains(netip.MustParseAddr(p.Status.PodIP)) {
+	if p.Status.Phase != corev1.PodRunning || !c.PodIPs().Prefix().Contains(netip.MustParseAddr(p.Status.PodIP)) {
 		t.Fatalf("status %s with IP %q; want Running with a pod IP", p.Status.Phase, p.Status.PodIP)
 	}
 	addr := p.Status.PodIP + ":8471"
@@ -161,7 +173,7 @@ func TestPodsThatCannotRun(t *testing.T) {
 				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9)}}}
 		}, reason: "readiness probe failed"},
 	}
-	c, _ := node(t)
+	c, _, _ := node(t, Config{})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprint("bad-", i)
@@ -190,7 +202,7 @@ func TestPodsThatCannotRun(t *testing.T) {
 }
 
 func TestSetReadyKeepsServing(t *testing.T) {
-	c, k := node(t)
+	c, k, _ := node(t, Config{})
 	createPod(t, c, "p2", nil)
 	p := waitPod(t, c, "p2", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
 	if err := k.SetReady("default", "p2", false); err != nil {

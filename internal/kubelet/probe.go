@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -9,18 +10,36 @@ import (
 
 	"github.com/pinlab/pinlab/internal/loopback"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// prober runs one container's readiness check. Like the kubelet's gRPC and
-// TCP probes, every check opens a fresh connection from the node IP.
+// probeKind is one of the kubelet's three probes.
+type probeKind int
+
+const (
+	readiness probeKind = iota
+	liveness
+	startup
+)
+
+func (k probeKind) String() string {
+	return [...]string{"readiness", "liveness", "startup"}[k]
+}
+
+// defaultProbeInterval is how often the lab's default readiness check (for
+// containers without a readinessProbe) retries until the server first
+// answers.
+const defaultProbeInterval = 50 * time.Millisecond
+
+// prober runs one probe of a container. Like the kubelet's gRPC and TCP
+// probes, every check opens a fresh connection from the node IP.
 type prober struct {
-	probe  *corev1.Probe // nil: the lab default, a gRPC health check
-	pod    *corev1.Pod
+	kind   probeKind
+	probe  *corev1.Probe // nil: the lab's default readiness, a gRPC health check
+	c      *corev1.Container
 	podIP  netip.Addr
 	port   int // the server's port, for the default check
 	nodeIP netip.Addr
@@ -34,7 +53,20 @@ func (p *prober) timeout() time.Duration {
 	return time.Second
 }
 
-// check runs the probe once and returns nil on success.
+// period is the probe's periodSeconds (default 10s; the lab's default
+// readiness check: defaultProbeInterval).
+func (p *prober) period() time.Duration {
+	switch {
+	case p.probe == nil:
+		return defaultProbeInterval
+	case p.probe.PeriodSeconds > 0:
+		return time.Duration(p.probe.PeriodSeconds) * time.Second
+	}
+	return 10 * time.Second
+}
+
+// check runs the probe once, bounded by its timeout, and returns nil on
+// success.
 func (p *prober) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
@@ -48,7 +80,7 @@ func (p *prober) check(ctx context.Context) error {
 		}
 		return p.grpcHealth(ctx, int(p.probe.GRPC.Port), svc)
 	case p.probe.TCPSocket != nil:
-		port, err := p.resolvePort(p.probe.TCPSocket.Port)
+		port, err := resolvePort(p.c, p.probe.TCPSocket.Port)
 		if err != nil {
 			return err
 		}
@@ -58,27 +90,13 @@ func (p *prober) check(ctx context.Context) error {
 		}
 		return c.Close()
 	}
-	return fmt.Errorf("readiness probe: only grpc and tcpSocket probes are supported in the lab")
+	return errors.New("only grpc and tcpSocket probes are supported in the lab")
 }
 
 func (p *prober) dialer() loopback.Dialer { return loopback.Dialer{Source: p.nodeIP} }
 
 func (p *prober) addr(port int) string {
 	return netip.AddrPortFrom(p.podIP, uint16(port)).String()
-}
-
-func (p *prober) resolvePort(port intstr.IntOrString) (int, error) {
-	if port.Type == intstr.Int {
-		return int(port.IntVal), nil
-	}
-	for _, c := range p.pod.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.Name == port.StrVal {
-				return int(cp.ContainerPort), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("readiness probe: no container port named %q", port.StrVal)
 }
 
 func (p *prober) grpcHealth(ctx context.Context, port int, service string) error {
@@ -99,4 +117,62 @@ func (p *prober) grpcHealth(ctx context.Context, port int, service string) error
 		return fmt.Errorf("health status %v", resp.GetStatus())
 	}
 	return nil
+}
+
+// probeRun turns single check results into a probe's verdict, as the
+// kubelet's prober worker (pkg/kubelet/prober/worker.go doProbe): a run of
+// equal results counts up and restarts at 1 when the result changes; a
+// result becomes the verdict once its run reaches successThreshold
+// (successes) or failureThreshold (failures).
+type probeRun struct {
+	success, failure int32 // thresholds, at least 1
+	last             *bool // nil before the first result
+	run              int32
+}
+
+func newProbeRun(p *corev1.Probe) *probeRun {
+	r := &probeRun{success: 1, failure: 1}
+	if p != nil {
+		r.success, r.failure = max(p.SuccessThreshold, 1), max(p.FailureThreshold, 1)
+	}
+	return r
+}
+
+// observe records one result. set reports that the result is now the
+// verdict (the kubelet's resultsManager.Set); it stays set on every further
+// equal result.
+func (r *probeRun) observe(ok bool) (set bool) {
+	if r.last != nil && *r.last == ok {
+		r.run++
+	} else {
+		r.last, r.run = &ok, 1
+	}
+	if ok {
+		return r.run >= r.success
+	}
+	return r.run >= r.failure
+}
+
+// due reports whether a probe of kind k checks at a tick sinceStart after
+// its container started, as doProbe gates it: not while fewer than
+// initialDelaySeconds whole seconds have passed; readiness and liveness only
+// once the container has started (its startup probe succeeded), startup only
+// until then.
+func due(k probeKind, p *corev1.Probe, sinceStart time.Duration, started bool) bool {
+	if p != nil && int32(sinceStart/time.Second) < p.InitialDelaySeconds {
+		return false
+	}
+	return started == (k != startup)
+}
+
+// probeResult is one check's outcome, sent from a probe goroutine to its
+// pod worker.
+type probeResult struct {
+	c    *container
+	kind probeKind
+	err  error // nil: success
+	set  bool  // the result is now the probe's verdict
+	// failRun counts consecutive failures (for the default readiness
+	// check's status message).
+	failRun int
 }

@@ -2,22 +2,19 @@ package kubelet
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/pod"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
-// defaultProbeInterval is how often the lab's default readiness check (for
-// containers without a readinessProbe) retries until the server first
-// answers.
-const defaultProbeInterval = 50 * time.Millisecond
-
-// podWorker owns one pod's lifetime on the node: IP, server, probes, status
-// and termination. Its goroutine is the only writer of the pod's status.
+// podWorker owns one pod's lifetime on the node: IP, containers (restarts),
+// probes, status and termination. Its goroutine (run) is the only writer of
+// the pod's status and the only one that changes its state; other
+// goroutines talk to it through channels.
 type podWorker struct {
 	k   *Kubelet
 	key string
@@ -26,17 +23,38 @@ type podWorker struct {
 	pod     *corev1.Pod
 	vanish  bool
 	unready bool          // readiness forced false (SetReady), as a failing probe
+	cur     *container    // the running container, nil when none
 	changed chan struct{} // cap 1: a newer pod state, vanish or unready is waiting
 
-	// State reported in status; touched only by the worker goroutine.
-	ip       netip.Addr // allocated by the dispatcher, in pod order
-	ipErr    error
-	released bool
-	started  metav1.Time
-	ready    bool   // the probe's verdict
-	reported bool   // the Ready condition last written
-	waiting  string // reason the container is not running, if any
-	message  string
+	probed  chan probeResult // from probe goroutines
+	stopped chan error       // cap 1: the end of a stop sequence
+	tasks   sync.WaitGroup   // stop sequences
+
+	// Worker goroutine only.
+	ip         netip.Addr // allocated by the dispatcher, in pod order
+	ipErr      error
+	released   bool
+	wl         Workload
+	backoff    *flowcontrol.Backoff // crash-loop back-off, as the kubelet's
+	restart    *time.Timer          // pending restart after a back-off
+	restarts   int32
+	deleting   bool
+	finishedAt time.Time                        // when the last container ended (monotonic)
+	term       *corev1.ContainerStateTerminated // how the last container ended, until the next starts
+	lastTerm   *corev1.ContainerStateTerminated // how the one before the running one ended
+	final      bool                             // the container will not run again (restartPolicy)
+	waiting    string                           // why no container runs, if none does
+	message    string                           // status message: why not running, or probe failures
+	probeMsg   [3]string                        // latest failure of each probe kind
+	reported   bool                             // the Ready condition last written
+}
+
+func newPodWorker(k *Kubelet, p *corev1.Pod) *podWorker {
+	return &podWorker{
+		k: k, key: p.Namespace + "/" + p.Name, pod: p, changed: make(chan struct{}, 1),
+		probed: make(chan probeResult, 8), stopped: make(chan error, 1),
+		backoff: flowcontrol.NewBackOff(k.cfg.RestartBackoff, 30*k.cfg.RestartBackoff),
+	}
 }
 
 // setUnready forces the pod's readiness false (true) or gives it back to the
@@ -48,16 +66,12 @@ func (w *podWorker) setUnready(v bool) {
 	w.notify()
 }
 
-// isReady is the Ready condition to report: the probe's verdict unless
-// readiness is forced false.
+// isReady is the Ready condition to report: the running container's
+// readiness verdict unless readiness is forced false.
 func (w *podWorker) isReady() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.ready && !w.unready
-}
-
-func newPodWorker(k *Kubelet, p *corev1.Pod) *podWorker {
-	return &podWorker{k: k, key: p.Namespace + "/" + p.Name, pod: p, changed: make(chan struct{}, 1)}
+	return w.cur != nil && w.cur.ready && !w.unready
 }
 
 func (w *podWorker) update(p *corev1.Pod) {
@@ -92,48 +106,234 @@ func (w *podWorker) log() func(msg string, args ...any) {
 	return w.k.cfg.Logger.With("pod", w.key).Info
 }
 
-// run brings the pod up, keeps its readiness current, and tears it down when
-// the pod is deleted (gracefully) or ctx ends (at once).
+// event reports a lifecycle event through Config.Events.
+func (w *podWorker) event(p *corev1.Pod, name string) {
+	if f := w.k.cfg.Events; f != nil {
+		f(p, name, time.Now())
+	}
+}
+
+// running returns the running container, for Kill and Hang.
+func (w *podWorker) running() (*container, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotRunning, w.key)
+	}
+	return w.cur, nil
+}
+
+// run brings the pod up and keeps it as its spec says until it is deleted
+// (then it terminates gracefully and removes the object) or ctx ends or the
+// object vanishes (then it stops at once).
 func (w *podWorker) run(ctx context.Context) {
+	defer w.tasks.Wait()
 	p, _ := w.latest()
-	defer w.releaseIP()
 	if w.ipErr != nil {
 		w.waiting, w.message = "FailedCreatePodSandBox", w.ipErr.Error()
 		w.writeStatus(ctx)
 		w.idle(ctx)
 		return
 	}
-	srv, pr, err := w.start(ctx, p)
+	wl, err := WorkloadFor(&p.Spec)
 	if err != nil {
 		w.waiting, w.message = "CreateContainerConfigError", err.Error()
 		w.writeStatus(ctx)
 		w.idle(ctx)
 		return
 	}
-	w.started = metav1.Now()
-	w.writeStatus(ctx)
-	if w.probeLoop(ctx, pr) {
-		srv.Kill()
-		return
+	w.wl = wl
+	w.startContainer(ctx)
+	for !w.step(ctx) {
 	}
-	w.terminate(ctx, srv)
 }
 
-func (w *podWorker) start(ctx context.Context, p *corev1.Pod) (*pod.Server, *prober, error) {
-	cfg, err := containerConfig(p, w.ip)
-	if err != nil {
-		return nil, nil, err
+// step handles one event; it returns true when the pod is done with.
+func (w *podWorker) step(ctx context.Context) bool {
+	var exited <-chan struct{}
+	if c := w.cur; c != nil && !c.stopping {
+		exited = c.srv.Done()
 	}
-	if w.k.cfg.Observe != nil {
-		cfg.Observer = w.k.cfg.Observe(p)
+	var restart <-chan time.Time
+	if w.restart != nil {
+		restart = w.restart.C
 	}
-	srv := pod.New(cfg)
-	if err := srv.Start(ctx); err != nil {
-		return nil, nil, err
+	select {
+	case <-ctx.Done():
+		w.abort(ctx)
+		return true
+	case <-w.changed:
+		return w.onChange(ctx)
+	case r := <-w.probed:
+		w.onProbe(ctx, r)
+	case <-exited:
+		c := w.cur
+		code, reason, msg := w.exitCode(c, nil)
+		w.exited(c, code, reason, msg)
+		return w.afterExit(ctx, false)
+	case err := <-w.stopped:
+		c := w.cur
+		code, reason, msg := w.exitCode(c, err)
+		w.exited(c, code, reason, msg)
+		return w.afterExit(ctx, c.reason != killDeleted)
+	case <-restart:
+		w.restart = nil
+		w.tryRestart(ctx)
 	}
-	w.log()("started", "ip", w.ip, "port", cfg.Addr.Port())
-	pr := &prober{probe: p.Spec.Containers[0].ReadinessProbe, pod: p, podIP: w.ip, port: int(cfg.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
-	return srv, pr, nil
+	return false
+}
+
+// onChange handles a new pod state: deletion starts the termination, a
+// vanished object stops everything at once.
+func (w *podWorker) onChange(ctx context.Context) bool {
+	p, vanished := w.latest()
+	if vanished {
+		w.abort(ctx)
+		return true
+	}
+	if p.DeletionTimestamp != nil && !w.deleting {
+		w.deleting = true
+		w.log()("terminating")
+		if w.restart != nil {
+			w.restart.Stop()
+			w.restart = nil
+		}
+		c := w.cur
+		if c == nil {
+			w.finishPod(ctx)
+			return true
+		}
+		c.deleting.Store(true)
+		if !c.stopping {
+			w.beginStop(ctx, c, killDeleted)
+		}
+	}
+	if w.isReady() != w.reported {
+		w.writeStatus(ctx)
+	}
+	return false
+}
+
+// onProbe applies one probe result of the running container.
+func (w *podWorker) onProbe(ctx context.Context, r probeResult) {
+	c := r.c
+	if c != w.cur {
+		return // from a container that is gone
+	}
+	msg := ""
+	if r.err != nil {
+		msg = fmt.Sprintf("%s probe failed: %v", r.kind, r.err)
+	}
+	// The kubelet reports probe failures as events; the lab has none, so
+	// the latest failure shows in status.message. The default readiness
+	// check reports only when the server has not answered for a while.
+	p, _ := w.latest()
+	explicit := probeSpec(&p.Spec.Containers[0], r.kind) != nil
+	write := w.probeMsg[r.kind] != msg && (explicit || r.err == nil || r.failRun >= 20)
+	if write {
+		w.probeMsg[r.kind] = msg
+	}
+	switch {
+	case !r.set:
+	case r.kind == readiness && c.ready != (r.err == nil):
+		c.ready = r.err == nil
+		write = true
+	case r.kind == startup && r.err == nil:
+		write = true // Started turns true
+	case r.kind != readiness && r.err != nil && !c.stopping && !w.deleting:
+		reason := killLiveness
+		if r.kind == startup {
+			reason = killStartup
+		}
+		w.log()("probe failed, restarting", "probe", r.kind)
+		w.beginStop(ctx, c, reason)
+	}
+	if write {
+		w.writeStatus(ctx)
+	}
+}
+
+// afterExit decides what follows a container's end: the pod's removal when
+// it is being deleted, else a restart as restartPolicy says (Always; on
+// OnFailure after a non-zero exit or a probe kill, as the kubelet's
+// computePodActions), after the crash-loop back-off.
+func (w *podWorker) afterExit(ctx context.Context, probeKill bool) bool {
+	if w.deleting {
+		w.finishPod(ctx)
+		return true
+	}
+	p, _ := w.latest()
+	switch p.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		w.final = true
+	case corev1.RestartPolicyOnFailure:
+		w.final = w.term.ExitCode == 0 && !probeKill
+	}
+	if w.final {
+		w.writeStatus(ctx)
+		return false
+	}
+	w.tryRestart(ctx)
+	return false
+}
+
+// backoffKey names the container in the worker's back-off (one container
+// per pod).
+const backoffKey = "container"
+
+// tryRestart starts the container again unless it is in back-off, as the
+// kubelet's doBackOff: the first restart is immediate and sets the back-off
+// to RestartBackoff; each later exit within the back-off waits out the
+// back-off counted from the exit, and each restart doubles it up to 30
+// times RestartBackoff (5 min by default). A back-off not renewed for twice
+// its maximum starts over.
+func (w *podWorker) tryRestart(ctx context.Context) {
+	p, _ := w.latest()
+	if w.backoff.IsInBackOffSince(backoffKey, w.finishedAt) {
+		d := w.backoff.Get(backoffKey)
+		w.waiting = "CrashLoopBackOff"
+		w.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d, p.Spec.Containers[0].Name, p.Name, p.Namespace, p.UID)
+		w.writeStatus(ctx)
+		w.restart = time.NewTimer(time.Until(w.finishedAt.Add(d)))
+		return
+	}
+	w.backoff.Next(backoffKey, w.finishedAt)
+	w.restarts++
+	w.lastTerm, w.message = w.term, ""
+	w.probeMsg = [3]string{}
+	w.startContainer(ctx)
+}
+
+// finishPod ends a deleted pod: its status shows the container terminated,
+// its address goes dead (refused or blackholed), and the object is removed
+// with grace period zero, as the kubelet does once the pod's containers and
+// sandbox are gone.
+func (w *podWorker) finishPod(ctx context.Context) {
+	p, _ := w.latest()
+	w.final = true
+	w.writeStatus(ctx)
+	w.deadAddress(ctx)
+	w.k.finish(ctx, p)
+}
+
+// abort stops at once, for a node shutting down (ctx ended) or a pod object
+// that vanished without a graceful deletion.
+func (w *podWorker) abort(ctx context.Context) {
+	if c := w.cur; c != nil {
+		c.srv.Kill()
+		if c.stopping {
+			<-w.stopped
+		}
+		w.exited(c, 137, "Error", "")
+	}
+	if w.restart != nil {
+		w.restart.Stop()
+	}
+	if _, vanished := w.latest(); vanished && ctx.Err() == nil {
+		w.deadAddress(ctx)
+		return
+	}
+	w.releaseIP()
 }
 
 // idle waits for a pod that cannot run to be deleted, then removes it.
@@ -141,10 +341,12 @@ func (w *podWorker) idle(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			w.releaseIP()
 			return
 		case <-w.changed:
 			p, vanished := w.latest()
 			if vanished {
+				w.releaseIP()
 				return
 			}
 			if p.DeletionTimestamp != nil {
@@ -156,92 +358,20 @@ func (w *podWorker) idle(ctx context.Context) {
 	}
 }
 
-// probeLoop runs readiness checks until the pod is being deleted (returns
-// false) or ctx ends or the object vanished (returns true: stop at once).
-// Without a readinessProbe the pod turns Ready when its server first answers
-// a gRPC health check and is not probed again; with one, the probe's
-// initialDelaySeconds, periodSeconds, successThreshold and failureThreshold
-// apply as in the kubelet.
-func (w *podWorker) probeLoop(ctx context.Context, pr *prober) (stopNow bool) {
-	interval, delay := defaultProbeInterval, time.Duration(0)
-	success, failure := int32(1), int32(1)
-	if pr.probe != nil {
-		interval = time.Duration(pr.probe.PeriodSeconds) * time.Second
-		delay = time.Duration(pr.probe.InitialDelaySeconds) * time.Second
-		success, failure = pr.probe.SuccessThreshold, pr.probe.FailureThreshold
+// deadAddress gives up the pod's address: released to the pool (connects
+// are refused), or with Config.DeadAddress "blackhole" kept out of the pool
+// and blackholed until the kubelet stops.
+func (w *podWorker) deadAddress(ctx context.Context) {
+	if w.released || !w.ip.IsValid() {
+		return
 	}
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	var okRun, failRun int32
-	probing := true
-	for {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-w.changed:
-			p, vanished := w.latest()
-			if vanished {
-				return true
-			}
-			if p.DeletionTimestamp != nil {
-				return false
-			}
-			if w.isReady() != w.reported {
-				w.writeStatus(ctx)
-			}
-		case <-timer.C:
-			if !probing {
-				continue
-			}
-			before := w.message
-			if err := pr.check(ctx); err != nil {
-				okRun, failRun = 0, failRun+1
-				w.message = "readiness probe failed: " + err.Error()
-			} else {
-				okRun, failRun = okRun+1, 0
-				w.message = ""
-			}
-			switch {
-			case !w.ready && okRun >= success:
-				w.ready = true
-				w.writeStatus(ctx)
-			case w.ready && failRun >= failure:
-				w.ready = false
-				w.writeStatus(ctx)
-			case w.message != before && (pr.probe != nil || failRun >= 20):
-				// The kubelet reports probe failures as events; the lab
-				// has none, so the latest failure shows in status.message.
-				w.writeStatus(ctx)
-			}
-			if pr.probe == nil && w.ready {
-				probing = false
-				continue
-			}
-			timer.Reset(interval)
+	if w.k.cfg.DeadAddress == DeadBlackhole && w.wl.Port != 0 {
+		if w.k.blackhole(ctx, netip.AddrPortFrom(w.ip, uint16(w.wl.Port))) {
+			w.released = true // the kubelet owns it now
+			return
 		}
 	}
-}
-
-// terminate runs the termination sequence of a deleted pod: the server's
-// graceful stop (GOAWAY, in-flight calls may finish) bounded by the pod's
-// deletion grace period, then a hard stop, then the object's removal.
-func (w *podWorker) terminate(ctx context.Context, srv *pod.Server) {
-	p, _ := w.latest()
-	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
-	if p.DeletionGracePeriodSeconds != nil {
-		grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
-	}
-	w.log()("terminating", "grace", grace)
-	gctx, cancel := context.WithTimeout(ctx, grace)
-	defer cancel()
-	srv.Stop(gctx)
-	w.ready = false
-	w.waiting = "Terminated"
-	w.writeStatus(ctx)
-	// As the kubelet tears the sandbox down before it removes the object,
-	// the address is free once the pod is gone from the API.
 	w.releaseIP()
-	w.k.finish(ctx, p)
 }
 
 // releaseIP returns the pod's address to the pool; later calls do nothing.
@@ -250,72 +380,4 @@ func (w *podWorker) releaseIP() {
 		w.k.cfg.PodIPs.Release(w.ip)
 		w.released = true
 	}
-}
-
-// writeStatus reports the worker's state as the pod's status.
-func (w *podWorker) writeStatus(ctx context.Context) {
-	p, vanished := w.latest()
-	if vanished || ctx.Err() != nil {
-		return
-	}
-	p = p.DeepCopy()
-	w.reported = w.isReady()
-	p.Status = w.status(p)
-	if _, err := w.k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-		w.k.cfg.Logger.Debug("kubelet: status update", "pod", w.key, "err", err)
-	}
-}
-
-func (w *podWorker) status(p *corev1.Pod) corev1.PodStatus {
-	now := metav1.Now()
-	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, LastTransitionTime: now}
-		if ok {
-			c.Status = corev1.ConditionTrue
-		}
-		for _, old := range p.Status.Conditions {
-			if old.Type == t && old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-		}
-		return c
-	}
-	running := w.waiting == "" && !w.started.IsZero()
-	st := corev1.PodStatus{
-		Phase:    corev1.PodPending,
-		HostIP:   w.k.cfg.NodeIP.String(),
-		HostIPs:  []corev1.HostIP{{IP: w.k.cfg.NodeIP.String()}},
-		Message:  w.message,
-		QOSClass: corev1.PodQOSBestEffort,
-		Conditions: []corev1.PodCondition{
-			cond(corev1.PodScheduled, true),
-			cond(corev1.PodInitialized, true),
-			cond(corev1.ContainersReady, w.reported),
-			cond(corev1.PodReady, w.reported),
-		},
-	}
-	if w.ip.IsValid() {
-		st.PodIP = w.ip.String()
-		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
-		st.StartTime = &now
-		if p.Status.StartTime != nil {
-			st.StartTime = p.Status.StartTime
-		}
-	}
-	c := p.Spec.Containers[0]
-	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: w.reported}
-	switch {
-	case running:
-		st.Phase = corev1.PodRunning
-		t := true
-		cs.Started = &t
-		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: w.started}
-	case w.waiting == "Terminated":
-		st.Phase = corev1.PodRunning
-		cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: w.started, FinishedAt: now}
-	default:
-		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.waiting, Message: w.message}
-	}
-	st.ContainerStatuses = []corev1.ContainerStatus{cs}
-	return st
 }

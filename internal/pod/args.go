@@ -17,8 +17,8 @@ var Workloads = []string{"pricing"}
 
 // Args is a parsed pod command line, the container args of a pod whose image
 // is pinlab: `pod <workload> [--port N] [--max-connection-age D]
-// [--max-connection-age-grace D]`. The same line runs the workload outside the
-// lab (`pinlab pod pricing ...`).
+// [--max-connection-age-grace D] [--startup-delay D] [--drain-delay D]`. The
+// same line runs the workload outside the lab (`pinlab pod pricing ...`).
 type Args struct {
 	// Workload names what the pod serves; only "pricing" exists.
 	Workload string
@@ -32,6 +32,14 @@ type Args struct {
 	// MaxConnectionAgeGrace is how long calls may continue after that GOAWAY
 	// before the connection is closed. Zero means forever.
 	MaxConnectionAgeGrace time.Duration
+	// StartupDelay is how long the process initialises before it listens;
+	// connects are refused until then. Zero means it listens at once.
+	StartupDelay time.Duration
+	// DrainDelay is how long the server keeps serving normally after
+	// SIGTERM (health NOT_SERVING, listener open) before its graceful
+	// stop, as apps that sleep in their SIGTERM handler do. Zero means the
+	// graceful stop begins at once.
+	DrainDelay time.Duration
 }
 
 // ParseArgs parses container args such as
@@ -46,6 +54,8 @@ func ParseArgs(args []string) (Args, error) {
 	fs.IntVar(&a.Port, "port", 0, "TCP port to listen on")
 	fs.DurationVar(&a.MaxConnectionAge, "max-connection-age", 0, "grpc-go MaxConnectionAge")
 	fs.DurationVar(&a.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "grpc-go MaxConnectionAgeGrace")
+	fs.DurationVar(&a.StartupDelay, "startup-delay", 0, "time before the server listens")
+	fs.DurationVar(&a.DrainDelay, "drain-delay", 0, "time serving after SIGTERM before the graceful stop")
 	if err := fs.Parse(args[1:]); err != nil {
 		return Args{}, fmt.Errorf("pod: %w", err)
 	}
@@ -62,6 +72,9 @@ func ParseArgs(args []string) (Args, error) {
 	}
 	if a.MaxConnectionAge < 0 || a.MaxConnectionAgeGrace < 0 {
 		return Args{}, errors.New("pod: connection ages must not be negative")
+	}
+	if a.StartupDelay < 0 || a.DrainDelay < 0 {
+		return Args{}, errors.New("pod: --startup-delay and --drain-delay must not be negative")
 	}
 	return a, nil
 }

@@ -1,7 +1,10 @@
 // Package pod is the workload that runs inside every lab pod: a real grpc-go
 // server for pricing.v1.Pricing plus the standard grpc.health.v1 service,
 // with grpc-go's MaxConnectionAge settings taken from the pod's args. Each
-// reply names the pod (name and IP) that served it.
+// reply names the pod (name and IP) that served it. A Server behaves as the
+// pod's process: Stop is SIGTERM (graceful, with an optional drain delay),
+// Kill is SIGKILL (connections reset), Hang stalls it, and a start-up delay
+// keeps it from listening at first. Blackhole makes an address drop SYNs.
 package pod
 
 import (
@@ -15,7 +18,6 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
-	"github.com/pinlab/pinlab/internal/loopback"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -43,19 +45,47 @@ type Config struct {
 	// MaxConnectionAge and MaxConnectionAgeGrace are passed to grpc-go's
 	// keepalive.ServerParameters; zero means infinity, as in grpc-go.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// StartupDelay is how long after Start the server begins to listen
+	// (pod arg --startup-delay); connects are refused until then. Zero
+	// listens in Start.
+	StartupDelay time.Duration
+	// DrainDelay is how long Stop keeps serving normally, with health
+	// NOT_SERVING and the listener open, before grpc-go's GracefulStop
+	// (pod arg --drain-delay). Zero starts the graceful stop at once.
+	DrainDelay time.Duration
 	// Observer, if not nil, is told about calls and connections.
 	Observer Observer
 }
 
-// Server is one running pod workload. Start it once; Stop or Kill it once.
+// ErrHardStop is returned by Stop when the server did not drain in time:
+// its context ended (the grace period) or Kill was called, and the
+// remaining connections were closed with their calls failing.
+var ErrHardStop = errors.New("pod: grace period over, connections closed")
+
+// ErrNotServing is returned by Hang before the server listens and after it
+// stopped.
+var ErrNotServing = errors.New("pod: server is not serving")
+
+// Server is one running pod workload, a process in the lab's terms. Start
+// it once; Stop (SIGTERM) and Kill (SIGKILL) may be called concurrently and
+// more than once. All methods are safe for concurrent use.
 type Server struct {
 	cfg    Config
 	grpc   *grpc.Server
 	health *health.Server
+	gate   *gate
 
-	ln       net.Listener
+	quit     chan struct{} // closed by Stop or Kill: no more listening
+	killed   chan struct{} // closed by Kill
+	done     chan struct{} // closed once the server stopped for good
+	quitOnce sync.Once
+	killOnce sync.Once
+	doneOnce sync.Once
 	wg       sync.WaitGroup
-	serveErr error
+
+	mu   sync.Mutex
+	err  error // why the server exited on its own
+	hung bool
 }
 
 // New returns a server for cfg; nothing listens until Start.
@@ -70,7 +100,11 @@ func New(cfg Config) *Server {
 		}
 		opts = append(opts, grpc.KeepaliveParams(kp))
 	}
-	s := &Server{cfg: cfg, grpc: grpc.NewServer(opts...), health: health.NewServer()}
+	s := &Server{
+		cfg: cfg, grpc: grpc.NewServer(opts...), health: health.NewServer(), gate: newGate(),
+		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.gate.addr = cfg.Addr
 	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -78,53 +112,161 @@ func New(cfg Config) *Server {
 }
 
 // Start listens on cfg.Addr and serves in a background goroutine owned by s.
-// It returns once the listener is bound.
+// Without a StartupDelay it returns once the listener is bound and returns
+// the bind error, if any; with one it returns at once, and a failure to
+// listen after the delay ends the server (Done closes, Err says why), as a
+// process that exits during its start-up.
 func (s *Server) Start(ctx context.Context) error {
-	ln, err := loopback.Listen(ctx, s.cfg.Addr.String())
-	if err != nil {
-		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
+	if s.cfg.StartupDelay <= 0 {
+		return s.listen(ctx)
 	}
-	s.ln = ln
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.serveErr = err
+		t := time.NewTimer(s.cfg.StartupDelay)
+		defer t.Stop()
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		if err := s.listen(context.Background()); err != nil && !errors.Is(err, net.ErrClosed) {
+			go s.exit(err) // Kill waits for this goroutine
 		}
 	}()
 	return nil
 }
 
-// Addr returns the bound address once Start succeeded.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-// Stop shuts down gracefully as a pod does on SIGTERM with grpc-go's
-// GracefulStop: health turns NOT_SERVING, the listener closes, every
-// connection gets GOAWAY and in-flight calls may finish. When ctx ends first
-// (the termination grace period), remaining connections are closed hard and
-// their calls fail. Stop blocks until the server has stopped.
-func (s *Server) Stop(ctx context.Context) error {
-	s.health.Shutdown()
-	done := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.grpc.Stop()
-		<-done
+func (s *Server) listen(ctx context.Context) error {
+	if err := s.gate.listen(ctx, s.cfg.Addr); err != nil {
+		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
 	}
-	s.wg.Wait()
-	return s.serveErr
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(s.gate); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			go s.exit(err) // Kill waits for this goroutine
+		}
+	}()
+	return nil
 }
 
-// Kill stops at once: listener and connections close and in-flight calls
-// fail, as when the grace period is zero.
-func (s *Server) Kill() {
+// exit ends a server that failed on its own, as a crashing process. It runs
+// on a goroutine of its own, since Kill waits for the server's goroutines.
+func (s *Server) exit(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("pod %s: %w", s.cfg.Name, err)
+	}
+	s.mu.Unlock()
+	s.Kill()
+}
+
+// Addr returns the address the server listens on (cfg.Addr until it is
+// bound; with port 0, the kernel's choice after that).
+func (s *Server) Addr() net.Addr { return s.gate.Addr() }
+
+// Done is closed once the server has stopped for good: Stop or Kill
+// returned, or it exited on its own (Err says why).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns why the server exited on its own, or nil.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Stop shuts down as a pod does on SIGTERM: health turns NOT_SERVING; after
+// cfg.DrainDelay (still serving, listener open) grpc-go's GracefulStop closes
+// the listener, sends GOAWAY on every connection and lets in-flight calls
+// finish. When ctx ends first (the termination grace period) or Kill is
+// called, remaining connections are closed hard and their calls fail; Stop
+// then returns ErrHardStop. A hung server ignores SIGTERM: Stop waits for ctx
+// or Kill. Stop before the server listens just cancels the listening. Stop
+// blocks until the server has stopped.
+func (s *Server) Stop(ctx context.Context) error {
+	s.quitOnce.Do(func() { close(s.quit) })
+	defer s.finish()
+	if s.isHung() {
+		return s.hardAfter(ctx.Done())
+	}
+	s.health.Shutdown()
+	if d := s.cfg.DrainDelay; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return s.hardAfter(nil)
+		case <-s.killed:
+			return s.hardAfter(nil)
+		}
+	}
+	graceful := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(graceful)
+	}()
+	select {
+	case <-graceful:
+		s.wg.Wait()
+		return nil
+	case <-ctx.Done():
+	case <-s.killed:
+	}
+	s.hardAfter(nil)
+	<-graceful
+	return ErrHardStop
+}
+
+// hardAfter waits for wait (nil: not at all) or Kill, then stops hard.
+func (s *Server) hardAfter(wait <-chan struct{}) error {
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-s.killed:
+		}
+	}
 	s.grpc.Stop()
 	s.wg.Wait()
+	return ErrHardStop
+}
+
+func (s *Server) finish() { s.doneOnce.Do(func() { close(s.done) }) }
+
+// Kill stops at once, as SIGKILL: the listener closes and every connection
+// is reset (RST, no GOAWAY), so in-flight calls fail with UNAVAILABLE. It
+// blocks until the server has stopped.
+func (s *Server) Kill() {
+	s.quitOnce.Do(func() { close(s.quit) })
+	s.killOnce.Do(func() { close(s.killed) })
+	s.gate.reset()
+	s.grpc.Stop()
+	s.wg.Wait()
+	s.finish()
+}
+
+// Hang makes the server hang (true) or recover (false), as a process stuck
+// in a deadlock: new connects time out (its address is a Blackhole while
+// hung), and calls on open connections stall, their requests and replies
+// held back, until the calls' deadlines. Health checks fail the same way.
+// It returns ErrNotServing before the server listens or after it stopped,
+// and an error if the address cannot be blackholed or bound again.
+func (s *Server) Hang(ctx context.Context, hang bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.gate.hang(ctx, hang); err != nil {
+		return err
+	}
+	s.hung = hang
+	return nil
+}
+
+func (s *Server) isHung() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hung
 }
 
 type pricing struct {

@@ -1,0 +1,221 @@
+package kubelet
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/pod"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// container is one run of a pod's container: its server (the process), its
+// probe goroutines and what the kubelet knows about it. A restart makes a
+// new container.
+type container struct {
+	srv     *pod.Server
+	started metav1.Time
+	cancel  context.CancelFunc // ends the probe goroutines
+	probes  sync.WaitGroup
+
+	startedOK atomic.Bool // the startup probe succeeded (at once without one)
+	deleting  atomic.Bool // the pod is being deleted: liveness and startup probes stop
+
+	// Worker goroutine only.
+	ready    bool       // the readiness verdict
+	stopping bool       // a stop sequence runs
+	reason   killReason // why it is being stopped
+
+	// Guarded by podWorker.mu.
+	killed bool // Kubelet.Kill was called
+	hung   bool // Kubelet.Hang(true) is in effect
+}
+
+// startContainer runs a new container for the pod: a pod.Server on the pod
+// IP and its probe goroutines. A server that cannot start counts as a
+// container that exited at once with code 1.
+func (w *podWorker) startContainer(ctx context.Context) {
+	p, _ := w.latest()
+	cfg, err := containerConfig(p, w.ip)
+	if err == nil && w.k.cfg.Observe != nil {
+		cfg.Observer = w.k.cfg.Observe(p)
+	}
+	srv := pod.New(cfg)
+	if err == nil {
+		err = srv.Start(ctx)
+	}
+	c := &container{srv: srv, started: metav1.Now()}
+	if err != nil {
+		w.exited(c, 1, "Error", err.Error())
+		w.afterExit(ctx, false)
+		return
+	}
+	spec := &p.Spec.Containers[0]
+	c.startedOK.Store(spec.StartupProbe == nil)
+	w.mu.Lock()
+	w.cur = c
+	w.mu.Unlock()
+	w.waiting, w.term = "", nil
+	w.log()("started", "ip", w.ip, "port", cfg.Addr.Port(), "restarts", w.restarts)
+	if w.restarts > 0 {
+		w.event(p, "restarted")
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	for _, k := range []probeKind{readiness, liveness, startup} {
+		ps := probeSpec(spec, k)
+		if ps == nil && k != readiness {
+			continue
+		}
+		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
+		c.probes.Add(1)
+		go func() {
+			defer c.probes.Done()
+			w.runProbe(pctx, c, pr)
+		}()
+	}
+	w.writeStatus(ctx)
+}
+
+func probeSpec(c *corev1.Container, k probeKind) *corev1.Probe {
+	return [...]*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe}[k]
+}
+
+// runProbe checks one probe of c every period, from the container's start,
+// and sends the results to the worker until ctx ends. As the kubelet's
+// prober worker: checks are gated by due; liveness and startup probes stop
+// when the pod is being deleted, and after their verdict turns to failure
+// (the container is then restarted with new probes); the startup probe
+// stops once it succeeded. The lab's default readiness check stops after
+// its first success: the container stays Ready while it runs.
+func (w *podWorker) runProbe(ctx context.Context, c *container, pr *prober) {
+	t := time.NewTicker(pr.period())
+	defer t.Stop()
+	run := newProbeRun(pr.probe)
+	fails := 0
+	for {
+		if c.deleting.Load() && pr.kind != readiness {
+			return
+		}
+		if due(pr.kind, pr.probe, time.Since(c.started.Time), c.startedOK.Load()) {
+			err := pr.check(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			set := run.observe(err == nil)
+			if err != nil {
+				fails++
+			} else {
+				fails = 0
+			}
+			if set && err == nil && pr.kind == startup {
+				c.startedOK.Store(true)
+			}
+			select {
+			case w.probed <- probeResult{c: c, kind: pr.kind, err: err, set: set, failRun: fails}:
+			case <-ctx.Done():
+				return
+			}
+			if set && (pr.kind == startup || (pr.kind == liveness && err != nil) || (pr.probe == nil && err == nil)) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// beginStop starts c's stop sequence on a goroutine of the worker; its end
+// arrives on w.stopped.
+func (w *podWorker) beginStop(ctx context.Context, c *container, reason killReason) {
+	p, _ := w.latest()
+	c.stopping, c.reason = true, reason
+	grace := gracePeriod(p, reason)
+	hook := w.wl.PreStop
+	w.log()("stopping", "reason", reason, "grace", time.Duration(grace)*time.Second)
+	w.tasks.Add(1)
+	go func() {
+		defer w.tasks.Done()
+		w.stopped <- w.stopSequence(ctx, c, p, grace, hook)
+	}()
+}
+
+// stopSequence is the kubelet's killContainer: the preStop hook, bounded by
+// the grace period (executePreStopHook), then SIGTERM (the server's Stop:
+// health NOT_SERVING, the app's drain delay, grpc-go GracefulStop) with
+// stopTimeout left before SIGKILL (the hard stop). It returns Stop's error:
+// nil when the server drained in time.
+func (w *podWorker) stopSequence(ctx context.Context, c *container, p *corev1.Pod, grace int64, hook *Hook) error {
+	start := time.Now()
+	var ran time.Duration
+	if hook != nil && grace > 0 {
+		w.event(p, "prestop-start")
+		bound := time.NewTimer(min(hook.Sleep, time.Duration(grace)*time.Second))
+		select {
+		case <-bound.C:
+		case <-c.srv.Done(): // killed meanwhile: the hook dies with the container
+		case <-ctx.Done():
+		}
+		bound.Stop()
+		ran = time.Since(start)
+		w.event(p, "prestop-done")
+	}
+	w.event(p, "sigterm")
+	sctx, cancel := context.WithTimeout(ctx, stopTimeout(grace, ran))
+	defer cancel()
+	err := c.srv.Stop(sctx)
+	w.mu.Lock()
+	killed := c.killed
+	w.mu.Unlock()
+	switch {
+	case err == nil:
+		w.event(p, "graceful-stop-done")
+	case !killed:
+		w.event(p, "hard-stop")
+	}
+	return err
+}
+
+// exited records that c ended with code (reason, message), stops its probes
+// and forgets it as the running container.
+func (w *podWorker) exited(c *container, code int32, reason, message string) {
+	if c.cancel != nil {
+		c.cancel()
+		c.probes.Wait()
+	}
+	w.mu.Lock()
+	if w.cur == c {
+		w.cur = nil
+	}
+	w.mu.Unlock()
+	now := time.Now()
+	w.finishedAt = now
+	w.term = &corev1.ContainerStateTerminated{
+		ExitCode: code, Reason: reason, Message: message,
+		StartedAt: c.started, FinishedAt: metav1.NewTime(now),
+	}
+	w.log()("exited", "code", code, "reason", reason)
+}
+
+// exitCode returns how a container whose server stopped ended: 137
+// (SIGKILL) when killed or stopped hard, 0 after a graceful stop, 1 when it
+// failed on its own.
+func (w *podWorker) exitCode(c *container, stopErr error) (int32, string, string) {
+	w.mu.Lock()
+	killed := c.killed
+	w.mu.Unlock()
+	switch {
+	case killed:
+		return 137, "Error", ""
+	case c.srv.Err() != nil:
+		return 1, "Error", c.srv.Err().Error()
+	case stopErr != nil:
+		return 137, "Error", ""
+	}
+	return 0, "Completed", ""
+}

@@ -1,0 +1,291 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// dialTCP connects to addr with a short timeout and classifies the result.
+func dialTCP(addr string) string {
+	c, err := loopback.Dialer{Timeout: 300 * time.Millisecond}.DialContext(context.Background(), addr)
+	var ne net.Error
+	switch {
+	case err == nil:
+		c.Close()
+		return "connected"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return err.Error()
+}
+
+func TestBlackholeTimesOut(t *testing.T) {
+	addr := netip.MustParseAddrPort("127.203.201.1:8471")
+	if got := dialTCP(addr.String()); got != "refused" {
+		t.Fatalf("before the blackhole: %s, want refused", got)
+	}
+	b, err := NewBlackhole(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if got := dialTCP(addr.String()); got != "timeout" {
+			t.Errorf("dial %d to the blackhole: %s, want timeout", i, got)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dialTCP(addr.String()); got != "refused" {
+		t.Errorf("after Close: %s, want refused", got)
+	}
+	if _, err := NewBlackhole(context.Background(), netip.MustParseAddrPort("10.1.2.3:80")); err == nil {
+		t.Error("NewBlackhole outside loopback succeeded")
+	}
+}
+
+func getPrice(cc pricingv1.PricingClient, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := cc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"})
+	return err
+}
+
+func TestHangStallsCallsAndConnects(t *testing.T) {
+	s := startServer(t, Config{})
+	c := pricingv1.NewPricingClient(dial(t, s))
+	if err := getPrice(c, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Hang(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := getPrice(c, 300*time.Millisecond); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("call on an open connection to a hung server: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if got := dialTCP(s.Addr().String()); got != "timeout" {
+		t.Errorf("connect to a hung server: %s, want timeout", got)
+	}
+	if err := s.Hang(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := getPrice(c, 5*time.Second); err != nil {
+		t.Errorf("call after the hang ended: %v", err)
+	}
+	if got := dialTCP(s.Addr().String()); got != "connected" {
+		t.Errorf("connect after the hang ended: %s", got)
+	}
+}
+
+func TestHungServerIgnoresSIGTERM(t *testing.T) {
+	s := startServer(t, Config{})
+	if err := s.Hang(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Stop(ctx); !errors.Is(err, ErrHardStop) {
+		t.Errorf("Stop of a hung server: %v, want ErrHardStop", err)
+	}
+	if got := dialTCP(s.Addr().String()); got != "refused" {
+		t.Errorf("address of a stopped server: %s, want refused", got)
+	}
+	if err := s.Hang(context.Background(), false); !errors.Is(err, ErrNotServing) {
+		t.Errorf("Hang after Stop: %v, want ErrNotServing", err)
+	}
+}
+
+// openStream starts an endless WatchPrices and waits for its first message.
+func openStream(t *testing.T, s *Server) pricingv1.Pricing_WatchPricesClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := pricingv1.NewPricingClient(dial(t, s)).WatchPrices(ctx, &pricingv1.WatchPricesRequest{Sku: "a", IntervalMs: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func drain(stream pricingv1.Pricing_WatchPricesClient) error {
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+	}
+}
+
+func TestKillResetsConnections(t *testing.T) {
+	s := startServer(t, Config{})
+	stream := openStream(t, s)
+	// A raw connection that never writes shows what the kernel sends: a
+	// reader sees ECONNRESET only after an RST. (On the gRPC connection the
+	// client also writes, and whichever of its reader and writer sees the
+	// RST first takes the error, so the stream may report EOF.)
+	raw, err := loopback.Dialer{}.DialContext(context.Background(), s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	waitConns(t, s, 2)
+	s.Kill()
+	// The server's HTTP/2 SETTINGS may come first; read until the end.
+	if _, err := io.Copy(io.Discard, raw); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("raw connection to a killed server: read ended with %v, want ECONNRESET", err)
+	}
+	err = drain(stream)
+	if status.Code(err) != codes.Unavailable || strings.Contains(strings.ToLower(err.Error()), "goaway") {
+		t.Errorf("stream on a killed server ended with %v, want UNAVAILABLE without a GOAWAY", err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Error("Done not closed after Kill")
+	}
+}
+
+// waitConns waits until the server has accepted n connections.
+func waitConns(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.gate.mu.Lock()
+		got := len(s.gate.conns)
+		s.gate.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server accepted %d connections, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestStopHardAtGraceEnd(t *testing.T) {
+	s := startServer(t, Config{})
+	stream := openStream(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Stop(ctx); !errors.Is(err, ErrHardStop) {
+		t.Errorf("Stop with an endless stream: %v, want ErrHardStop", err)
+	}
+	if err := drain(stream); status.Code(err) != codes.Unavailable {
+		t.Errorf("stream cut at the grace end: %v, want UNAVAILABLE", err)
+	}
+}
+
+func TestDrainDelayKeepsServing(t *testing.T) {
+	s := startServer(t, Config{DrainDelay: 700 * time.Millisecond})
+	cc := dial(t, s)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background()) }()
+	h := healthpb.NewHealthClient(cc)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health never NOT_SERVING after SIGTERM: %v %v", resp, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Still in the drain delay: new connections and calls work.
+	if err := getPrice(pricingv1.NewPricingClient(dial(t, s)), 5*time.Second); err != nil {
+		t.Errorf("call on a new connection during the drain delay: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if got := dialTCP(s.Addr().String()); got != "refused" {
+		t.Errorf("after the graceful stop: %s, want refused", got)
+	}
+}
+
+func TestStartupDelayRefusesUntilListening(t *testing.T) {
+	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.201.2:8471"), StartupDelay: 400 * time.Millisecond})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	if got := dialTCP("127.203.201.2:8471"); got != "refused" {
+		t.Errorf("during the startup delay: %s, want refused", got)
+	}
+	if err := s.Hang(context.Background(), true); !errors.Is(err, ErrNotServing) {
+		t.Errorf("Hang before listening: %v, want ErrNotServing", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for dialTCP("127.203.201.2:8471") != "connected" {
+		if time.Now().After(deadline) {
+			t.Fatal("server never listened after its startup delay")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStopDuringStartupDelay(t *testing.T) {
+	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.201.3:8471"), StartupDelay: time.Hour})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Errorf("Stop before listening: %v", err)
+	}
+	<-s.Done()
+}
+
+func TestStartupBindFailureEndsServer(t *testing.T) {
+	addr := netip.MustParseAddrPort("127.203.201.4:8471")
+	ln, err := loopback.Listen(context.Background(), addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := New(Config{Name: "p", Addr: addr, StartupDelay: time.Millisecond})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("server with a taken address did not exit")
+	}
+	if s.Err() == nil {
+		t.Error("Err is nil after a failed listen")
+	}
+}
+
+// TestStreamLongerThanMaxConnectionAgeGraceFails: grpc-go closes a
+// connection MaxConnectionAgeGrace after its GOAWAY, whatever still runs on
+// it.
+func TestStreamLongerThanMaxConnectionAgeGraceFails(t *testing.T) {
+	s := startServer(t, Config{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 300 * time.Millisecond})
+	stream := openStream(t, s)
+	start := time.Now()
+	err := drain(stream)
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("stream past MaxConnectionAge+Grace ended with %v, want UNAVAILABLE", err)
+	}
+	t.Logf("stream cut after %v: %v", time.Since(start), err)
+}
