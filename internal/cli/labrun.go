@@ -104,10 +104,15 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if err != nil {
 		return err
 	}
+	failed := 0
 	for _, v := range res.Variants {
 		if v.Error != "" {
 			return fmt.Errorf("variant %s failed: %s", v.Name, v.Error)
 		}
+		failed += v.Failed()
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of the scenario's expectations failed (see the FAIL lines)", failed)
 	}
 	return nil
 }

@@ -311,6 +311,25 @@ func (k *Kubelet) Hang(namespace, name string, hang bool) error {
 	return nil
 }
 
+// SetHealthy makes a running pod's application unhealthy (healthy false) or
+// healthy again, see pod.Server.SetHealthy: its gRPC health for
+// pricing.v1.Pricing turns NOT_SERVING and its calls fail, while the
+// kubelet's probes (TCP, or gRPC health without a service) still pass, so
+// the pod stays Ready and listed. A restarted container starts healthy.
+// Errors wrap ErrNoPod or ErrNotRunning.
+func (k *Kubelet) SetHealthy(namespace, name string, healthy bool) error {
+	w, err := k.worker(namespace, name)
+	if err != nil {
+		return err
+	}
+	c, err := w.running()
+	if err != nil {
+		return err
+	}
+	c.srv.SetHealthy(healthy)
+	return nil
+}
+
 // blackhole makes addr drop SYNs until Run returns, keeping its IP out of
 // the pool; it reports whether it managed to.
 func (k *Kubelet) blackhole(ctx context.Context, addr netip.AddrPort) bool {

@@ -68,6 +68,12 @@ type Config struct {
 	DNSPort int
 	// ProxyMode is kube-proxy's mode (proxy.Config.Mode); default iptables.
 	ProxyMode proxy.Mode
+	// DeadAddress, RestartBackoff and PodEvents configure the kubelet (see
+	// kubelet.Config): what a deleted pod's address does, the crash-loop
+	// back-off base, and a hook for lifecycle events.
+	DeadAddress    string
+	RestartBackoff time.Duration
+	PodEvents      func(p *corev1.Pod, event string, at time.Time)
 	// Seed seeds names, ClusterIPs, kube-proxy picks and DNS shuffles; 0
 	// means random.
 	Seed uint64
@@ -186,8 +192,9 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 		Cluster: c,
 		DNS:     dns,
 		Proxy:   proxy.New(c.Factory(), proxy.Config{Mode: cfg.ProxyMode, Seed: cfg.Seed + 1, OnConn: cfg.ProxyConn, Logger: cfg.Logger}),
-		Kubelet: kubelet.New(c.Client(), c.Factory(), kubelet.Config{PodIPs: c.PodIPs(), Observe: cfg.PodObserver, Logger: cfg.Logger}),
-		errs:    make(chan error, 3),
+		Kubelet: kubelet.New(c.Client(), c.Factory(), kubelet.Config{PodIPs: c.PodIPs(), Observe: cfg.PodObserver, Logger: cfg.Logger,
+			DeadAddress: cfg.DeadAddress, RestartBackoff: cfg.RestartBackoff, Events: cfg.PodEvents}),
+		errs: make(chan error, 3),
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
@@ -86,6 +87,8 @@ type Server struct {
 	mu   sync.Mutex
 	err  error // why the server exited on its own
 	hung bool
+
+	unhealthy atomic.Bool // SetHealthy(false): NOT_SERVING, calls fail
 }
 
 // New returns a server for cfg; nothing listens until Start.
@@ -105,7 +108,7 @@ func New(cfg Config) *Server {
 		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.gate.addr = cfg.Addr
-	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg})
+	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
@@ -269,16 +272,41 @@ func (s *Server) isHung() bool {
 	return s.hung
 }
 
-type pricing struct {
-	pricingv1.UnimplementedPricingServer
-	cfg Config
+// SetHealthy(false) makes the server unhealthy, as an application whose
+// dependency is down: its grpc.health.v1 status for pricing.v1.Pricing turns
+// NOT_SERVING (the overall "" status, which a kubelet gRPC probe without a
+// service asks for, stays SERVING) and every Pricing call fails with
+// UNAVAILABLE. SetHealthy(true) undoes it. A stopping server stays
+// NOT_SERVING.
+func (s *Server) SetHealthy(ok bool) {
+	s.unhealthy.Store(!ok)
+	st := healthpb.HealthCheckResponse_SERVING
+	if !ok {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, st)
 }
 
+type pricing struct {
+	pricingv1.UnimplementedPricingServer
+	cfg       Config
+	unhealthy *atomic.Bool
+}
+
+// errUnhealthy is what an unhealthy pod answers.
+var errUnhealthy = status.Error(codes.Unavailable, "pod unhealthy: a dependency is down")
+
 func (p *pricing) GetPrice(_ context.Context, req *pricingv1.GetPriceRequest) (*pricingv1.GetPriceResponse, error) {
+	if p.unhealthy.Load() {
+		return nil, errUnhealthy
+	}
 	return p.quote(req.GetSku(), 0), nil
 }
 
 func (p *pricing) WatchPrices(req *pricingv1.WatchPricesRequest, stream grpc.ServerStreamingServer[pricingv1.GetPriceResponse]) error {
+	if p.unhealthy.Load() {
+		return errUnhealthy
+	}
 	interval := time.Duration(req.GetIntervalMs()) * time.Millisecond
 	if interval <= 0 {
 		interval = 100 * time.Millisecond

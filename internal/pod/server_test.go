@@ -214,3 +214,39 @@ func TestStopLetsInFlightStreamFinishWithinGrace(t *testing.T) {
 		t.Errorf("Stop: %v", err)
 	}
 }
+
+// TestSetHealthy: an unhealthy server reports NOT_SERVING for
+// pricing.v1.Pricing (the overall status stays SERVING) and fails its calls
+// with UNAVAILABLE; healthy again, it serves.
+func TestSetHealthy(t *testing.T) {
+	s := startServer(t, Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.1:0")})
+	conn := dial(t, s)
+	hc, pc := healthpb.NewHealthClient(conn), pricingv1.NewPricingClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus()
+	}
+	s.SetHealthy(false)
+	if got := check(pricingv1.Pricing_ServiceDesc.ServiceName); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("pricing health %v while unhealthy, want NOT_SERVING", got)
+	}
+	if got := check(""); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("overall health %v while unhealthy, want SERVING (probes keep passing)", got)
+	}
+	if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}); status.Code(err) != codes.Unavailable {
+		t.Errorf("GetPrice while unhealthy: %v, want UNAVAILABLE", err)
+	}
+	s.SetHealthy(true)
+	if got := check(pricingv1.Pricing_ServiceDesc.ServiceName); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("pricing health %v once healthy, want SERVING", got)
+	}
+	if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
+		t.Errorf("GetPrice once healthy: %v", err)
+	}
+}

@@ -164,8 +164,9 @@ func (f *File) check() error {
 			return err
 		}
 	}
+	stepNames := map[string]bool{}
 	for i, st := range sp.Timeline {
-		if err := f.checkStep(i, st, groups); err != nil {
+		if err := f.checkStep(i, st, groups, stepNames); err != nil {
 			return err
 		}
 	}
@@ -191,6 +192,14 @@ func (f *File) check() error {
 	}
 	if err := f.checkOfferedLoad(); err != nil {
 		return err
+	}
+	if err := checkCluster(d, "spec.cluster", sp.Cluster); err != nil {
+		return err
+	}
+	for i, e := range sp.Expect {
+		if err := f.checkExpectation(i, e); err != nil {
+			return err
+		}
 	}
 	if g := sp.GRPC.MinResolutionInterval; g != nil && g.Duration < 0 {
 		return d.Errorf("spec.grpc.minResolutionInterval", "must not be negative")
@@ -358,7 +367,7 @@ func (f *File) checkClient(i int, groups map[string]bool) error {
 	if _, err := f.resolveTarget(c.Target, c.Namespace); err != nil {
 		return d.Errorf(p+".target", "%v", err)
 	}
-	return nil
+	return checkSettings(d, p, c.ClientSettings)
 }
 
 func checkPolicy(p string) error {
@@ -366,38 +375,6 @@ func checkPolicy(p string) error {
 		return nil
 	}
 	return fmt.Errorf("%q: expected one of %v", p, load.Policies)
-}
-
-func (f *File) checkStep(i int, st Step, groups map[string]bool) error {
-	d := f.doc
-	p := fmt.Sprintf("spec.timeline[%d]", i)
-	dur := f.Scenario.Spec.Duration.Duration
-	if st.At.Duration < 0 || st.At.Duration >= dur {
-		return d.Errorf(p+".at", "%v: expected an offset within the run, 0 <= at < %v", st.At.Duration, dur)
-	}
-	switch {
-	case st.Scale != nil && st.RestartClient == nil:
-		if st.Scale.Replicas == nil || *st.Scale.Replicas < 0 {
-			return d.Errorf(p+".scale.replicas", "required, >= 0")
-		}
-		if *st.Scale.Replicas > MaxReplicas {
-			return d.Errorf(p+".scale.replicas", "%d: expected at most %d pods per workload in a lab", *st.Scale.Replicas, MaxReplicas)
-		}
-		if _, err := f.scaleTarget(st.Scale); err != nil {
-			field := p + ".scale.deployment"
-			if st.Scale.StatefulSet != "" {
-				field = p + ".scale.statefulSet"
-			}
-			return d.Errorf(field, "%v", err)
-		}
-	case st.RestartClient != nil && st.Scale == nil:
-		if !f.clientExists(st.RestartClient.Client) {
-			return d.Errorf(p+".restartClient.client", "%q names no client; expected a group name or <group>-<n>", st.RestartClient.Client)
-		}
-	default:
-		return d.Errorf(p, "expected exactly one action: scale or restartClient")
-	}
-	return nil
 }
 
 // clientExists reports whether name is a client group or one client of a
@@ -443,6 +420,9 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 		if err := checkPolicy(o.Policy); err != nil {
 			return d.Errorf(q+".policy", "%v", err)
 		}
+		if err := checkSettings(d, q, o.ClientSettings); err != nil {
+			return err
+		}
 		if o.Count != nil && (*o.Count < 1 || *o.Count > MaxClients) {
 			return d.Errorf(q+".count", "%d: expected 1 to %d", *o.Count, MaxClients)
 		}
@@ -459,6 +439,11 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 			}
 		}
 	}
+	if v.Cluster != nil {
+		if err := checkCluster(d, p+".cluster", *v.Cluster); err != nil {
+			return err
+		}
+	}
 	for j, s := range v.Servers {
 		q := fmt.Sprintf("%s.servers[%d]", p, j)
 		if _, err := f.overlayTarget(s); err != nil {
@@ -471,6 +456,19 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 		for _, a := range []*metav1.Duration{s.MaxConnectionAge, s.MaxConnectionAgeGrace} {
 			if a != nil && a.Duration < 0 {
 				return d.Errorf(q, "connection ages must not be negative")
+			}
+		}
+		if m := s.MinReadySeconds; m != nil && (*m < 0 || *m > 3600) {
+			return d.Errorf(q+".minReadySeconds", "%d: expected 0 to 3600", *m)
+		}
+		if ps := s.PreStopSleepSeconds; ps != nil {
+			w, _ := f.overlayTarget(s)
+			grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+			if g := w.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+				grace = *g
+			}
+			if *ps < 0 || *ps > grace {
+				return d.Errorf(q+".preStopSleepSeconds", "%d: expected 0 to the pods' terminationGracePeriodSeconds (%d), as the API server requires", *ps, grace)
 			}
 		}
 	}

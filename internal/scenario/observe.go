@@ -43,7 +43,7 @@ type clientObserver struct {
 }
 
 func (o clientObserver) Called(r load.Result) {
-	o.rec.Call(o.name, r.Pod, r.Code, r.Latency, r.Due)
+	o.rec.Call(o.name, r.Pod, r.Code, string(r.Cause), r.Latency, r.Due)
 }
 
 func (o clientObserver) Conn(remote netip.AddrPort, open bool) {

@@ -9,6 +9,8 @@ import (
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -24,6 +26,8 @@ type Plan struct {
 	Duration    time.Duration
 	// Servers describes the server overlay, e.g. "MaxConnectionAge 10s".
 	Servers string
+	// Cluster is the scenario's cluster settings with the variant's overlay.
+	Cluster ClusterSettings
 }
 
 // ClientPlan is one load client.
@@ -33,6 +37,7 @@ type ClientPlan struct {
 	Policy      string
 	Rate        float64
 	Timeout     time.Duration
+	Settings    ClientSettings
 }
 
 // Plans returns one plan per variant (or one "base" plan without variants),
@@ -58,6 +63,7 @@ func (f *File) Plans() []Plan {
 		}
 		p.Servers = f.applyServers(p.Objects, v.Servers)
 		p.Clients = f.clients(v.Clients)
+		p.Cluster = sp.Cluster.overlay(v.Cluster)
 		plans = append(plans, p)
 	}
 	return plans
@@ -66,7 +72,7 @@ func (f *File) Plans() []Plan {
 func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 	var out []ClientPlan
 	for _, c := range f.Scenario.Spec.Clients {
-		target, policy, count, rate := c.Target, c.Policy, countOf(c.Count), c.Rate
+		target, policy, count, rate, settings := c.Target, c.Policy, countOf(c.Count), c.Rate, c.ClientSettings
 		for _, o := range overlays {
 			if o.Name == "" || o.Name == c.Name {
 				target = cmp.Or(o.Target, target)
@@ -75,6 +81,7 @@ func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 					count = *o.Count
 				}
 				rate = cmp.Or(o.Rate, rate)
+				settings = settings.overlay(o.ClientSettings)
 			}
 		}
 		if policy == "" {
@@ -86,7 +93,7 @@ func (f *File) clients(overlays []ClientOverlay) []ClientPlan {
 			timeout = time.Second
 		}
 		for n := range count {
-			out = append(out, ClientPlan{Name: fmt.Sprintf("%s-%d", c.Name, n), Group: c.Name, Target: t, Policy: policy, Rate: rate, Timeout: timeout})
+			out = append(out, ClientPlan{Name: fmt.Sprintf("%s-%d", c.Name, n), Group: c.Name, Target: t, Policy: policy, Rate: rate, Timeout: timeout, Settings: settings})
 		}
 	}
 	return out
@@ -103,6 +110,14 @@ func (f *File) applyServers(objs []runtime.Object, overlays []ServerOverlay) str
 			if !ok || w.Kind != target.Kind || w.Name != target.Name || w.Namespace != target.Namespace {
 				continue
 			}
+			if o.MinReadySeconds != nil {
+				switch x := obj.(type) {
+				case *appsv1.Deployment:
+					x.Spec.MinReadySeconds = *o.MinReadySeconds
+				case *appsv1.StatefulSet:
+					x.Spec.MinReadySeconds = *o.MinReadySeconds
+				}
+			}
 			for i := range w.Template.Spec.Containers {
 				c := &w.Template.Spec.Containers[i]
 				if !kubelet.IsPinlabImage(c.Image) {
@@ -114,6 +129,12 @@ func (f *File) applyServers(objs []runtime.Object, overlays []ServerOverlay) str
 				if o.MaxConnectionAgeGrace != nil {
 					c.Args = setFlag(c.Args, "--max-connection-age-grace", o.MaxConnectionAgeGrace.Duration.String())
 				}
+				if o.PreStopSleepSeconds != nil {
+					if c.Lifecycle == nil {
+						c.Lifecycle = &corev1.Lifecycle{}
+					}
+					c.Lifecycle.PreStop = &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: *o.PreStopSleepSeconds}}
+				}
 			}
 		}
 		if o.MaxConnectionAge != nil {
@@ -121,6 +142,12 @@ func (f *File) applyServers(objs []runtime.Object, overlays []ServerOverlay) str
 		}
 		if o.MaxConnectionAgeGrace != nil {
 			desc = append(desc, fmt.Sprintf("grace %v", o.MaxConnectionAgeGrace.Duration))
+		}
+		if o.MinReadySeconds != nil {
+			desc = append(desc, fmt.Sprintf("%s: minReadySeconds %d", target.Name, *o.MinReadySeconds))
+		}
+		if o.PreStopSleepSeconds != nil {
+			desc = append(desc, fmt.Sprintf("%s: preStop sleep %ds", target.Name, *o.PreStopSleepSeconds))
 		}
 	}
 	return strings.Join(desc, ", ")

@@ -16,8 +16,8 @@ import (
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/lab"
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/proxy"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
 	grpcdns "google.golang.org/grpc/resolver/dns"
@@ -95,9 +95,13 @@ func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
 	if sp.GRPC.MinResolutionInterval != nil {
 		minRes = sp.GRPC.MinResolutionInterval.Duration
 	}
-	// Process-wide in grpc-go; set it every run so a previous run's value
-	// never leaks into this one.
-	grpcdns.SetMinResolutionInterval(minRes)
+	// Process-wide in grpc-go: runs in one process with different values
+	// take turns; runs with the same value share it.
+	release, err := minResolution.hold(ctx, minRes)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: interrupted while waiting for another run's grpc settings: %w", err)
+	}
+	defer release()
 	res := &report.Result{
 		Scenario: f.Scenario.Metadata.Name, Description: sp.Description, Source: f.Name,
 		Duration: sp.Duration.Duration.Seconds(), Seed: opts.Seed, SideBySide: !opts.Sequential,
@@ -204,16 +208,54 @@ func startProgress(report func([]Progress), runs []*variantRun) (stop func()) {
 	}
 }
 
-func (st Step) describe() string {
-	at := st.At.Duration.String()
-	switch {
-	case st.Scale != nil:
-		kind, name, _ := ref(st.Scale.Deployment, st.Scale.StatefulSet)
-		return fmt.Sprintf("%s: scale %s %s to %d", at, kind, name, *st.Scale.Replicas)
-	case st.RestartClient != nil:
-		return fmt.Sprintf("%s: restart client %s", at, st.RestartClient.Client)
+// minResolution arbitrates grpc-go's process-wide minimum re-resolution
+// interval between concurrent runs.
+var minResolution = &sharedSetting{set: grpcdns.SetMinResolutionInterval}
+
+// sharedSetting is a process-wide value that concurrent holders must agree
+// on: hold waits until the value is free or already what the caller needs.
+type sharedSetting struct {
+	set func(time.Duration)
+
+	mu      sync.Mutex
+	value   time.Duration
+	holders int
+	changed chan struct{} // closed and replaced when holders drops to 0
+}
+
+func (s *sharedSetting) hold(ctx context.Context, v time.Duration) (release func(), err error) {
+	for {
+		s.mu.Lock()
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		if s.holders == 0 || s.value == v {
+			if s.holders == 0 {
+				s.value = v
+				s.set(v)
+			}
+			s.holders++
+			s.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					if s.holders--; s.holders == 0 {
+						close(s.changed)
+						s.changed = make(chan struct{})
+					}
+				})
+			}, nil
+		}
+		wait := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-wait:
+		}
 	}
-	return at
 }
 
 // variantRun is one variant in its own lab.
@@ -277,6 +319,12 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	cfg.DNSFixedOrder = sp.DNS.FixedOrder
 	cfg.DNSPods = clusterdns.PodMode(sp.DNS.Pods)
+	cfg.ProxyMode = proxy.Mode(r.plan.Cluster.ProxyMode)
+	cfg.DeadAddress = r.plan.Cluster.DeadAddress
+	if b := r.plan.Cluster.RestartBackoff; b != nil {
+		cfg.RestartBackoff = b.Duration
+	}
+	cfg.PodEvents = func(p *corev1.Pod, event string, at time.Time) { rec.PodEvent(p.Name, event, at) }
 	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	l, err := lab.Start(setupCtx, cfg)
@@ -295,11 +343,11 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	r.fillClusterIPs(l)
 	rec.Node(netip.MustParseAddr("127.0.0.1"))
-	clients, err := r.newClients(l, rec)
+	cl, err := newClients(l, rec, r.plan.Clients)
 	if err != nil {
 		return err
 	}
-	return r.drive(ctx, l, rec, clients)
+	return r.drive(ctx, l, rec, cl)
 }
 
 // fillClusterIPs records the ClusterIP each group's Service got.
@@ -319,38 +367,9 @@ func (r *variantRun) fillClusterIPs(l *lab.Lab) {
 	}
 }
 
-// newClients creates the plan's load clients, each with its own IP from the
-// pod network, as client pods would have.
-func (r *variantRun) newClients(l *lab.Lab, rec *stats.Recorder) (_ map[string]*load.Client, err error) {
-	clients := map[string]*load.Client{}
-	defer func() {
-		if err != nil {
-			for _, c := range clients {
-				c.Close()
-			}
-		}
-	}()
-	for _, cp := range r.plan.Clients {
-		ip, err := l.Cluster.PodIPs().Allocate()
-		if err != nil {
-			return nil, fmt.Errorf("client %s: no pod IP: %w", cp.Name, err)
-		}
-		rec.Client(cp.Name, ip)
-		c, err := load.New(load.Config{
-			Name: cp.Name, Source: ip, Target: cp.Target.GRPCTarget(l.DNSAddr()), Policy: cp.Policy,
-			Rate: cp.Rate, Timeout: cp.Timeout, Observer: clientObserver{rec: rec, name: cp.Name},
-		})
-		if err != nil {
-			return nil, err
-		}
-		clients[cp.Name] = c
-	}
-	return clients, nil
-}
-
 // drive runs load for the plan's duration, applying timeline steps, then
 // stops the clients (in-flight calls finish) and summarises.
-func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder, clients map[string]*load.Client) error {
+func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder, cl *clients) error {
 	start := time.Now()
 	rec.SetStart(start)
 	r.started.Store(start.UnixNano())
@@ -358,14 +377,14 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var wg sync.WaitGroup
-	for _, c := range clients {
+	for _, c := range cl.all() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c.Run(loadCtx)
 		}()
 	}
-	stepErrs := r.timeline(loadCtx, l, rec, clients, start)
+	stepErrs := r.timeline(loadCtx, l, rec, cl, start)
 	reached := min(time.Since(start), r.plan.Duration)
 	stopLoad()
 	wg.Wait()
@@ -378,17 +397,18 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 			windows = append(windows, w)
 		}
 	}
-	r.result.Summary = rec.Summarize(windows)
+	r.result.Summary = rec.Summarize(windows, reached)
 	r.result.Why = explain(r.plan, r.result.Summary, time.Duration(r.file.minResolution()*float64(time.Second)))
 	if ctx.Err() != nil {
 		r.result.Interrupted = reached.Seconds()
 	}
+	r.result.Checks = checkExpectations(r.file.Scenario.Spec.Expect, &r.result, r.result.StepPods)
 	return nil
 }
 
 // timeline applies the steps at their offsets and returns when the run's
 // duration is over (or ctx ends). It returns the steps that failed.
-func (r *variantRun) timeline(ctx context.Context, l *lab.Lab, rec *stats.Recorder, clients map[string]*load.Client, start time.Time) []string {
+func (r *variantRun) timeline(ctx context.Context, l *lab.Lab, rec *stats.Recorder, cl *clients, start time.Time) []string {
 	steps := append([]Step(nil), r.plan.Steps...)
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Duration < steps[j].At.Duration })
 	var errs []string
@@ -408,39 +428,26 @@ func (r *variantRun) timeline(ctx context.Context, l *lab.Lab, rec *stats.Record
 		if !wait(st.At.Duration) {
 			return errs
 		}
-		if err := r.apply(ctx, l, clients, st); err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", st.describe(), err))
-			rec.Mark(st.describe()+" failed: "+err.Error(), time.Now())
+		pod, err := r.apply(ctx, l, rec, cl, st)
+		if pod != "" && st.Name != "" {
+			if r.result.StepPods == nil {
+				r.result.StepPods = map[string]string{}
+			}
+			r.result.StepPods[st.Name] = pod
+		}
+		text := st.describe()
+		if pod != "" && st.podRef().Pod == "" {
+			text += " (" + pod + ")"
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", text, err))
+			rec.Mark(text+" failed: "+err.Error(), time.Now())
 			continue
 		}
-		rec.Mark(st.describe(), time.Now())
+		rec.Mark(text, time.Now())
 	}
 	wait(r.plan.Duration)
 	return errs
-}
-
-func (r *variantRun) apply(ctx context.Context, l *lab.Lab, clients map[string]*load.Client, st Step) error {
-	switch {
-	case st.Scale != nil:
-		w, err := r.file.scaleTarget(st.Scale)
-		if err != nil {
-			return err
-		}
-		return l.Scale(ctx, w.Kind, w.Namespace, w.Name, *st.Scale.Replicas)
-	case st.RestartClient != nil:
-		var errs []error
-		for _, cp := range r.plan.Clients {
-			if cp.Name == st.RestartClient.Client || cp.Group == st.RestartClient.Client {
-				err := clients[cp.Name].Restart()
-				if err == nil {
-					r.rec.Load().ClientRestart(cp.Name, time.Now())
-				}
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	return nil
 }
 
 func namespaceOfObj(ns string) string {

@@ -48,6 +48,12 @@ type Spec struct {
 	GRPC GRPC `json:"grpc,omitempty"`
 	// DNS configures the cluster DNS.
 	DNS DNS `json:"dns,omitempty"`
+	// Cluster holds dataplane and kubelet settings; variants may override
+	// them.
+	Cluster ClusterSettings `json:"cluster,omitempty"`
+	// Expect lists what the run must show; each expectation is checked per
+	// variant and reported as pass or fail.
+	Expect []Expectation `json:"expect,omitempty"`
 }
 
 // Client is a group of identical load clients, named <name>-0 .. <name>-N-1.
@@ -68,13 +74,30 @@ type Client struct {
 	Rate float64 `json:"rate"`
 	// Timeout is each call's deadline; default 1s.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
+	// ClientSettings model a client runtime: resolver, DNS cache, health
+	// checking, retries, call kind.
+	ClientSettings `json:",inline"`
 }
 
 // Step is one timeline action. Exactly one action field is set.
 type Step struct {
-	At            metav1.Duration    `json:"at"`
-	Scale         *ScaleStep         `json:"scale,omitempty"`
-	RestartClient *RestartClientStep `json:"restartClient,omitempty"`
+	At metav1.Duration `json:"at"`
+	// Name labels the step so expectations can refer to the pod it acted on
+	// ("@<name>").
+	Name            string               `json:"name,omitempty"`
+	Scale           *ScaleStep           `json:"scale,omitempty"`
+	RestartClient   *RestartClientStep   `json:"restartClient,omitempty"`
+	ConfigureClient *ConfigureClientStep `json:"configureClient,omitempty"`
+	RolloutRestart  *WorkloadRef         `json:"rolloutRestart,omitempty"`
+	Update          *UpdateStep          `json:"update,omitempty"`
+	DeletePod       *PodRef              `json:"deletePod,omitempty"`
+	KillPod         *PodRef              `json:"killPod,omitempty"`
+	HangPod         *PodRef              `json:"hangPod,omitempty"`
+	ResumePod       *PodRef              `json:"resumePod,omitempty"`
+	NotReady        *PodRef              `json:"notReady,omitempty"`
+	Ready           *PodRef              `json:"ready,omitempty"`
+	Unhealthy       *PodRef              `json:"unhealthy,omitempty"`
+	Healthy         *PodRef              `json:"healthy,omitempty"`
 }
 
 // ScaleStep sets a Deployment's or a StatefulSet's replicas; exactly one of
@@ -107,16 +130,20 @@ type Variant struct {
 	Description string          `json:"description,omitempty"`
 	Clients     []ClientOverlay `json:"clients,omitempty"`
 	Servers     []ServerOverlay `json:"servers,omitempty"`
+	// Cluster overrides the scenario's cluster settings that it sets.
+	Cluster *ClusterSettings `json:"cluster,omitempty"`
 }
 
-// ClientOverlay changes client groups' target, policy, count or rate; unset
-// fields keep the group's value. An empty Name applies to every group.
+// ClientOverlay changes client groups' target, policy, count, rate or
+// settings; unset fields keep the group's value. An empty Name applies to
+// every group.
 type ClientOverlay struct {
-	Name   string  `json:"name,omitempty"`
-	Target string  `json:"target,omitempty"`
-	Policy string  `json:"policy,omitempty"`
-	Count  *int    `json:"count,omitempty"`
-	Rate   float64 `json:"rate,omitempty"`
+	Name           string  `json:"name,omitempty"`
+	Target         string  `json:"target,omitempty"`
+	Policy         string  `json:"policy,omitempty"`
+	Count          *int    `json:"count,omitempty"`
+	Rate           float64 `json:"rate,omitempty"`
+	ClientSettings `json:",inline"`
 }
 
 // ServerOverlay sets grpc-go server options of a Deployment's or a
@@ -128,6 +155,15 @@ type ServerOverlay struct {
 	Namespace             string           `json:"namespace,omitempty"`
 	MaxConnectionAge      *metav1.Duration `json:"maxConnectionAge,omitempty"`
 	MaxConnectionAgeGrace *metav1.Duration `json:"maxConnectionAgeGrace,omitempty"`
+	// MinReadySeconds sets the workload's spec.minReadySeconds: how long a
+	// new pod must stay Ready before it counts as available and a rollout
+	// moves on.
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+	// PreStopSleepSeconds sets the container's preStop hook to sleep that
+	// long (lifecycle.preStop.sleep), so a terminating pod keeps serving
+	// while the endpoint removal reaches kube-proxy and clients. It counts
+	// against terminationGracePeriodSeconds.
+	PreStopSleepSeconds *int64 `json:"preStopSleepSeconds,omitempty"`
 }
 
 // GRPC holds grpc-go settings. They are process-wide in grpc-go, so every

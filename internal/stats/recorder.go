@@ -78,6 +78,7 @@ func (c counts) sum(from, to int) int64 {
 type podSeries struct {
 	name, ip   string
 	phases     []phaseAt
+	events     []markAt           // kubelet lifecycle events (sigterm, killed, ...)
 	served     map[string]*counts // by peer label
 	conns      []interval
 	openByPeer map[netip.AddrPort]int
@@ -256,6 +257,15 @@ func (r *Recorder) PodPhase(name, ip string, phase PodPhase, at time.Time) {
 		p.ip = ip
 	}
 	p.phases = append(p.phases, phaseAt{phase: phase, at: at})
+}
+
+// PodEvent records a kubelet lifecycle event of pod name ("prestop-start",
+// "sigterm", "hard-stop", "killed", "restarted", ...).
+func (r *Recorder) PodEvent(name, event string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pod(name)
+	p.events = append(p.events, markAt{text: event, at: at})
 }
 
 // Served records one call a pod finished serving for peer.

@@ -106,11 +106,13 @@ type Summary struct {
 	Marks     []Mark      `json:"marks"`
 }
 
-// PodLife is a pod's lifecycle events.
+// PodLife is a pod's lifecycle: its phases as the API shows them and the
+// kubelet's events (preStop, SIGTERM, hard stop, kill, restart).
 type PodLife struct {
 	Name   string        `json:"name"`
 	IP     string        `json:"ip"`
 	Phases []PhaseChange `json:"phases"`
+	Events []Mark        `json:"events,omitempty"`
 }
 
 func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
@@ -136,6 +138,9 @@ func (r *Recorder) Summarize(windows []Window, end time.Duration) Summary {
 		pl := PodLife{Name: name, IP: p.ip}
 		for _, ph := range p.phases {
 			pl.Phases = append(pl.Phases, PhaseChange{Phase: ph.phase, At: Offset(r.offset(ph.at))})
+		}
+		for _, ev := range p.events {
+			pl.Events = append(pl.Events, Mark{At: Offset(r.offset(ev.at)), Text: ev.text})
 		}
 		s.Pods = append(s.Pods, pl)
 		s.Timeline[name] = perSecond(p.clientServed())

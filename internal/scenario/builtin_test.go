@@ -1,0 +1,56 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/scenarios"
+)
+
+// TestBuiltinScenarios runs every built-in scenario that states
+// expectations, all variants side by side, and requires every expectation
+// to hold: these are the claims of claims.md the lab reproduces. The default
+// scenario (scale-out) states none; TestScaleOut covers it on a short
+// timeline.
+func TestBuiltinScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every built-in scenario (up to 75s each, in parallel)")
+	}
+	for _, name := range scenarios.Names() {
+		b, _ := scenarios.Get(name)
+		f, err := Load("builtin:"+name, b)
+		if err != nil {
+			t.Fatalf("built-in %s does not load: %v", name, err)
+		}
+		if len(f.Scenario.Spec.Expect) == 0 {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			res, err := Run(ctx, f, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			for _, v := range res.Variants {
+				if v.Error != "" {
+					t.Errorf("variant %s failed: %s", v.Name, v.Error)
+				}
+				if len(v.Checks) == 0 {
+					t.Errorf("variant %s: no expectation was checked", v.Name)
+				}
+				failed += v.Failed()
+			}
+			if failed > 0 || t.Failed() {
+				var buf bytes.Buffer
+				report.Text(&buf, res)
+				t.Errorf("%d expectations failed:\n%s", failed, buf.String())
+			}
+		})
+	}
+}

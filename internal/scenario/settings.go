@@ -1,0 +1,295 @@
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/manifest"
+	"google.golang.org/grpc/codes"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClientSettings model a client runtime. Unset fields keep the default (in
+// a Client) or the group's value (in an overlay or a configureClient step).
+type ClientSettings struct {
+	// Resolver is how a dns:/// target is resolved: "grpc" (default:
+	// grpc-go's own DNS resolver, re-resolving only when the balancer asks,
+	// at most once per spec.grpc.minResolutionInterval), "cached" (the same
+	// re-resolution rule per client, over a per-client DNS cache with
+	// CacheTTL, as a JVM's InetAddress cache under grpc-java) or "once"
+	// (resolved at start into a static address list, never again).
+	Resolver string `json:"resolver,omitempty"`
+	// CacheTTL is the "cached" resolver's cache lifetime: a duration or
+	// "forever" (the JVM's networkaddress.cache.ttl=-1); default 30s, the
+	// JVM's default without a security manager.
+	CacheTTL *TTL `json:"cacheTTL,omitempty"`
+	// MinResolutionInterval is the "cached" resolver's minimum time between
+	// resolutions of one channel; default 30s, as grpc-go.
+	MinResolutionInterval *metav1.Duration `json:"minResolutionInterval,omitempty"`
+	// HealthCheck turns on gRPC client-side health checking
+	// (healthCheckConfig for pricing.v1.Pricing); it acts under round_robin.
+	HealthCheck *bool `json:"healthCheck,omitempty"`
+	// WaitForReady makes calls wait for a ready connection until their
+	// deadline instead of failing fast.
+	WaitForReady *bool `json:"waitForReady,omitempty"`
+	// Retry is a gRPC retry policy for pricing.v1.Pricing.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// Call is "unary" (default: GetPrice) or "stream" (WatchPrices server
+	// streams, each lasting StreamLength; Rate is then streams started per
+	// second).
+	Call string `json:"call,omitempty"`
+	// StreamLength is how long each stream runs; default 10s.
+	StreamLength *metav1.Duration `json:"streamLength,omitempty"`
+}
+
+// RetryPolicy is gRPC's retryPolicy service-config object.
+type RetryPolicy struct {
+	// MaxAttempts counts the first call; 2 to 5 (grpc-go caps it at 5).
+	MaxAttempts          int             `json:"maxAttempts"`
+	InitialBackoff       metav1.Duration `json:"initialBackoff"`
+	MaxBackoff           metav1.Duration `json:"maxBackoff"`
+	BackoffMultiplier    float64         `json:"backoffMultiplier"`
+	RetryableStatusCodes []string        `json:"retryableStatusCodes"`
+}
+
+// TTL is a cache lifetime: a duration, or "forever" (Forever).
+type TTL struct {
+	time.Duration
+}
+
+// Forever is the TTL of a cache that never expires.
+const Forever = time.Duration(-1)
+
+// UnmarshalJSON reads "forever" or a Go duration such as "30s".
+func (t *TTL) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("expected a duration such as 30s or \"forever\"")
+	}
+	if strings.EqualFold(s, "forever") {
+		t.Duration = Forever
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q: expected a duration such as 30s or \"forever\"", s)
+	}
+	t.Duration = d
+	return nil
+}
+
+// MarshalJSON writes the form UnmarshalJSON reads.
+func (t TTL) MarshalJSON() ([]byte, error) {
+	if t.Duration == Forever {
+		return json.Marshal("forever")
+	}
+	return json.Marshal(t.Duration.String())
+}
+
+func (t TTL) String() string {
+	if t.Duration == Forever {
+		return "forever"
+	}
+	return t.Duration.String()
+}
+
+// ClusterSettings are the lab's dataplane and kubelet settings.
+type ClusterSettings struct {
+	// ProxyMode is kube-proxy's mode: "iptables" (default) and "nftables"
+	// pick a uniform random endpoint per new connection; "ipvs" uses IPVS's
+	// default rr scheduler (round robin per new connection).
+	ProxyMode string `json:"proxyMode,omitempty"`
+	// DeadAddress is what a connect to a deleted pod's address gets:
+	// "refuse" (default; nothing listens, so the kernel answers RST) or
+	// "blackhole" (no answer; the connect times out), as both happen in
+	// real clusters depending on the CNI.
+	DeadAddress string `json:"deadAddress,omitempty"`
+	// RestartBackoff is the kubelet's first crash-loop back-off before a
+	// killed container restarts; default 10s, as the kubelet.
+	RestartBackoff *metav1.Duration `json:"restartBackoff,omitempty"`
+}
+
+// overlay returns s with the fields o sets replaced.
+func (s ClusterSettings) overlay(o *ClusterSettings) ClusterSettings {
+	if o == nil {
+		return s
+	}
+	if o.ProxyMode != "" {
+		s.ProxyMode = o.ProxyMode
+	}
+	if o.DeadAddress != "" {
+		s.DeadAddress = o.DeadAddress
+	}
+	if o.RestartBackoff != nil {
+		s.RestartBackoff = o.RestartBackoff
+	}
+	return s
+}
+
+// overlay returns s with the fields o sets replaced.
+func (s ClientSettings) overlay(o ClientSettings) ClientSettings {
+	if o.Resolver != "" {
+		s.Resolver = o.Resolver
+	}
+	if o.CacheTTL != nil {
+		s.CacheTTL = o.CacheTTL
+	}
+	if o.MinResolutionInterval != nil {
+		s.MinResolutionInterval = o.MinResolutionInterval
+	}
+	if o.HealthCheck != nil {
+		s.HealthCheck = o.HealthCheck
+	}
+	if o.WaitForReady != nil {
+		s.WaitForReady = o.WaitForReady
+	}
+	if o.Retry != nil {
+		s.Retry = o.Retry
+	}
+	if o.Call != "" {
+		s.Call = o.Call
+	}
+	if o.StreamLength != nil {
+		s.StreamLength = o.StreamLength
+	}
+	return s
+}
+
+// WorkloadRef names a Deployment or a StatefulSet; exactly one of the two
+// names is set. Namespace defaults to the workload's when the name is
+// unique in the file.
+type WorkloadRef struct {
+	Deployment  string `json:"deployment,omitempty"`
+	StatefulSet string `json:"statefulSet,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+}
+
+// UpdateStep changes a workload's pod template, which starts a rollout
+// (the workload's update strategy applies).
+type UpdateStep struct {
+	WorkloadRef `json:",inline"`
+	// Image replaces the container image (it must still be pinlab, e.g.
+	// pinlab:v2).
+	Image string `json:"image,omitempty"`
+	// Args replaces the container args.
+	Args []string `json:"args,omitempty"`
+}
+
+// ConfigureClientStep changes running clients' settings, as a redeployed
+// client with a new configuration would: new calls use a new channel.
+type ConfigureClientStep struct {
+	// Client is one client ("order-0") or a group ("order").
+	Client         string  `json:"client"`
+	Policy         string  `json:"policy,omitempty"`
+	Rate           float64 `json:"rate,omitempty"`
+	ClientSettings `json:",inline"`
+}
+
+// PodRef picks the pod a step acts on: one pod by name, or one of a
+// workload's running pods chosen by Pick.
+type PodRef struct {
+	// Pod names the pod, e.g. db-0.
+	Pod         string `json:"pod,omitempty"`
+	Deployment  string `json:"deployment,omitempty"`
+	StatefulSet string `json:"statefulSet,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	// Pick chooses among the workload's pods that are not terminating:
+	// "busiest" (default: most calls served so far), "quietest", "oldest"
+	// or "newest".
+	Pick string `json:"pick,omitempty"`
+	// GracePeriodSeconds overrides the pod's terminationGracePeriodSeconds
+	// for deletePod, as kubectl delete --grace-period.
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
+}
+
+// Expectation is a bound on one measured value, checked for each variant
+// it applies to after the run.
+type Expectation struct {
+	// Name says what is expected; it heads the pass/fail line.
+	Name string `json:"name"`
+	// Variants the expectation applies to; default all.
+	Variants []string `json:"variants,omitempty"`
+	// Window names the measurement window of a window metric.
+	Window string `json:"window,omitempty"`
+	// Metric is one of Metrics.
+	Metric string `json:"metric"`
+	// Pod names the pod of a pod metric: a pod name, or "@<step name>" for
+	// the pod a timeline step acted on.
+	Pod string `json:"pod,omitempty"`
+	// Code and Cause narrow the "failed" metric to one status code (e.g.
+	// Unavailable) or cause (e.g. refused).
+	Code  string `json:"code,omitempty"`
+	Cause string `json:"cause,omitempty"`
+	// AtLeast and AtMost bound the value; at least one is set.
+	AtLeast *float64 `json:"atLeast,omitempty"`
+	AtMost  *float64 `json:"atMost,omitempty"`
+}
+
+// Resolvers are the values of ClientSettings.Resolver.
+var Resolvers = []string{"grpc", "cached", "once"}
+
+// checkSettings validates client settings at path p of the Scenario
+// document.
+func checkSettings(d manifest.Document, p string, s ClientSettings) error {
+	if s.Resolver != "" && !slices.Contains(Resolvers, s.Resolver) {
+		return d.Errorf(p+".resolver", "%q: expected one of %s", s.Resolver, strings.Join(Resolvers, ", "))
+	}
+	if s.CacheTTL != nil && s.Resolver != "cached" {
+		return d.Errorf(p+".cacheTTL", "applies only with resolver: cached")
+	}
+	if m := s.MinResolutionInterval; m != nil && (m.Duration < 0 || s.Resolver != "cached") {
+		return d.Errorf(p+".minResolutionInterval", "applies only with resolver: cached (grpc-go's own resolver takes spec.grpc.minResolutionInterval), and must not be negative")
+	}
+	if r := s.Retry; r != nil {
+		q := p + ".retry"
+		if r.MaxAttempts < 2 || r.MaxAttempts > 5 {
+			return d.Errorf(q+".maxAttempts", "%d: expected 2 to 5 (grpc-go caps attempts at 5)", r.MaxAttempts)
+		}
+		if r.InitialBackoff.Duration <= 0 || r.MaxBackoff.Duration < r.InitialBackoff.Duration {
+			return d.Errorf(q, "expected initialBackoff > 0 and maxBackoff >= initialBackoff")
+		}
+		if r.BackoffMultiplier <= 0 {
+			return d.Errorf(q+".backoffMultiplier", "%v: expected > 0", r.BackoffMultiplier)
+		}
+		if len(r.RetryableStatusCodes) == 0 {
+			return d.Errorf(q+".retryableStatusCodes", "required, e.g. [Unavailable]")
+		}
+		for i, c := range r.RetryableStatusCodes {
+			if statusCodes[c] == codes.OK {
+				return d.Errorf(fmt.Sprintf("%s.retryableStatusCodes[%d]", q, i), "%q: expected a gRPC status code name such as Unavailable", c)
+			}
+		}
+	}
+	switch s.Call {
+	case "", "unary", "stream":
+	default:
+		return d.Errorf(p+".call", "%q: expected unary or stream", s.Call)
+	}
+	if l := s.StreamLength; l != nil && (l.Duration <= 0 || s.Call != "stream") {
+		return d.Errorf(p+".streamLength", "applies only with call: stream, and must be positive")
+	}
+	return nil
+}
+
+// ProxyModes and DeadAddresses are the values of ClusterSettings' fields.
+var (
+	ProxyModes    = []string{"iptables", "nftables", "ipvs"}
+	DeadAddresses = []string{"refuse", "blackhole"}
+)
+
+func checkCluster(d manifest.Document, p string, c ClusterSettings) error {
+	if c.ProxyMode != "" && !slices.Contains(ProxyModes, c.ProxyMode) {
+		return d.Errorf(p+".proxyMode", "%q: expected one of %s", c.ProxyMode, strings.Join(ProxyModes, ", "))
+	}
+	if c.DeadAddress != "" && !slices.Contains(DeadAddresses, c.DeadAddress) {
+		return d.Errorf(p+".deadAddress", "%q: expected one of %s", c.DeadAddress, strings.Join(DeadAddresses, ", "))
+	}
+	if b := c.RestartBackoff; b != nil && b.Duration <= 0 {
+		return d.Errorf(p+".restartBackoff", "%v: expected a positive duration", b.Duration)
+	}
+	return nil
+}
