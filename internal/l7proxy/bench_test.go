@@ -18,14 +18,16 @@ const benchCallers = 32
 // BenchmarkDirectVsProxy compares GetPrice on one gRPC channel dialled
 // straight at a pod and through the proxy (round_robin, one endpoint), in
 // the same run:
+//
 //   - calls: calls/s with 32 closed-loop callers, alternating chunks so
 //     machine noise hits both alike; reports proxy/direct (Envoy manages
 //     about 0.55 of direct in such comparisons).
+//
 //   - latency: one call every 500us alternating direct and proxied (1000
 //     calls/s on each path) for 2s; reports both medians and the added p50.
 //     It runs once whatever b.N is.
 //
-//	go test -run '^$' -bench DirectVsProxy -benchtime 40000x ./internal/l7proxy
+//     go test -run '^$' -bench DirectVsProxy -benchtime 40000x ./internal/l7proxy
 func BenchmarkDirectVsProxy(b *testing.B) {
 	l := newLab(b, Config{})
 	bs := l.pods(1, 191)
