@@ -91,7 +91,7 @@ func median(ds []time.Duration) time.Duration {
 
 // drive makes n calls from benchCallers goroutines and returns the time
 // taken.
-func drive(b *testing.B, c pricingv1.PricingClient, n int) time.Duration {
+func drive(b testing.TB, c pricingv1.PricingClient, n int) time.Duration {
 	var wg sync.WaitGroup
 	work := make(chan struct{}, n)
 	for range n {

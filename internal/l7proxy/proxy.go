@@ -340,7 +340,12 @@ func (p *Proxy) Close() error {
 }
 
 // serveHTTP counts the call so Shutdown can wait for it, then proxies it.
+// Go's server adds date and content-length headers (content-length: 0 to a
+// Trailers-Only response) unless the keys exist; presetting them empty keeps
+// the response as the pod sent it, since the ReverseProxy only appends.
 func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["Date"], h["Content-Length"] = nil, nil
 	if !p.calls.enter() {
 		writeStatus(w, r, codes.Unavailable, "l7proxy: shutting down")
 		return

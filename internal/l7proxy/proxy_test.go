@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -161,8 +163,7 @@ func TestAddedPodGetsCallsWithinASecond(t *testing.T) {
 
 // TestStatusAndMetadataPassThrough: what a pod sends (status code, message,
 // details, header and trailer metadata, binary values) reaches the client
-// through the proxy exactly as it does directly, except the content-length
-// and date headers Go's HTTP/2 server adds.
+// through the proxy exactly as it does directly.
 func TestStatusAndMetadataPassThrough(t *testing.T) {
 	l := newLab(t, Config{})
 	b := l.startTestServer("meta", "127.244.250.201", 0)
@@ -184,10 +185,6 @@ func TestStatusAndMetadataPassThrough(t *testing.T) {
 		defer cancel()
 		resp, err := c.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: sku}, grpc.Header(&hdr), grpc.Trailer(&trl))
 		st := status.Convert(err)
-		for _, md := range []metadata.MD{hdr, trl} {
-			delete(md, "content-length")
-			delete(md, "date")
-		}
 		return result{Code: st.Code(), Message: st.Message(), Details: st.Details(), Resp: resp, Header: hdr, Trailer: trl}
 	}
 	tests := []struct {
@@ -536,4 +533,36 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := New(nil, good); err == nil {
 		t.Error("New(nil factory) succeeded")
 	}
+}
+
+// TestPortByNumber: Config.Port given as a Service port number is mapped
+// to the port's name through the Service, which is watched: without the
+// Service, or when its port changes name, nothing is routed.
+func TestPortByNumber(t *testing.T) {
+	l := newLab(t, Config{Port: "8471"})
+	bs := l.pods(1, 171)
+	l.setEndpoint(bs[0], readyCond) // the slice's port is named "grpc"
+	c := l.client()
+	if _, err := call(c, "sku"); status.Code(err) != codes.Unavailable {
+		t.Errorf("call before the Service exists: %v, want Unavailable", err)
+	}
+
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: ns},
+		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "grpc", Port: 8471, Protocol: v1.ProtocolTCP}}},
+	}
+	svc, err := l.cs.CoreV1().Services(ns).Create(l.ctx(), svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.waitTable(bs[0])
+	if resp, err := call(c, "sku"); err != nil || resp.GetPod() != bs[0].name {
+		t.Errorf("call through port 8471: %v, %v", resp, err)
+	}
+
+	svc.Spec.Ports[0].Name = "renamed"
+	if _, err := l.cs.CoreV1().Services(ns).Update(l.ctx(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.waitTable()
 }
