@@ -116,12 +116,12 @@ type backend struct {
 func (b *backend) Served(netip.AddrPort, string, codes.Code) { b.served.Add(1) }
 func (b *backend) Conn(netip.AddrPort, bool)                 {}
 
-// startPod starts a pod.Server named name on ip with a free port; cleanup
-// kills it unless the test stopped it.
-func (l *lab) startPod(name, ip string) *backend {
+// startPod starts a pod.Server named name on addr (IP:port, port 0 for a
+// free one); cleanup kills it unless the test stopped it.
+func (l *lab) startPod(name, addr string) *backend {
 	l.t.Helper()
 	b := &backend{name: name}
-	b.pod = pod.New(pod.Config{Name: name, Namespace: ns, Addr: netip.MustParseAddrPort(ip + ":0"), Observer: b})
+	b.pod = pod.New(pod.Config{Name: name, Namespace: ns, Addr: netip.MustParseAddrPort(addr), Observer: b})
 	if err := b.pod.Start(l.ctx()); err != nil {
 		l.t.Fatalf("start pod %s: %v", name, err)
 	}
@@ -130,11 +130,18 @@ func (l *lab) startPod(name, ip string) *backend {
 	return b
 }
 
-// pods starts n pods named pricing-0.. on 127.244.250.first...
+// pods starts n pods named pricing-0.. on 127.244.250.first... with free
+// ports.
 func (l *lab) pods(n, first int) []*backend {
+	return l.podsOnPort(n, first, 0)
+}
+
+// podsOnPort is pods with every pod on the given port, so one EndpointSlice
+// can list them all.
+func (l *lab) podsOnPort(n, first, port int) []*backend {
 	bs := make([]*backend, n)
 	for i := range bs {
-		bs[i] = l.startPod(fmt.Sprintf("pricing-%d", i), fmt.Sprintf("127.244.250.%d", first+i))
+		bs[i] = l.startPod(fmt.Sprintf("pricing-%d", i), fmt.Sprintf("127.244.250.%d:%d", first+i, port))
 	}
 	return bs
 }
@@ -163,6 +170,28 @@ func (l *lab) setEndpoint(b *backend, c discovery.EndpointConditions) {
 			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
 		}},
 	})
+}
+
+// setSlice creates or replaces the EndpointSlice "pricing-all" listing bs,
+// which must share one port, with conditions c[i] for bs[i].
+func (l *lab) setSlice(bs []*backend, c ...discovery.EndpointConditions) {
+	l.t.Helper()
+	s := &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pricing-all", Namespace: ns,
+			Labels: map[string]string{discovery.LabelServiceName: svcName},
+		},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: new("grpc"), Port: new(int32(bs[0].addr.Port())), Protocol: new(v1.ProtocolTCP)}},
+	}
+	for i, b := range bs {
+		s.Endpoints = append(s.Endpoints, discovery.Endpoint{
+			Addresses:  []string{b.addr.Addr().String()},
+			Conditions: c[i],
+			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
+		})
+	}
+	l.applySlice(s)
 }
 
 func (l *lab) applySlice(s *discovery.EndpointSlice) {

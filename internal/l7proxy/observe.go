@@ -30,7 +30,8 @@ type Call struct {
 	// was refused before being sent and went elsewhere, 0 when none was
 	// eligible.
 	Attempts int
-	// Duration runs from the first pick to the end of the response stream.
+	// Duration runs from the request headers' arrival to the end of the
+	// response stream (or to the client's reset).
 	Duration time.Duration
 	// Code is the gRPC status the client got: the pod's grpc-status, or the
 	// proxy's own (Unavailable, Canceled) when it answered itself.

@@ -69,24 +69,27 @@ func hammer(t *testing.T, c pricingv1.PricingClient, n, workers int) map[string]
 }
 
 // TestSpreadsCallsOverReadyPods: one client channel, one connection, yet
-// every policy spreads its calls over all four ready pods (and never over the
-// not-ready fifth).
+// every policy spreads its calls over all four ready pods of a slice (and
+// never to the not-ready fifth).
 //
-// Peak EWMA runs with a 50ms time constant here. With Linkerd's 10s every
-// estimate is still close to the 30ms default a second after start, the
-// endpoint created first (its default decaying longest) is the cheapest, and
-// equal pods split by age whenever their pending counts tie: 251/222/178/149
-// calls over 800 (Jain 0.96), and 0.94 in another run. That is the
-// algorithm's behaviour, not noise, so it is shown, not tested, here.
+// Peak EWMA starts its estimates at tower's 1s default here, not Linkerd's
+// 30ms: a call slower than the estimate (a scheduling stall on these noisy
+// cores) sets that pod's estimate to its latency, and with Linkerd's 10s
+// time constant the pod then loses every tie in pending for the rest of the
+// test (327 calls against about 550 for the others in one run, Jain 0.94).
+// Also seen with Linkerd's constants: pods that become ready one by one are
+// ranked by age for tens of seconds, since an older endpoint's default has
+// decayed longer (251/222/178/149 calls, Jain 0.96). Both are the
+// algorithm's behaviour; this test checks the spread itself.
 func TestSpreadsCallsOverReadyPods(t *testing.T) {
 	for i, policy := range Policies {
 		t.Run(policy, func(t *testing.T) {
-			l := newLab(t, Config{Policy: policy, EWMA: EWMA{Decay: 50 * time.Millisecond}})
-			bs := l.pods(5, 10*i+1)
-			l.setEndpoint(bs[4], notReadyCond)
-			l.ready(bs[:4]...)
+			l := newLab(t, Config{Policy: policy, EWMA: EWMA{DefaultRTT: time.Second}})
+			bs := l.podsOnPort(5, 10*i+1, 18471)
+			l.setSlice(bs, readyCond, readyCond, readyCond, readyCond, notReadyCond)
+			l.waitTable(bs[:4]...)
 
-			perPod := hammer(t, l.client(), 800, 8)
+			perPod := hammer(t, l.client(), 2000, 8)
 			var xs []float64
 			for _, b := range bs[:4] {
 				xs = append(xs, float64(perPod[b.name]))
@@ -565,4 +568,55 @@ func TestPortByNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.waitTable()
+}
+
+// TestLargeMessages: 1 MiB requests and responses, eight calls at once on
+// one client connection plus a stream of them, cross the proxy intact:
+// flow control holds each side within its peer's windows (grpc-go's start
+// at 64 KiB) and no call stalls.
+func TestLargeMessages(t *testing.T) {
+	l := newLab(t, Config{})
+	bs := l.pods(2, 181)
+	l.ready(bs...)
+	c := l.client()
+	big := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("x", 1<<20) }
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 3 {
+				sku := big(10*w + i)
+				resp, err := call(c, sku)
+				if err != nil || resp.GetSku() != sku {
+					errs <- fmt.Errorf("call %d/%d: got %d bytes back, %v", w, i, len(resp.GetSku()), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	s, err := c.WatchPrices(l.ctx(), &pricingv1.WatchPricesRequest{Sku: big(99), IntervalMs: 1, Count: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		m, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil || m.GetSku() != big(99) {
+			t.Fatalf("stream message %d: %d bytes, %v", n+1, len(m.GetSku()), err)
+		}
+		n++
+	}
+	if n != 5 {
+		t.Errorf("stream delivered %d messages, want 5", n)
+	}
 }

@@ -1,14 +1,11 @@
 package l7proxy
 
 import (
-	"errors"
-	"io"
 	"math"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 )
 
@@ -29,97 +26,29 @@ func TestEncodeMessage(t *testing.T) {
 	}
 }
 
-func TestResponseCode(t *testing.T) {
+func TestCodeOf(t *testing.T) {
 	tests := []struct {
-		name    string
-		status  int
-		header  http.Header
-		trailer http.Header
-		want    codes.Code
+		name   string
+		status int
+		fields []hpack.HeaderField
+		want   codes.Code
 	}{
-		{"status in trailers", 200, http.Header{}, http.Header{"Grpc-Status": {"5"}}, codes.NotFound},
-		{"Trailers-Only", 200, http.Header{"Grpc-Status": {"14"}}, nil, codes.Unavailable},
-		{"trailers win", 200, http.Header{"Grpc-Status": {"14"}}, http.Header{"Grpc-Status": {"0"}}, codes.OK},
-		{"garbage status", 200, http.Header{}, http.Header{"Grpc-Status": {"x"}}, codes.Unknown},
-		{"200 without status", 200, http.Header{}, nil, codes.Internal},
-		{"HTTP 503", 503, http.Header{}, nil, codes.Unavailable},
-		{"HTTP 404", 404, http.Header{}, nil, codes.Unimplemented},
-		{"HTTP 500", 500, http.Header{}, nil, codes.Unknown},
+		{"grpc-status", 200, []hpack.HeaderField{{Name: "grpc-status", Value: "5"}}, codes.NotFound},
+		{"Trailers-Only", 200, []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "grpc-status", Value: "14"}}, codes.Unavailable},
+		{"garbage status", 200, []hpack.HeaderField{{Name: "grpc-status", Value: "x"}}, codes.Unknown},
+		{"200 without status", 200, nil, codes.Internal},
+		{"HTTP 503", 503, nil, codes.Unavailable},
+		{"HTTP 404", 404, nil, codes.Unimplemented},
+		{"HTTP 500", 500, nil, codes.Unknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := &http.Response{StatusCode: tt.status, Header: tt.header, Trailer: tt.trailer}
-			if got := responseCode(res); got != tt.want {
-				t.Errorf("responseCode() = %v, want %v", got, tt.want)
+			s := &stream{httpStatus: tt.status}
+			if got := s.codeOf(tt.fields); got != tt.want {
+				t.Errorf("codeOf() = %v, want %v", got, tt.want)
 			}
 		})
 	}
-}
-
-func readAll(t *testing.T, r io.Reader) string {
-	t.Helper()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	return string(b)
-}
-
-// TestReplayBody: every attempt reads the body from the start, an abandoned
-// attempt cannot read on, and a body beyond the limit cannot be replayed.
-func TestReplayBody(t *testing.T) {
-	t.Run("second attempt after a partial read", func(t *testing.T) {
-		b := newReplayBody(strings.NewReader("hello world"), 64)
-		first, _ := b.next()
-		p := make([]byte, 5)
-		if n, err := first.Read(p); err != nil || string(p[:n]) != "hello" {
-			t.Fatalf("first read = %q, %v", p[:n], err)
-		}
-		second, err := b.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := readAll(t, second); got != "hello world" {
-			t.Errorf("second attempt read %q, want the whole body", got)
-		}
-		if _, err := first.Read(p); !errors.Is(err, errStaleAttempt) {
-			t.Errorf("abandoned attempt's read: %v, want errStaleAttempt", err)
-		}
-	})
-	t.Run("over the limit", func(t *testing.T) {
-		b := newReplayBody(strings.NewReader("0123456789"), 4)
-		first, _ := b.next()
-		if got := readAll(t, first); got != "0123456789" {
-			t.Errorf("first attempt read %q", got)
-		}
-		if _, err := b.next(); !errors.Is(err, errReplayLimit) {
-			t.Errorf("next() after 10 bytes with limit 4: %v, want errReplayLimit", err)
-		}
-	})
-	t.Run("abandoned attempt waiting for client data", func(t *testing.T) {
-		pr, pw := io.Pipe()
-		b := newReplayBody(pr, 64)
-		first, _ := b.next()
-		staleErr := make(chan error, 1)
-		go func() {
-			_, err := first.Read(make([]byte, 8)) // blocks: the client sent nothing yet
-			staleErr <- err
-		}()
-		second, err := b.next() // must not wait for the blocked read
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			pw.Write([]byte("late"))
-			pw.Close()
-		}()
-		if got := readAll(t, second); got != "late" {
-			t.Errorf("new attempt read %q, want the bytes the abandoned read received", got)
-		}
-		if err := <-staleErr; !errors.Is(err, errStaleAttempt) {
-			t.Errorf("abandoned read: %v, want errStaleAttempt", err)
-		}
-	})
 }
 
 // TestRTTEstimate follows tower's peak_ewma tests (default_decay,
