@@ -106,22 +106,36 @@ func (l *lab) ctx() context.Context {
 
 // backend is a pod server the test started.
 type backend struct {
-	name   string
-	addr   netip.AddrPort
-	served atomic.Int64 // calls finished, as the pod's grpc-go server saw them
-	pod    *pod.Server  // nil for a testServer
-	test   *testServer  // nil for a pod.Server
+	name     string
+	addr     netip.AddrPort
+	served   atomic.Int64 // calls finished, as the pod's grpc-go server saw them
+	canceled atomic.Int64 // of which ended CANCELLED
+	pod      *pod.Server  // nil for a testServer
+	test     *testServer  // nil for a pod.Server
 }
 
-func (b *backend) Served(netip.AddrPort, string, codes.Code) { b.served.Add(1) }
-func (b *backend) Conn(netip.AddrPort, bool)                 {}
+func (b *backend) Served(_ netip.AddrPort, _ string, c codes.Code) {
+	b.served.Add(1)
+	if c == codes.Canceled {
+		b.canceled.Add(1)
+	}
+}
+func (b *backend) Conn(netip.AddrPort, bool) {}
 
 // startPod starts a pod.Server named name on addr (IP:port, port 0 for a
 // free one); cleanup kills it unless the test stopped it.
 func (l *lab) startPod(name, addr string) *backend {
+	return l.startPodWith(pod.Config{Name: name, Addr: netip.MustParseAddrPort(addr)})
+}
+
+// startPodWith starts a pod.Server with cfg (Namespace and Observer set
+// here).
+func (l *lab) startPodWith(cfg pod.Config) *backend {
 	l.t.Helper()
+	name := cfg.Name
 	b := &backend{name: name}
-	b.pod = pod.New(pod.Config{Name: name, Namespace: ns, Addr: netip.MustParseAddrPort(addr), Observer: b})
+	cfg.Namespace, cfg.Observer = ns, b
+	b.pod = pod.New(cfg)
 	if err := b.pod.Start(l.ctx()); err != nil {
 		l.t.Fatalf("start pod %s: %v", name, err)
 	}

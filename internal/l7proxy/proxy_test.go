@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/pod"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -240,6 +241,7 @@ func TestServerStreamingThroughProxy(t *testing.T) {
 		if _, err := s.Recv(); status.Code(err) != codes.Canceled {
 			t.Errorf("Recv after cancel: %v, want Canceled", err)
 		}
+		l.waitFor("the pod to see the stream canceled", func() bool { return bs[0].canceled.Load() == 1 })
 	})
 	t.Run("finite stream ends with OK", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -263,6 +265,75 @@ func TestServerStreamingThroughProxy(t *testing.T) {
 			t.Errorf("sequence numbers (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("pod dies mid-stream", func(t *testing.T) {
+		s, err := c.WatchPrices(l.ctx(), &pricingv1.WatchPricesRequest{Sku: "c", IntervalMs: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		bs[0].pod.Kill()
+		for {
+			if _, err = s.Recv(); err != nil {
+				break
+			}
+		}
+		if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "upstream connection lost") {
+			t.Errorf("stream whose pod died: %v, want Unavailable, upstream connection lost", err)
+		}
+	})
+}
+
+// TestPodConnectionAgeLosesNoCalls: pods that close every connection after
+// 50ms (grpc-go MaxConnectionAge: GOAWAY, then the connection ends after
+// its calls) cost no call under load: calls the pod did not take go out
+// again on a new connection.
+func TestPodConnectionAgeLosesNoCalls(t *testing.T) {
+	l := newLab(t, Config{})
+	var bs []*backend
+	for i := range 2 {
+		bs = append(bs, l.startPodWith(pod.Config{
+			Name: fmt.Sprintf("aged-%d", i), Addr: netip.MustParseAddrPort(fmt.Sprintf("127.244.250.%d:0", 186+i)),
+			MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: 5 * time.Second,
+		}))
+	}
+	l.ready(bs...)
+	c := l.client()
+	ctx, stop := context.WithTimeout(context.Background(), time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	calls := 0
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := call(c, "sku")
+				mu.Lock()
+				calls++
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("call: %v", err)
+	}
+	observed, conns := l.obs.snapshot()
+	opened, retried := countConns(conns, true, true), 0
+	for _, c := range observed {
+		if c.Attempts > 1 {
+			retried++
+		}
+	}
+	t.Logf("%d calls, %d upstream connections opened, %d calls sent again after a GOAWAY", calls, opened, retried)
+	if opened < 4 {
+		t.Errorf("%d upstream connections opened in 1s with a 50ms connection age; the pods' GOAWAYs were not seen", opened)
+	}
 }
 
 // TestPeakEWMAPrefersFastPod: sequential calls (one in flight, so pending

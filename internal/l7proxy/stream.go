@@ -30,6 +30,7 @@ type stream struct {
 	up       *upStream   // the current attempt; nil before and after
 	lastEP   *endpoint   // the endpoint of the last attempt
 	tried    []*endpoint // endpoints whose connect failed
+	avoid    *endpoint   // the endpoint that refused the stream: picked only if alone
 	attempts int
 	lastErr  error
 
@@ -74,7 +75,7 @@ type upStream struct {
 func (p *Proxy) dispatch(s *stream, b *batch) {
 	d := s.d
 	for {
-		ep := p.pick(s.tried)
+		ep := p.pick(s.tried, s.avoid)
 		if ep == nil {
 			d.mu.Lock()
 			p.failLocked(s, codes.Unavailable, p.noRouteMessage(s), b)
@@ -136,6 +137,7 @@ func (p *Proxy) retry(u *upStream) {
 		return
 	}
 	p.endAttemptLocked(s, false, &b)
+	s.avoid = u.ep
 	if !s.replay || s.attempts >= p.cfg.MaxAttempts {
 		s.lastErr = errors.New("refused by the pod and cannot be sent again")
 		p.failLocked(s, codes.Unavailable, p.noRouteMessage(s), &b)
@@ -370,12 +372,16 @@ func isRefused(err error) bool {
 }
 
 // pick returns an acquired endpoint from the current table that is not in
-// tried, or nil if there is none.
-func (p *Proxy) pick(tried []*endpoint) *endpoint {
+// tried, nor avoid unless it is the only one left; nil if there is none.
+func (p *Proxy) pick(tried []*endpoint, avoid *endpoint) *endpoint {
 	for range 16 { // acquire fails only when a sync retired the endpoint
 		eps := p.table.Load().eps
-		if len(tried) > 0 {
-			eps = slices.DeleteFunc(slices.Clone(eps), func(ep *endpoint) bool { return slices.Contains(tried, ep) })
+		if len(tried) > 0 || avoid != nil {
+			left := slices.DeleteFunc(slices.Clone(eps), func(ep *endpoint) bool { return slices.Contains(tried, ep) })
+			eps = slices.DeleteFunc(slices.Clone(left), func(ep *endpoint) bool { return ep == avoid })
+			if len(eps) == 0 {
+				eps = left
+			}
 		}
 		if len(eps) == 0 {
 			return nil
