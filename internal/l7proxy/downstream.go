@@ -282,5 +282,8 @@ func (d *downConn) shutdown() {
 	d.mu.Unlock()
 	b.flush()
 	d.nc.Close()
+	if d.p.obs != nil {
+		d.p.obs.Conn(d.info, false)
+	}
 	d.p.downs.remove(d)
 }

@@ -282,12 +282,18 @@ func (p *Proxy) Start(ctx context.Context) error {
 }
 
 // accept serves every client connection in its own reader goroutine until
-// the listener closes.
+// the listener closes; other accept errors (such as running out of file
+// descriptors) are retried after a pause, as net/http's server does.
 func (p *Proxy) accept() {
 	for {
 		nc, err := p.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			p.log.Warn("accept failed; retrying", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		d := p.newDownConn(nc)
 		if !p.downs.add(d, d.serve) {

@@ -547,6 +547,12 @@ func TestShutdownDrains(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
+		_, conns := l.obs.snapshot()
+		for _, up := range []bool{false, true} {
+			if opened, closed := countConns(conns, up, true), countConns(conns, up, false); opened != 1 || closed != 1 {
+				t.Errorf("after Shutdown, upstream %v: %d connections opened, %d closed; want 1 and 1", up, opened, closed)
+			}
+		}
 		if _, err := call(c, "sku"); status.Code(err) != codes.Unavailable {
 			t.Errorf("call after Shutdown: %v, want Unavailable", err)
 		}
