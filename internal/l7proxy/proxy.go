@@ -83,8 +83,9 @@ type Config struct {
 	EWMA EWMA
 	// DialTimeout bounds a connect to a pod; zero means 1s.
 	DialTimeout time.Duration
-	// MaxAttempts bounds the endpoints one request tries while connects are
-	// refused, each at most once; zero means 3.
+	// MaxAttempts bounds the attempts of one request: connects refused
+	// (another endpoint each time) and streams a pod refused unprocessed
+	// (another endpoint if there is one); zero means 3.
 	MaxAttempts int
 	// ReplayLimit is how many request body bytes are kept, until the
 	// response starts, so that a request the pod refused can be sent again
