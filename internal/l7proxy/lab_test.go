@@ -1,0 +1,400 @@
+package l7proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// Addresses of this package's tests: pods on 127.244.250.0/24 with
+// kernel-chosen ports (one EndpointSlice per pod carries its port), clients
+// and the proxy's source on 127.244.251.0/24, the proxy on 127.0.0.1.
+
+const (
+	ns       = "shop"
+	svcName  = "pricing"
+	deadline = 10 * time.Second
+	clientIP = "127.244.251.1"
+)
+
+// lab is one Proxy over a fake clientset, with the pods the test starts.
+type lab struct {
+	t   testing.TB
+	cs  *fake.Clientset
+	p   *Proxy
+	obs *recorder
+}
+
+// newLab starts a Proxy routing to Service shop/pricing port "grpc" (unless
+// cfg says otherwise) from clientIP; cleanup closes it and its informers.
+func newLab(t testing.TB, cfg Config) *lab {
+	t.Helper()
+	l := &lab{t: t, cs: fake.NewClientset(), obs: &recorder{}}
+	if !cfg.Listen.IsValid() {
+		cfg.Listen = netip.MustParseAddrPort("127.0.0.1:0")
+	}
+	if !cfg.Source.IsValid() {
+		cfg.Source = netip.MustParseAddr(clientIP)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace, cfg.Service = ns, svcName
+	}
+	if cfg.Port == "" {
+		cfg.Port = "grpc"
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = l.obs
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	factory := informers.NewSharedInformerFactory(l.cs, 0)
+	p, err := New(factory, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	l.p = p
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		close(stop)
+		factory.Shutdown()
+	})
+	if err := p.Start(l.ctx()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return l
+}
+
+// testWriter sends log lines to t.Log, shown only for failed tests or -v.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// ctx returns a context that ends after the test's wait deadline.
+func (l *lab) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	l.t.Cleanup(cancel)
+	return ctx
+}
+
+// backend is a pod server the test started.
+type backend struct {
+	name     string
+	addr     netip.AddrPort
+	served   atomic.Int64 // calls finished, as the pod's grpc-go server saw them
+	canceled atomic.Int64 // of which ended CANCELLED
+	pod      *pod.Server  // nil for a testServer
+	test     *testServer  // nil for a pod.Server
+}
+
+func (b *backend) Served(_ netip.AddrPort, _ string, c codes.Code) {
+	b.served.Add(1)
+	if c == codes.Canceled {
+		b.canceled.Add(1)
+	}
+}
+func (b *backend) Conn(netip.AddrPort, bool) {}
+
+// startPod starts a pod.Server named name on addr (IP:port, port 0 for a
+// free one); cleanup kills it unless the test stopped it.
+func (l *lab) startPod(name, addr string) *backend {
+	return l.startPodWith(pod.Config{Name: name, Addr: netip.MustParseAddrPort(addr)})
+}
+
+// startPodWith starts a pod.Server with cfg (Namespace and Observer set
+// here).
+func (l *lab) startPodWith(cfg pod.Config) *backend {
+	l.t.Helper()
+	name := cfg.Name
+	b := &backend{name: name}
+	cfg.Namespace, cfg.Observer = ns, b
+	b.pod = pod.New(cfg)
+	if err := b.pod.Start(l.ctx()); err != nil {
+		l.t.Fatalf("start pod %s: %v", name, err)
+	}
+	b.addr = loopback.AddrPort(b.pod.Addr())
+	l.t.Cleanup(b.pod.Kill)
+	return b
+}
+
+// pods starts n pods named pricing-0.. on 127.244.250.first... with free
+// ports.
+func (l *lab) pods(n, first int) []*backend {
+	return l.podsOnPort(n, first, 0)
+}
+
+// podsOnPort is pods with every pod on the given port, so one EndpointSlice
+// can list them all.
+func (l *lab) podsOnPort(n, first, port int) []*backend {
+	bs := make([]*backend, n)
+	for i := range bs {
+		bs[i] = l.startPod(fmt.Sprintf("pricing-%d", i), fmt.Sprintf("127.244.250.%d:%d", first+i, port))
+	}
+	return bs
+}
+
+// conditions for endpoints, as the EndpointSlice controller writes them.
+var (
+	readyCond       = discovery.EndpointConditions{Ready: new(true), Serving: new(true), Terminating: new(false)}
+	notReadyCond    = discovery.EndpointConditions{Ready: new(false), Serving: new(false), Terminating: new(false)}
+	terminatingCond = discovery.EndpointConditions{Ready: new(false), Serving: new(true), Terminating: new(true)}
+)
+
+// setEndpoint creates or replaces the EndpointSlice "pricing-<b.name>" that
+// holds b alone with conditions c.
+func (l *lab) setEndpoint(b *backend, c discovery.EndpointConditions) {
+	l.t.Helper()
+	l.applySlice(&discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pricing-" + b.name, Namespace: ns,
+			Labels: map[string]string{discovery.LabelServiceName: svcName},
+		},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: new("grpc"), Port: new(int32(b.addr.Port())), Protocol: new(v1.ProtocolTCP)}},
+		Endpoints: []discovery.Endpoint{{
+			Addresses:  []string{b.addr.Addr().String()},
+			Conditions: c,
+			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
+		}},
+	})
+}
+
+// setSlice creates or replaces the EndpointSlice "pricing-all" listing bs,
+// which must share one port, with conditions c[i] for bs[i].
+func (l *lab) setSlice(bs []*backend, c ...discovery.EndpointConditions) {
+	l.t.Helper()
+	s := &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pricing-all", Namespace: ns,
+			Labels: map[string]string{discovery.LabelServiceName: svcName},
+		},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: new("grpc"), Port: new(int32(bs[0].addr.Port())), Protocol: new(v1.ProtocolTCP)}},
+	}
+	for i, b := range bs {
+		s.Endpoints = append(s.Endpoints, discovery.Endpoint{
+			Addresses:  []string{b.addr.Addr().String()},
+			Conditions: c[i],
+			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
+		})
+	}
+	l.applySlice(s)
+}
+
+func (l *lab) applySlice(s *discovery.EndpointSlice) {
+	l.t.Helper()
+	ctx := l.ctx()
+	_, err := l.cs.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = l.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
+	}
+	if err != nil {
+		l.t.Fatalf("apply EndpointSlice %s: %v", s.Name, err)
+	}
+}
+
+// ready makes every b a ready endpoint and waits until the proxy routes to
+// exactly bs.
+func (l *lab) ready(bs ...*backend) {
+	l.t.Helper()
+	for _, b := range bs {
+		l.setEndpoint(b, readyCond)
+	}
+	l.waitTable(bs...)
+}
+
+// waitTable waits until the proxy's routing table is exactly bs.
+func (l *lab) waitTable(bs ...*backend) {
+	l.t.Helper()
+	want := map[netip.AddrPort]bool{}
+	for _, b := range bs {
+		want[b.addr] = true
+	}
+	l.waitFor("routing table "+names(bs), func() bool {
+		eps := l.p.Endpoints()
+		if len(eps) != len(want) {
+			return false
+		}
+		for _, ep := range eps {
+			if !want[ep.Addr] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func (l *lab) waitFor(what string, cond func() bool) {
+	l.t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			l.t.Fatalf("timed out after %v waiting for %s; table %+v", deadline, what, l.p.Endpoints())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func names(bs []*backend) string {
+	var s []string
+	for _, b := range bs {
+		s = append(s, b.name)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// client returns a pricing client over one grpc-go channel to the proxy
+// (pick_first, grpc-go's default), dialled from clientIP.
+func (l *lab) client() pricingv1.PricingClient {
+	return dial(l.t, l.p.Addr().String())
+}
+
+func dial(t testing.TB, addr string) pricingv1.PricingClient {
+	t.Helper()
+	d := loopback.Dialer{Source: netip.MustParseAddr(clientIP)}
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
+	if err != nil {
+		t.Fatalf("grpc.NewClient(%s): %v", addr, err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return pricingv1.NewPricingClient(cc)
+}
+
+// call makes one GetPrice call with a generous deadline.
+func call(c pricingv1.PricingClient, sku string) (*pricingv1.GetPriceResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	return c.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: sku})
+}
+
+// recorder is an Observer that keeps everything.
+type recorder struct {
+	mu    sync.Mutex
+	calls []Call
+	conns []connEvent
+}
+
+type connEvent struct {
+	c    Conn
+	open bool
+}
+
+func (r *recorder) Call(c Call) {
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+}
+
+func (r *recorder) Conn(c Conn, open bool) {
+	r.mu.Lock()
+	r.conns = append(r.conns, connEvent{c, open})
+	r.mu.Unlock()
+}
+
+func (r *recorder) snapshot() ([]Call, []connEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Call(nil), r.calls...), append([]connEvent(nil), r.conns...)
+}
+
+// testServer is a pricing server with behaviours chosen by SKU, for what
+// pod.Server does not do: latency, custom metadata, error statuses, and a
+// call that blocks so the test can break its connection.
+type testServer struct {
+	pricingv1.UnimplementedPricingServer
+	name    string
+	delay   time.Duration
+	grpc    *grpc.Server
+	arrived chan string // receives the SKU of every "block" call
+	mu      sync.Mutex
+	skus    map[string]int // calls that reached the handler, by SKU
+}
+
+// startTestServer starts a testServer on ip with a free port.
+func (l *lab) startTestServer(name, ip string, delay time.Duration) *backend {
+	l.t.Helper()
+	s := &testServer{name: name, delay: delay, grpc: grpc.NewServer(), arrived: make(chan string, 16), skus: map[string]int{}}
+	b := &backend{name: name, test: s}
+	pricingv1.RegisterPricingServer(s.grpc, s)
+	ln, err := loopback.Listen(l.ctx(), ip+":0")
+	if err != nil {
+		l.t.Fatalf("listen: %v", err)
+	}
+	b.addr = loopback.AddrPort(ln.Addr())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.grpc.Serve(ln)
+	}()
+	l.t.Cleanup(func() {
+		s.grpc.Stop()
+		<-done
+	})
+	return b
+}
+
+func (s *testServer) count(sku string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skus[sku]
+}
+
+func (s *testServer) GetPrice(ctx context.Context, req *pricingv1.GetPriceRequest) (*pricingv1.GetPriceResponse, error) {
+	s.mu.Lock()
+	s.skus[req.GetSku()]++
+	s.mu.Unlock()
+	resp := &pricingv1.GetPriceResponse{Sku: req.GetSku(), Pod: s.name, PriceCents: 1}
+	switch req.GetSku() {
+	case "metadata":
+		grpc.SetHeader(ctx, metadata.Pairs("x-header", "h1"))
+		grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "t1", "x-trailer-bin", "\x00\x01\xff"))
+		return resp, nil
+	case "notfound":
+		grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "t2"))
+		return nil, status.Error(codes.NotFound, "no price for ü: 100% sure")
+	case "details":
+		st, err := status.New(codes.FailedPrecondition, "out of stock").WithDetails(&pricingv1.GetPriceRequest{Sku: "detail"})
+		if err != nil {
+			return nil, err
+		}
+		return nil, st.Err()
+	case "block":
+		s.arrived <- s.name
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	return resp, nil
+}
