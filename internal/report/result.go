@@ -37,6 +37,12 @@ type Group struct {
 	ClusterIP   string  `json:"cluster_ip,omitempty"`
 	Policy      string  `json:"policy"`
 	Rate        float64 `json:"rate_per_client"`
+	// Settings describes the runtime settings that differ from the
+	// defaults (resolver, cache, health checking, L7 proxy, ...).
+	Settings string `json:"settings,omitempty"`
+	// Path is how calls reach the pods: "direct", "L7 sidecar" or "L7
+	// gateway".
+	Path string `json:"path"`
 }
 
 // Variant is one variant's measurements and reading.
@@ -57,6 +63,10 @@ type Variant struct {
 	// zero when it ran to the end or never started.
 	Interrupted float64 `json:"interrupted_at_s,omitempty"`
 	Error       string  `json:"error,omitempty"`
+	// CPUPer1000 is the process's CPU time per 1000 finished calls while
+	// this variant's load ran, in milliseconds; set only when variants ran
+	// one after another (side by side the CPU is shared).
+	CPUPer1000 *float64 `json:"cpu_ms_per_1000_calls,omitempty"`
 	// StepPods maps named timeline steps to the pod each acted on.
 	StepPods map[string]string `json:"step_pods,omitempty"`
 	// Checks are the scenario's expectations as checked for this variant.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -92,7 +93,11 @@ func (p *printer) variant(v Variant, alone bool, duration float64) {
 		if g.ClusterIP != "" {
 			p.f(" %s", g.ClusterIP)
 		}
-		p.f("), %s, %g calls/s each\n", g.Policy, g.Rate)
+		p.f("), %s, %g calls/s each", g.Policy, g.Rate)
+		if g.Settings != "" {
+			p.f("; %s", g.Settings)
+		}
+		p.f("\n")
 	}
 	if v.Servers != "" {
 		p.f("   servers: %s\n", v.Servers)
@@ -289,6 +294,7 @@ func (p *printer) comparison(r *Result) {
 		p.err = err
 	}
 	p.runTable(r)
+	p.hopCost(r)
 	heading := "\nwhy, per variant:\n"
 	for _, v := range r.Variants {
 		if v.Why != "" {
@@ -334,6 +340,74 @@ func (p *printer) runTable(r *Result) {
 			checks = fmt.Sprintf("%d/%d passed", n-v.Failed(), n)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Name, failed, ew, rb, checks)
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+// hopCost compares the latency (in the last window) and the CPU per call
+// of the variants' paths, when some go through an L7 proxy or CPU was
+// measured.
+func (p *printer) hopCost(r *Result) {
+	show := false
+	for _, v := range r.Variants {
+		show = show || v.CPUPer1000 != nil
+		for _, g := range v.Groups {
+			show = show || g.Path != "" && g.Path != "direct"
+		}
+	}
+	if !show || len(r.Windows) == 0 {
+		return
+	}
+	last := r.Windows[len(r.Windows)-1].Name
+	type row struct {
+		name, path    string
+		p50, p99, cpu float64
+		hasCPU        bool
+	}
+	var rows []row
+	for _, v := range r.Variants {
+		w, ok := windowNamed(v, last)
+		if v.Error != "" || !ok {
+			continue
+		}
+		var paths []string
+		for _, g := range v.Groups {
+			paths = append(paths, g.Path)
+		}
+		rw := row{name: v.Name, path: strings.Join(paths, "+"), p50: w.LatencyP50, p99: w.LatencyP99}
+		if v.CPUPer1000 != nil {
+			rw.cpu, rw.hasCPU = *v.CPUPer1000, true
+		}
+		rows = append(rows, rw)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p.f("\nhop cost (window %s; CPU per 1000 calls is measured only when variants run one after another):\n", last)
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "VARIANT\tPATH\tP50\tP99\tCPU/1000 CALLS\tVS FIRST DIRECT\n")
+	var base *row
+	for i := range rows {
+		if rows[i].path == "direct" || rows[i].path == "" {
+			base = &rows[i]
+			break
+		}
+	}
+	for _, rw := range rows {
+		cpu := "-"
+		if rw.hasCPU {
+			cpu = fmt.Sprintf("%.1fms", rw.cpu)
+		}
+		vs := "-"
+		if base != nil && rw.name != base.name {
+			vs = fmt.Sprintf("p50 %+.0fus, p99 %+.0fus", 1000*(rw.p50-base.p50), 1000*(rw.p99-base.p99))
+			if rw.hasCPU && base.hasCPU {
+				vs += fmt.Sprintf(", CPU %+.1fms/1000 calls", rw.cpu-base.cpu)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3fms\t%.3fms\t%s\t%s\n", rw.name, cmp.Or(rw.path, "direct"), rw.p50, rw.p99, cpu, vs)
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err

@@ -143,14 +143,16 @@ spec:
 
 // TestScaleOut checks claims V3, G1, G4 and S1 on a short scale-out: 2 pods,
 // 4 clients, scale to 6 at 2s, grpc-go's minimum re-resolution interval
-// lowered to 4s so the run stays short.
+// lowered to 4s so the run stays short. Window late starts at 9s: on a
+// loaded machine the added pods may turn Ready after the re-resolution at
+// 4s, and then the one at 8s is the first to see them.
 func TestScaleOut(t *testing.T) {
 	vs := run(t, objects(2)+`---
 apiVersion: pinlab.dev/v1alpha1
 kind: Scenario
 metadata: {name: short-scale-out}
 spec:
-  duration: 9s
+  duration: 12s
   grpc: {minResolutionInterval: 4s}
   clients:
   - {name: order, namespace: shop, count: 4, target: "pricing.shop.svc.cluster.local:8471", rate: 50}
@@ -158,8 +160,8 @@ spec:
   - at: 2s
     scale: {deployment: pricing, replicas: 6}
   windows:
-  - {name: after, from: 3.5s, to: 9s}
-  - {name: late, from: 6s, to: 9s}
+  - {name: after, from: 3.5s, to: 12s}
+  - {name: late, from: 9s, to: 12s}
   variants:
   - name: clusterip
   - name: headless-pf

@@ -180,8 +180,12 @@ func (p Plan) groups() []report.Group {
 		if c.Target.Headless() {
 			kind = "headless"
 		}
+		path, policy := "direct", c.Policy
+		if x := c.Settings.L7Proxy; x != nil {
+			path, policy = "L7 "+cmp.Or(x.Placement, "sidecar"), cmp.Or(x.Policy, "round_robin")+" per call"
+		}
 		out = append(out, report.Group{Name: c.Group, Clients: 1, Target: fmt.Sprintf("%s:%d", c.Target.Host, c.Target.Port),
-			ServiceKind: kind, Policy: c.Policy, Rate: c.Rate})
+			ServiceKind: kind, Policy: policy, Rate: c.Rate, Settings: strings.Join(c.Settings.describe(), ", "), Path: path})
 	}
 	return out
 }

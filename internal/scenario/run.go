@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
@@ -67,6 +68,9 @@ func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
 	plans, err := selectPlans(f.Plans(), opts.Variants)
 	if err != nil {
 		return nil, err
+	}
+	if f.Scenario.Spec.Sequential {
+		opts.Sequential = true
 	}
 	if !opts.Sequential {
 		var calls float64
@@ -258,6 +262,15 @@ func (s *sharedSetting) hold(ctx context.Context, v time.Duration) (release func
 	}
 }
 
+// processCPU returns the CPU time (user and system) the process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // variantRun is one variant in its own lab.
 type variantRun struct {
 	file *File
@@ -343,7 +356,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	r.fillClusterIPs(l)
 	rec.Node(netip.MustParseAddr("127.0.0.1"))
-	cl, err := newClients(l, rec, r.plan.Clients)
+	cl, err := newClients(setupCtx, l, rec, r.plan.Clients)
 	if err != nil {
 		return err
 	}
@@ -384,10 +397,13 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 			c.Run(loadCtx)
 		}()
 	}
+	cpu0 := processCPU()
 	stepErrs := r.timeline(loadCtx, l, rec, cl, start)
 	reached := min(time.Since(start), r.plan.Duration)
+	cpu := processCPU() - cpu0
 	stopLoad()
 	wg.Wait()
+	cl.closeProxies()
 	r.result.StepErrors = stepErrs
 	// Only windows that ended before an interruption are reported: a window
 	// cut short would compare unlike with the others.
@@ -401,6 +417,14 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	r.result.Why = explain(r.plan, r.result.Summary, time.Duration(r.file.minResolution()*float64(time.Second)))
 	if ctx.Err() != nil {
 		r.result.Interrupted = reached.Seconds()
+	}
+	if r.opts.Sequential || r.file.Scenario.Spec.Sequential {
+		// Alone in the process, the process's CPU is this variant's.
+		calls, _ := rec.Totals()
+		if calls > 0 {
+			v := cpu.Seconds() * 1000 / float64(calls) * 1000
+			r.result.CPUPer1000 = &v
+		}
 	}
 	r.result.Checks = checkExpectations(r.file.Scenario.Spec.Expect, &r.result, r.result.StepPods)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/l7proxy"
 	"github.com/pinlab/pinlab/internal/manifest"
 	"google.golang.org/grpc/codes"
 
@@ -44,7 +45,29 @@ type ClientSettings struct {
 	Call string `json:"call,omitempty"`
 	// StreamLength is how long each stream runs; default 10s.
 	StreamLength *metav1.Duration `json:"streamLength,omitempty"`
+	// L7Proxy puts a per-request (L7) proxy between the clients and their
+	// target Service, as a service mesh or a gateway does.
+	L7Proxy *L7Proxy `json:"l7Proxy,omitempty"`
 }
+
+// L7Proxy places the lab's L7 gRPC proxy (package l7proxy) in front of a
+// client group's target Service.
+type L7Proxy struct {
+	// Placement is "sidecar" (default: one proxy per client on the client's
+	// own IP, which the client dials on loopback, as Linkerd's and Istio's
+	// sidecars) or "gateway" (Replicas shared proxies, each on its own pod
+	// IP, behind a ClusterIP Service <service>-l7gw that the clients dial,
+	// as an ingress or gateway Deployment).
+	Placement string `json:"placement,omitempty"`
+	// Policy picks the pod for each call: round_robin (default, Envoy's),
+	// least_request (Envoy's two random choices) or peak_ewma (Linkerd's).
+	Policy string `json:"policy,omitempty"`
+	// Replicas is the number of gateway proxies; default 1.
+	Replicas int `json:"replicas,omitempty"`
+}
+
+// L7 proxy placements.
+var placements = []string{"sidecar", "gateway"}
 
 // RetryPolicy is gRPC's retryPolicy service-config object.
 type RetryPolicy struct {
@@ -155,6 +178,9 @@ func (s ClientSettings) overlay(o ClientSettings) ClientSettings {
 	}
 	if o.StreamLength != nil {
 		s.StreamLength = o.StreamLength
+	}
+	if o.L7Proxy != nil {
+		s.L7Proxy = o.L7Proxy
 	}
 	return s
 }
@@ -271,6 +297,18 @@ func checkSettings(d manifest.Document, p string, s ClientSettings) error {
 	}
 	if l := s.StreamLength; l != nil && (l.Duration <= 0 || s.Call != "stream") {
 		return d.Errorf(p+".streamLength", "applies only with call: stream, and must be positive")
+	}
+	if x := s.L7Proxy; x != nil {
+		q := p + ".l7Proxy"
+		if x.Placement != "" && !slices.Contains(placements, x.Placement) {
+			return d.Errorf(q+".placement", "%q: expected sidecar or gateway", x.Placement)
+		}
+		if x.Policy != "" && !slices.Contains(l7proxy.Policies, x.Policy) {
+			return d.Errorf(q+".policy", "%q: expected one of %s", x.Policy, strings.Join(l7proxy.Policies, ", "))
+		}
+		if x.Replicas < 0 || x.Replicas > 10 || x.Replicas > 0 && x.Placement != "gateway" {
+			return d.Errorf(q+".replicas", "%d: gateway replicas, 1 to 10, only with placement: gateway", x.Replicas)
+		}
 	}
 	return nil
 }

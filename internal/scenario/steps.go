@@ -155,6 +155,13 @@ func (s ClientSettings) describe() []string {
 	if s.StreamLength != nil {
 		parts = append(parts, "streams of "+s.StreamLength.Duration.String())
 	}
+	if x := s.L7Proxy; x != nil {
+		desc := "L7 " + cmp.Or(x.Placement, "sidecar") + " proxy, " + cmp.Or(x.Policy, "round_robin")
+		if x.Replicas > 1 {
+			desc += fmt.Sprintf(", %d replicas", x.Replicas)
+		}
+		parts = append(parts, desc)
+	}
 	return parts
 }
 
@@ -215,6 +222,9 @@ func (f *File) checkStep(i int, st Step, groups map[string]bool, stepNames map[s
 		}
 		if err := checkSettings(d, q, c.ClientSettings); err != nil {
 			return err
+		}
+		if c.L7Proxy != nil {
+			return d.Errorf(q+".l7Proxy", "an L7 proxy is placed when clients start; set it on the client group or a variant, not in a step")
 		}
 	case st.RolloutRestart != nil:
 		if _, err := f.workloadRef(*st.RolloutRestart); err != nil {

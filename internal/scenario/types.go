@@ -51,6 +51,10 @@ type Spec struct {
 	// Cluster holds dataplane and kubelet settings; variants may override
 	// them.
 	Cluster ClusterSettings `json:"cluster,omitempty"`
+	// Sequential runs the variants one after another, as --sequential:
+	// slower, but each variant then has the machine to itself, and the
+	// report gives each one's CPU per 1000 calls (the cost of a proxy hop).
+	Sequential bool `json:"sequential,omitempty"`
 	// Expect lists what the run must show; each expectation is checked per
 	// variant and reported as pass or fail.
 	Expect []Expectation `json:"expect,omitempty"`

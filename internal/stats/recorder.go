@@ -213,6 +213,14 @@ func (r *Recorder) Client(name string, ip netip.Addr) {
 	r.peers[ip] = name
 }
 
+// Peer labels the server-side records from ip (e.g. a gateway proxy's pod
+// IP) without making it a load client.
+func (r *Recorder) Peer(ip netip.Addr, label string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.peers[ip] = label
+}
+
 // Node registers an IP used by the node itself (kubelet probes); its
 // connections are not counted as client connections.
 func (r *Recorder) Node(ip netip.Addr) {
