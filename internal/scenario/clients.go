@@ -12,6 +12,7 @@ import (
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/web"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,9 +24,16 @@ import (
 type clients struct {
 	dnsAddr string
 	plans   []ClientPlan // index-aligned with byIndex
-	byIndex []*load.Client
-	configs []load.Config
+	byIndex []runner
+	configs []load.Config // gRPC clients' settings; zero for others
 	proxies []*l7proxy.Proxy // L7 proxies (sidecars, gateways), closed last
+}
+
+// runner is a load client of any protocol.
+type runner interface {
+	Run(ctx context.Context) error
+	Restart() error
+	Close()
 }
 
 // sidecarPort is where a sidecar L7 proxy listens on its client's IP
@@ -51,6 +59,15 @@ func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, plans []Cl
 			return nil, fmt.Errorf("client %s: no pod IP: %w", cp.Name, err)
 		}
 		rec.Client(cp.Name, ip)
+		if p := cp.Settings.Protocol; p == "http" || p == "websocket" {
+			c, err := cl.webClient(cp, ip, clientObserver{rec: rec, name: cp.Name})
+			if err != nil {
+				return nil, err
+			}
+			cl.byIndex = append(cl.byIndex, c)
+			cl.configs = append(cl.configs, load.Config{})
+			continue
+		}
 		cfg := loadConfig(cp, cl.dnsAddr)
 		cfg.Source = ip
 		if x := cp.Settings.L7Proxy; x != nil {
@@ -117,7 +134,24 @@ func loadConfig(cp ClientPlan, dnsAddr string) load.Config {
 	return cfg
 }
 
-func (cl *clients) all() []*load.Client { return cl.byIndex }
+func (cl *clients) all() []runner { return cl.byIndex }
+
+// webClient makes an HTTP/1.1 or WebSocket client for cp, resolving the
+// target's name through the cluster DNS for every new connection.
+func (cl *clients) webClient(cp ClientPlan, ip netip.Addr, obs load.Observer) (runner, error) {
+	url := fmt.Sprintf("http://%s:%d", cp.Target.Host, cp.Target.Port)
+	if cp.Settings.Protocol == "websocket" {
+		return web.NewWSClient(web.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs})
+	}
+	cfg := web.HTTPConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs}
+	if v := cp.Settings.MaxIdleConnsPerHost; v != nil {
+		cfg.MaxIdleConnsPerHost = *v
+	}
+	if v := cp.Settings.MaxConnsPerHost; v != nil {
+		cfg.MaxConnsPerHost = *v
+	}
+	return web.NewHTTPClient(cfg)
+}
 
 // startProxy starts an L7 proxy at listen, dialling pods from source, for
 // the Service and port cp targets.
@@ -247,6 +281,11 @@ func (cl *clients) configure(st ConfigureClientStep, rec *stats.Recorder) error 
 	var errs []error
 	for _, i := range idx {
 		cp := cl.plans[i]
+		lc, ok := cl.byIndex[i].(*load.Client)
+		if !ok {
+			errs = append(errs, fmt.Errorf("client %s speaks %s; only gRPC clients can be reconfigured", cp.Name, cp.Settings.Protocol))
+			continue
+		}
 		if st.Policy != "" {
 			cp.Policy = st.Policy
 		}
@@ -259,7 +298,7 @@ func (cl *clients) configure(st ConfigureClientStep, rec *stats.Recorder) error 
 		if cp.Settings.L7Proxy != nil { // the client keeps dialling its proxy
 			cfg.Target, cfg.Policy, cfg.Resolver = cl.configs[i].Target, cl.configs[i].Policy, cl.configs[i].Resolver
 		}
-		if err := cl.byIndex[i].Reconfigure(cfg); err != nil {
+		if err := lc.Reconfigure(cfg); err != nil {
 			errs = append(errs, err)
 			continue
 		}

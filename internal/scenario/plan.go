@@ -184,6 +184,16 @@ func (p Plan) groups() []report.Group {
 		if x := c.Settings.L7Proxy; x != nil {
 			path, policy = "L7 "+cmp.Or(x.Placement, "sidecar"), cmp.Or(x.Policy, "round_robin")+" per call"
 		}
+		switch c.Settings.Protocol {
+		case "http":
+			idle := 2
+			if v := c.Settings.MaxIdleConnsPerHost; v != nil {
+				idle = *v
+			}
+			policy = fmt.Sprintf("HTTP/1.1 keep-alive pool (MaxIdleConnsPerHost %d)", idle)
+		case "websocket":
+			policy = "one WebSocket"
+		}
 		out = append(out, report.Group{Name: c.Group, Clients: 1, Target: fmt.Sprintf("%s:%d", c.Target.Host, c.Target.Port),
 			ServiceKind: kind, Policy: policy, Rate: c.Rate, Settings: strings.Join(c.Settings.describe(), ", "), Path: path})
 	}

@@ -48,7 +48,20 @@ type ClientSettings struct {
 	// L7Proxy puts a per-request (L7) proxy between the clients and their
 	// target Service, as a service mesh or a gateway does.
 	L7Proxy *L7Proxy `json:"l7Proxy,omitempty"`
+	// Protocol is what the clients speak: "grpc" (default), "http" (HTTP/1.1
+	// GET /v1/price through a Go net/http keep-alive pool) or "websocket"
+	// (one WebSocket per client, a message per call). The target's port
+	// must then be the pods' HTTP port (pod arg --http-port, or a container
+	// port named http).
+	Protocol string `json:"protocol,omitempty"`
+	// MaxIdleConnsPerHost and MaxConnsPerHost size the http pool, as Go's
+	// http.Transport fields; defaults 2 (net/http's) and no limit.
+	MaxIdleConnsPerHost *int `json:"maxIdleConnsPerHost,omitempty"`
+	MaxConnsPerHost     *int `json:"maxConnsPerHost,omitempty"`
 }
+
+// Protocols are the values of ClientSettings.Protocol.
+var Protocols = []string{"grpc", "http", "websocket"}
 
 // L7Proxy places the lab's L7 gRPC proxy (package l7proxy) in front of a
 // client group's target Service.
@@ -182,6 +195,15 @@ func (s ClientSettings) overlay(o ClientSettings) ClientSettings {
 	if o.L7Proxy != nil {
 		s.L7Proxy = o.L7Proxy
 	}
+	if o.Protocol != "" {
+		s.Protocol = o.Protocol
+	}
+	if o.MaxIdleConnsPerHost != nil {
+		s.MaxIdleConnsPerHost = o.MaxIdleConnsPerHost
+	}
+	if o.MaxConnsPerHost != nil {
+		s.MaxConnsPerHost = o.MaxConnsPerHost
+	}
 	return s
 }
 
@@ -297,6 +319,23 @@ func checkSettings(d manifest.Document, p string, s ClientSettings) error {
 	}
 	if l := s.StreamLength; l != nil && (l.Duration <= 0 || s.Call != "stream") {
 		return d.Errorf(p+".streamLength", "applies only with call: stream, and must be positive")
+	}
+	if s.Protocol != "" && !slices.Contains(Protocols, s.Protocol) {
+		return d.Errorf(p+".protocol", "%q: expected one of %s", s.Protocol, strings.Join(Protocols, ", "))
+	}
+	if s.Protocol == "http" || s.Protocol == "websocket" {
+		grpcOnly := map[string]bool{"resolver": s.Resolver != "", "healthCheck": s.HealthCheck != nil, "waitForReady": s.WaitForReady != nil,
+			"retry": s.Retry != nil, "call": s.Call != "", "l7Proxy": s.L7Proxy != nil}
+		for _, k := range []string{"resolver", "healthCheck", "waitForReady", "retry", "call", "l7Proxy"} {
+			if grpcOnly[k] {
+				return d.Errorf(p+"."+k, "applies to gRPC clients only, not protocol %s", s.Protocol)
+			}
+		}
+	}
+	for name, v := range map[string]*int{"maxIdleConnsPerHost": s.MaxIdleConnsPerHost, "maxConnsPerHost": s.MaxConnsPerHost} {
+		if v != nil && (*v < 0 || *v > 1000 || s.Protocol != "http") {
+			return d.Errorf(p+"."+name, "%d: 0 to 1000, only with protocol: http", *v)
+		}
 	}
 	if x := s.L7Proxy; x != nil {
 		q := p + ".l7Proxy"
