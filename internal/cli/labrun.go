@@ -104,15 +104,25 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
+	failed, steps := 0, 0
 	for _, v := range res.Variants {
 		if v.Error != "" {
 			return fmt.Errorf("variant %s failed: %s", v.Name, v.Error)
 		}
 		failed += v.Failed()
+		steps += len(v.StepErrors)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of the scenario's expectations failed (see the FAIL lines)", failed)
+	where := "the FAIL lines"
+	if opts.Output == "json" {
+		where = `"checks" with "pass": false`
+	}
+	switch {
+	case failed > 0 && steps > 0:
+		return fmt.Errorf("%d of the scenario's expectations failed (see %s) and %d timeline steps failed", failed, where, steps)
+	case failed > 0:
+		return fmt.Errorf("%d of the scenario's expectations failed (see %s)", failed, where)
+	case steps > 0:
+		return fmt.Errorf("%d timeline steps failed (see \"step failed\" in the report)", steps)
 	}
 	return nil
 }

@@ -428,6 +428,9 @@ func describe(t reflect.Type) string {
 		if t.Name() == "IntOrString" {
 			return "a number or a name"
 		}
+		if t.Name() == "TTL" {
+			return `a duration such as "30s", or forever`
+		}
 		return "a mapping"
 	}
 	return t.String()

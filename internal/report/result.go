@@ -79,6 +79,9 @@ type Check struct {
 	Metric string `json:"metric"`
 	Window string `json:"window,omitempty"`
 	Pod    string `json:"pod,omitempty"`
+	// Code and Cause narrow a failed-calls metric.
+	Code  string `json:"code,omitempty"`
+	Cause string `json:"cause,omitempty"`
 	// Bound is the expected range, e.g. ">= 0.95" or "0..0.01".
 	Bound string `json:"bound"`
 	// Value is the measured value; nil when it is not a finite number (see

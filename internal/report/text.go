@@ -186,6 +186,12 @@ func (p *printer) checks(v Variant) {
 			verdict = "FAIL"
 		}
 		where := c.Metric
+		switch {
+		case c.Code != "":
+			where += " (" + c.Code + ")"
+		case c.Cause != "":
+			where += " (cause " + c.Cause + ")"
+		}
 		if c.Pod != "" {
 			where += " of " + c.Pod
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
 	"google.golang.org/grpc/codes"
@@ -102,6 +103,9 @@ var Metrics = map[string]metric{
 		}},
 }
 
+// unitMetrics are the metrics whose values lie in [0, 1].
+var unitMetrics = map[string]bool{"jain": true, "addedShare": true, "failedShare": true, "podShare": true}
+
 // metricNames lists Metrics' names, sorted.
 func metricNames() string {
 	var names []string
@@ -178,6 +182,8 @@ func (f *File) checkExpectation(i int, e Expectation) error {
 		return d.Errorf(p+".pod", "metric %s needs a pod: a pod name or @<step name>", e.Metric)
 	case !m.pod && e.Pod != "":
 		return d.Errorf(p+".pod", "metric %s is not about one pod; remove pod", e.Metric)
+	case e.Pod != "" && !strings.HasPrefix(e.Pod, "@") && !f.podMayExist(e.Pod, ""):
+		return d.Errorf(p+".pod", "%q: expected @<step name> (the pod a step acted on) or the name of a StatefulSet pod (<set>-<ordinal>); other pods' names are random", e.Pod)
 	case strings.HasPrefix(e.Pod, "@"):
 		name := e.Pod[1:]
 		j := slices.IndexFunc(sp.Timeline, func(s Step) bool { return s.Name == name })
@@ -197,6 +203,20 @@ func (f *File) checkExpectation(i int, e Expectation) error {
 		}
 		if e.Code != "" && (statusCodes[e.Code] == codes.OK) {
 			return d.Errorf(p+".code", "%q: expected a gRPC status code name such as Unavailable or DeadlineExceeded", e.Code)
+		}
+		if e.Cause != "" && !slices.Contains(load.Causes, load.Cause(e.Cause)) {
+			var names []string
+			for _, c := range load.Causes {
+				names = append(names, string(c))
+			}
+			return d.Errorf(p+".cause", "%q: expected one of %s", e.Cause, strings.Join(names, ", "))
+		}
+	}
+	if unitMetrics[e.Metric] {
+		for _, b := range []*float64{e.AtLeast, e.AtMost} {
+			if b != nil && (*b < 0 || *b > 1) {
+				return d.Errorf(p, "metric %s is between 0 and 1; got bound %v", e.Metric, *b)
+			}
 		}
 	}
 	names := map[string]bool{}
@@ -237,18 +257,23 @@ func checkExpectations(exps []Expectation, v *report.Variant, stepPods map[strin
 		if len(e.Variants) > 0 && !slices.Contains(e.Variants, v.Name) {
 			continue
 		}
-		c := report.Check{Name: e.Name, Metric: e.Metric, Window: e.Window, Bound: bound(e)}
+		c := report.Check{Name: e.Name, Metric: e.Metric, Window: e.Window, Code: e.Code, Cause: e.Cause, Bound: bound(e), Shown: "n/a"}
 		pod := e.Pod
 		if name, ok := strings.CutPrefix(pod, "@"); ok {
 			pod = stepPods[name]
 		}
 		c.Pod = pod
 		m := Metrics[e.Metric]
+		if e.Window == "" && v.Interrupted > 0 {
+			c.Note = "the run was interrupted, so a whole-run figure means nothing"
+			out = append(out, c)
+			continue
+		}
 		var w *stats.WindowStats
 		if e.Window != "" {
 			i := slices.IndexFunc(v.Summary.Windows, func(w stats.WindowStats) bool { return w.Name == e.Window })
 			if i < 0 {
-				c.Note = "window not measured (run interrupted or failed)"
+				c.Note = "window not measured: the run was interrupted or failed"
 				out = append(out, c)
 				continue
 			}

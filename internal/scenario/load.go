@@ -374,7 +374,7 @@ func checkPolicy(p string) error {
 	if p == "" || p == "pick_first" || p == "round_robin" {
 		return nil
 	}
-	return fmt.Errorf("%q: expected one of %v", p, load.Policies)
+	return fmt.Errorf("%q: expected one of %s", p, strings.Join(load.Policies, ", "))
 }
 
 // clientExists reports whether name is a client group or one client of a

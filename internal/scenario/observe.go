@@ -74,7 +74,8 @@ func proxyObserver(rec *stats.Recorder) func(proxy.Conn, proxy.ConnEvent) {
 // podPhases turns pod informer events into lifecycle records: created,
 // ready / not-ready, terminating, deleted.
 type podPhases struct {
-	rec *stats.Recorder
+	rec     *stats.Recorder
+	tracked func(*corev1.Pod) bool // pods to record
 
 	mu    sync.Mutex
 	state map[types.UID]podState
@@ -84,8 +85,8 @@ type podState struct {
 	ready, terminating bool
 }
 
-func newPodPhases(rec *stats.Recorder) *podPhases {
-	return &podPhases{rec: rec, state: map[types.UID]podState{}}
+func newPodPhases(rec *stats.Recorder, tracked func(*corev1.Pod) bool) *podPhases {
+	return &podPhases{rec: rec, tracked: tracked, state: map[types.UID]podState{}}
 }
 
 func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
@@ -96,7 +97,7 @@ func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if pod, ok := obj.(*corev1.Pod); ok {
+			if pod, ok := obj.(*corev1.Pod); ok && p.tracked(pod) {
 				p.mu.Lock()
 				delete(p.state, pod.UID)
 				p.mu.Unlock()
@@ -108,7 +109,7 @@ func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
 
 func (p *podPhases) update(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok {
+	if !ok || !p.tracked(pod) {
 		return
 	}
 	p.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/pinlab/pinlab/internal/stats"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -166,6 +167,25 @@ func setFlag(args []string, name, value string) []string {
 		}
 	}
 	return append(out, name+"="+value)
+}
+
+// tracksPod reports whether the run measures pod p: the pods selected by a
+// client group's target Service (other workloads of the file are not
+// counted in shares and fairness). With no selector among the targets
+// (hand-written EndpointSlices), every pod is.
+func (p Plan) tracksPod(pod *corev1.Pod) bool {
+	selectors := 0
+	for _, c := range p.Clients {
+		sel := c.Target.Service.Spec.Selector
+		if len(sel) == 0 {
+			continue
+		}
+		selectors++
+		if pod.Namespace == c.Target.Namespace && labels.SelectorFromSet(sel).Matches(labels.Set(pod.Labels)) {
+			return true
+		}
+	}
+	return selectors == 0
 }
 
 // groups describes the plan's client groups, in order.

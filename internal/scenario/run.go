@@ -317,10 +317,16 @@ func (r *variantRun) execute(ctx context.Context) error {
 	rec := stats.NewRecorder(time.Now())
 	r.rec.Store(rec)
 	sp := r.file.Scenario.Spec
+	tracked := r.plan.tracksPod
 	cfg := lab.Config{
 		Seed: r.seed, Logger: r.opts.Logger,
 		Waiting:     func() { r.state.Store("waiting for a free address range") },
-		PodObserver: func(p *corev1.Pod) pod.Observer { return podObserver{rec: rec, name: p.Name} },
+		PodObserver: func(p *corev1.Pod) pod.Observer {
+			if !tracked(p) {
+				return nil
+			}
+			return podObserver{rec: rec, name: p.Name}
+		},
 		DNSQuery:    dnsObserver(rec),
 		ProxyConn:   proxyObserver(rec),
 	}
@@ -347,7 +353,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	defer l.Close()
 	r.result.DNS = l.DNSAddr()
 	r.result.PodCIDR = l.Cluster.Config().PodCIDR.String()
-	l.Cluster.Factory().Core().V1().Pods().Informer().AddEventHandler(newPodPhases(rec).handlers())
+	l.Cluster.Factory().Core().V1().Pods().Informer().AddEventHandler(newPodPhases(rec, tracked).handlers())
 	if err := l.Apply(setupCtx, r.plan.Objects); err != nil {
 		return r.file.applyError(err)
 	}

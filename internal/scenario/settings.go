@@ -104,7 +104,9 @@ const Forever = time.Duration(-1)
 func (t *TTL) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("expected a duration such as 30s or \"forever\"")
+		// A number without a unit, most likely; quoted so the error can be
+		// placed at the value.
+		return fmt.Errorf("invalid cache TTL %q", string(b))
 	}
 	if strings.EqualFold(s, "forever") {
 		t.Duration = Forever
@@ -112,7 +114,7 @@ func (t *TTL) UnmarshalJSON(b []byte) error {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return fmt.Errorf("%q: expected a duration such as 30s or \"forever\"", s)
+		return fmt.Errorf("invalid cache TTL %q", s)
 	}
 	t.Duration = d
 	return nil

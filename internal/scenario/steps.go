@@ -155,6 +155,15 @@ func (s ClientSettings) describe() []string {
 	if s.StreamLength != nil {
 		parts = append(parts, "streams of "+s.StreamLength.Duration.String())
 	}
+	if s.Protocol != "" && s.Protocol != "grpc" {
+		parts = append(parts, s.Protocol)
+	}
+	if s.MaxIdleConnsPerHost != nil {
+		parts = append(parts, fmt.Sprintf("MaxIdleConnsPerHost %d", *s.MaxIdleConnsPerHost))
+	}
+	if s.MaxConnsPerHost != nil {
+		parts = append(parts, fmt.Sprintf("MaxConnsPerHost %d", *s.MaxConnsPerHost))
+	}
 	if x := s.L7Proxy; x != nil {
 		desc := "L7 " + cmp.Or(x.Placement, "sidecar") + " proxy, " + cmp.Or(x.Policy, "round_robin")
 		if x.Replicas > 1 {
@@ -223,6 +232,12 @@ func (f *File) checkStep(i int, st Step, groups map[string]bool, stepNames map[s
 		if err := checkSettings(d, q, c.ClientSettings); err != nil {
 			return err
 		}
+		if c.Policy == "" && c.Rate == 0 && len(c.ClientSettings.describe()) == 0 {
+			return d.Errorf(q, "changes nothing; set policy, rate or a client setting (restartClient restarts without changes)")
+		}
+		if c.Protocol != "" || c.MaxIdleConnsPerHost != nil || c.MaxConnsPerHost != nil {
+			return d.Errorf(q+".protocol", "a client's protocol and HTTP pool are fixed when it starts; set them on the client group or a variant")
+		}
 		if c.L7Proxy != nil {
 			return d.Errorf(q+".l7Proxy", "an L7 proxy is placed when clients start; set it on the client group or a variant, not in a step")
 		}
@@ -253,8 +268,11 @@ func (f *File) checkStep(i int, st Step, groups map[string]bool, stepNames map[s
 		if r.Pick != "" && !slices.Contains(podPicks, r.Pick) {
 			return d.Errorf(q+".pick", "%q: expected one of %s", r.Pick, strings.Join(podPicks, ", "))
 		}
-		if r.GracePeriodSeconds != nil && (pa.name != "deletePod" || *r.GracePeriodSeconds < 0) {
-			return d.Errorf(q+".gracePeriodSeconds", "only deletePod takes a grace period, and it must be >= 0")
+		if r.GracePeriodSeconds != nil && pa.name != "deletePod" {
+			return d.Errorf(q+".gracePeriodSeconds", "only deletePod takes a grace period")
+		}
+		if r.GracePeriodSeconds != nil && *r.GracePeriodSeconds < 0 {
+			return d.Errorf(q+".gracePeriodSeconds", "%d: expected >= 0", *r.GracePeriodSeconds)
 		}
 		switch {
 		case r.Pod != "" && (r.Deployment != "" || r.StatefulSet != "" || r.Pick != ""):

@@ -88,14 +88,14 @@ func TestRebalance(t *testing.T) {
 	}{
 		{name: "at once", share: func(time.Duration) int { return 10 }, want: ptr(0), survived: true, seconds: 0},
 		// The span from 4.9s holds 9 full buckets of c: 90 of 290 calls,
-		// 0.93 of a fair third, so the pod counts as rebalanced 2.9s after
+		// 0.93 of a fair third; c's first call in it is at 5s, 3s after
 		// Ready.
 		{name: "after 3s", share: func(t time.Duration) int {
 			if t >= 5*time.Second {
 				return 10
 			}
 			return 0
-		}, want: ptr(2.9), survived: true, seconds: 2.9},
+		}, want: ptr(3), survived: true, seconds: 3},
 		{name: "just under 90% never", share: func(time.Duration) int { return 8 }, survived: true, seconds: math.Inf(1)},
 		// fair share among 3 is 10 of 28 calls: 8 is 0.86 of fair, 9 is 0.93.
 		{name: "just over 90%", share: func(time.Duration) int { return 9 }, want: ptr(0), survived: true, seconds: 0},

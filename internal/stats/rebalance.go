@@ -6,7 +6,7 @@ import (
 )
 
 // Rebalance thresholds: a pod added during the run counts as rebalanced at
-// the start of the first RebalanceSpan in which it served at least
+// its first call in the first RebalanceSpan in which it served at least
 // RebalanceFraction of a fair share (1/n of the calls all pods served in that
 // span, n being the pods Ready at the span's middle).
 const (
@@ -19,9 +19,9 @@ const (
 type Rebalance struct {
 	Pod     string `json:"pod"`
 	ReadyAt Offset `json:"ready_at_s"`
-	// After is the time from ReadyAt to the start of the first span in which
-	// the pod got RebalanceFraction of a fair share, in seconds; nil if that
-	// never happened while it was Ready.
+	// After is the time from ReadyAt to the pod's first call in the first
+	// span in which it got RebalanceFraction of a fair share, in seconds;
+	// nil if that never happened while it was Ready.
 	After *float64 `json:"after_s"`
 	// Survived is true when the pod was still Ready at the end of the run.
 	Survived bool `json:"survived"`
@@ -78,7 +78,14 @@ func (r *Recorder) rebalances(end time.Duration) []Rebalance {
 			}
 			mine := me.served.sum(b, b+span)
 			if float64(mine) >= RebalanceFraction*float64(total)/float64(n) {
-				v := secs(max(time.Duration(b)*Bucket-at, 0))
+				// Placed at the pod's first call in the span, not the span's
+				// start: a span whose other buckets hold no calls at all
+				// (every call failing) must not move it earlier.
+				first := b
+				for first < b+span && first < len(me.served) && me.served[first] == 0 {
+					first++
+				}
+				v := secs(max(time.Duration(first)*Bucket-at, 0))
 				rb.After = &v
 				break
 			}
