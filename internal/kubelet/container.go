@@ -3,10 +3,12 @@ package kubelet
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"path"
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/web"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -51,12 +53,21 @@ type SpecError struct {
 
 func (e *SpecError) Error() string { return e.Field + ": " + e.Msg }
 
+// HTTPPortName is the name of the containerPort that gives a pod its
+// HTTP/1.1 and WebSocket server when its args have no --http-port.
+const HTTPPortName = "http"
+
 // Workload is what the kubelet runs for a pod spec.
 type Workload struct {
 	Args pod.Args
-	// Port is where the server listens: --port, else the container's first
-	// TCP containerPort, else pod.DefaultPort.
+	// Port is where the gRPC server listens: --port, else the container's
+	// first TCP containerPort other than HTTPPort, else pod.DefaultPort.
 	Port int
+	// HTTPPort is where the pod's HTTP/1.1 and WebSocket server
+	// (internal/web) listens beside the gRPC server: --http-port, else the
+	// container's TCP containerPort named "http" (HTTPPortName), else 0:
+	// the pod serves gRPC only.
+	HTTPPort int
 	// PreStop is the container's preStop hook as the lab runs it; nil
 	// without one.
 	PreStop *Hook
@@ -78,10 +89,11 @@ func probeFields(c *corev1.Container) []struct {
 }
 
 // WorkloadFor checks that spec is a pod the lab's kubelet can run (exactly
-// one container, image pinlab, valid pod args, readiness, liveness and
-// startup probes of kind grpc or tcpSocket, a preStop hook the lab can run
-// (see Hook), no postStart hook, a known restartPolicy) and returns its
-// workload. Errors are *SpecError.
+// one container, image pinlab, valid pod args, distinct gRPC and HTTP
+// ports, readiness, liveness and startup probes of kind grpc, tcpSocket or,
+// for a pod with an HTTP port, httpGet (scheme HTTP, no host), a preStop
+// hook the lab can run (see Hook), no postStart hook, a known
+// restartPolicy) and returns its workload. Errors are *SpecError.
 func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	if len(spec.Containers) != 1 {
 		return Workload{}, &SpecError{"containers", fmt.Sprintf("%d containers; the lab runs pods with exactly one pinlab container", len(spec.Containers))}
@@ -99,20 +111,6 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	if err != nil {
 		return Workload{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: %v", c.Name, err)}
 	}
-	for _, pf := range probeFields(c) {
-		if p := pf.probe; p != nil && p.GRPC == nil && p.TCPSocket == nil {
-			return Workload{}, &SpecError{pf.field, "only grpc and tcpSocket probes are supported in the lab"}
-		}
-	}
-	switch spec.RestartPolicy {
-	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
-	default:
-		return Workload{}, &SpecError{"restartPolicy", fmt.Sprintf("unknown restartPolicy %q (want Always, OnFailure or Never)", spec.RestartPolicy)}
-	}
-	hook, err := preStopHook(c, spec.TerminationGracePeriodSeconds)
-	if err != nil {
-		return Workload{}, err
-	}
 	names := map[string]bool{}
 	for i, cp := range c.Ports {
 		if cp.Name != "" && names[cp.Name] {
@@ -120,44 +118,153 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 		}
 		names[cp.Name] = true
 	}
-	w := Workload{Args: a, Port: a.Port, PreStop: hook}
-	if w.Port == 0 {
-		w.Port = pod.DefaultPort
-		for _, cp := range c.Ports {
-			if cp.Protocol == "" || cp.Protocol == corev1.ProtocolTCP {
-				w.Port = int(cp.ContainerPort)
-				break
-			}
+	w := Workload{Args: a}
+	w.Port, w.HTTPPort = servingPorts(c, a)
+	if w.HTTPPort != 0 && w.HTTPPort == w.Port {
+		return Workload{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: the HTTP port %d is also the gRPC port; give --port or --http-port another one", c.Name, w.Port)}
+	}
+	for _, pf := range probeFields(c) {
+		if err := checkProbeKind(pf.field, pf.probe, w.HTTPPort); err != nil {
+			return Workload{}, err
 		}
+	}
+	switch spec.RestartPolicy {
+	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	default:
+		return Workload{}, &SpecError{"restartPolicy", fmt.Sprintf("unknown restartPolicy %q (want Always, OnFailure or Never)", spec.RestartPolicy)}
+	}
+	if w.PreStop, err = preStopHook(c, spec.TerminationGracePeriodSeconds); err != nil {
+		return Workload{}, err
 	}
 	return w, nil
 }
 
-// CheckProbePort reports a probe aimed at a port other than the one the
-// server listens on: the kubelet runs such a pod, but a readiness or
-// startup probe there never succeeds, and a liveness probe there restarts
-// the container forever. Errors are *SpecError.
-func CheckProbePort(c *corev1.Container, listen int) error {
-	for _, pf := range probeFields(c) {
-		p := pf.probe
-		if p == nil {
-			continue
-		}
-		field, port := pf.field+".grpc.port", 0
-		if p.GRPC != nil {
-			port = int(p.GRPC.Port)
-		} else if p.TCPSocket != nil {
-			field = pf.field + ".tcpSocket.port"
-			var err error
-			if port, err = resolvePort(c, p.TCPSocket.Port); err != nil {
-				return &SpecError{field, err.Error()}
+// servingPorts resolves the gRPC and HTTP ports of a container with args
+// a, as Workload's Port and HTTPPort describe them.
+func servingPorts(c *corev1.Container, a pod.Args) (grpcPort, httpPort int) {
+	tcp := func(cp corev1.ContainerPort) bool { return cp.Protocol == "" || cp.Protocol == corev1.ProtocolTCP }
+	httpPort = a.HTTPPort
+	if httpPort == 0 {
+		for _, cp := range c.Ports {
+			if cp.Name == HTTPPortName && tcp(cp) {
+				httpPort = int(cp.ContainerPort)
+				break
 			}
 		}
-		if port != listen {
-			return &SpecError{field, fmt.Sprintf("probes port %d, but the server listens on %d, so the probe would never succeed", port, listen)}
+	}
+	grpcPort = a.Port
+	if grpcPort == 0 {
+		grpcPort = pod.DefaultPort
+		for _, cp := range c.Ports {
+			if tcp(cp) && int(cp.ContainerPort) != httpPort {
+				grpcPort = int(cp.ContainerPort)
+				break
+			}
+		}
+	}
+	return grpcPort, httpPort
+}
+
+// checkProbeKind reports a probe the lab cannot run: anything but grpc,
+// tcpSocket and httpGet, and an httpGet probe of a pod without an HTTP
+// port, with scheme HTTPS (the pod's server speaks plain HTTP) or with a
+// host (the lab probes only the pod IP).
+func checkProbeKind(field string, p *corev1.Probe, httpPort int) error {
+	switch {
+	case p == nil, p.GRPC != nil, p.TCPSocket != nil:
+		return nil
+	case p.HTTPGet == nil:
+		return &SpecError{field, "only grpc and tcpSocket probes are supported in the lab, and httpGet probes for a pod with an HTTP port"}
+	}
+	g := p.HTTPGet
+	switch {
+	case httpPort == 0:
+		return &SpecError{field + ".httpGet", fmt.Sprintf("the pod has no HTTP server to probe; give it --http-port N or a containerPort named %q", HTTPPortName)}
+	case g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP:
+		return &SpecError{field + ".httpGet.scheme", fmt.Sprintf("scheme %q is not supported in the lab: the pod's server speaks plain HTTP", g.Scheme)}
+	case g.Host != "":
+		return &SpecError{field + ".httpGet.host", "host is not supported in the lab: probes go to the pod IP"}
+	}
+	return nil
+}
+
+// CheckProbePort reports a probe that can never succeed: a grpc probe at a
+// port other than listen (the gRPC server's), a tcpSocket probe at neither
+// listen nor the pod's HTTP port, an httpGet probe at a port other than
+// the HTTP port (see Workload.HTTPPort) or at a path the pod's HTTP server
+// does not answer with 200 (only /healthz and /v1/price?sku=X do). The
+// kubelet runs such a pod, but a readiness or startup probe there never
+// succeeds, and a liveness probe there restarts the container forever.
+// Errors are *SpecError.
+func CheckProbePort(c *corev1.Container, listen int) error {
+	httpPort := 0
+	if args, err := ContainerArgs(c); err == nil {
+		if a, err := pod.ParseArgs(args); err == nil {
+			_, httpPort = servingPorts(c, a)
+		}
+	}
+	for _, pf := range probeFields(c) {
+		if p := pf.probe; p != nil {
+			if err := checkProbeTarget(c, pf.field, p, listen, httpPort); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// checkProbeTarget is CheckProbePort for one probe.
+func checkProbeTarget(c *corev1.Container, field string, p *corev1.Probe, grpcPort, httpPort int) error {
+	var port intstr.IntOrString
+	var ok func(int) bool
+	server := fmt.Sprintf("the server listens on %d", grpcPort)
+	switch {
+	case p.GRPC != nil:
+		field, port = field+".grpc.port", intstr.FromInt32(p.GRPC.Port)
+		ok = func(n int) bool { return n == grpcPort }
+	case p.TCPSocket != nil:
+		field, port = field+".tcpSocket.port", p.TCPSocket.Port
+		ok = func(n int) bool { return n == grpcPort || (httpPort != 0 && n == httpPort) }
+		if httpPort != 0 {
+			server = fmt.Sprintf("the servers listen on %d (gRPC) and %d (HTTP)", grpcPort, httpPort)
+		}
+	case p.HTTPGet != nil:
+		if err := checkProbePath(p.HTTPGet.Path); err != nil {
+			return &SpecError{field + ".httpGet.path", err.Error()}
+		}
+		field, port = field+".httpGet.port", p.HTTPGet.Port
+		ok = func(n int) bool { return httpPort != 0 && n == httpPort }
+		server = fmt.Sprintf("the HTTP server listens on %d", httpPort)
+		if httpPort == 0 {
+			server = "the pod has no HTTP server"
+		}
+	default:
+		return nil // WorkloadFor reports it
+	}
+	n, err := resolvePort(c, port)
+	if err != nil {
+		return &SpecError{field, err.Error()}
+	}
+	if !ok(n) {
+		return &SpecError{field, fmt.Sprintf("probes port %d, but %s, so the probe would never succeed", n, server)}
+	}
+	return nil
+}
+
+// checkProbePath reports an httpGet probe path the pod's HTTP server does
+// not answer with a success: it serves /healthz, and /v1/price with a sku
+// query parameter (see package web).
+func checkProbePath(path string) error {
+	u, err := url.Parse(path)
+	if err == nil {
+		switch {
+		case u.Path == "/healthz":
+			return nil
+		case u.Path == "/v1/price" && u.Query().Get("sku") != "":
+			return nil
+		}
+	}
+	return fmt.Errorf("path %q: the pod's HTTP server answers probes on /healthz (or /v1/price?sku=X); other paths fail, so the probe would never succeed", path)
 }
 
 // resolvePort turns a probe's port (number or container port name) into a
@@ -174,13 +281,13 @@ func resolvePort(c *corev1.Container, port intstr.IntOrString) (int, error) {
 	return 0, fmt.Errorf("probe: no container port named %q", port.StrVal)
 }
 
-// containerConfig turns a pod into its server's config at ip.
-func containerConfig(p *corev1.Pod, ip netip.Addr) (pod.Config, error) {
+// containerConfig turns a pod into its process's config at ip.
+func containerConfig(p *corev1.Pod, ip netip.Addr) (processConfig, error) {
 	w, err := WorkloadFor(&p.Spec)
 	if err != nil {
-		return pod.Config{}, err
+		return processConfig{}, err
 	}
-	return pod.Config{
+	pc := processConfig{grpc: pod.Config{
 		Name:                  p.Name,
 		Namespace:             p.Namespace,
 		Addr:                  netip.AddrPortFrom(ip, uint16(w.Port)),
@@ -188,5 +295,9 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (pod.Config, error) {
 		MaxConnectionAgeGrace: w.Args.MaxConnectionAgeGrace,
 		StartupDelay:          w.Args.StartupDelay,
 		DrainDelay:            w.Args.DrainDelay,
-	}, nil
+	}}
+	if w.HTTPPort != 0 {
+		pc.web = &web.Config{Name: p.Name, Namespace: p.Namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort))}
+	}
+	return pc, nil
 }

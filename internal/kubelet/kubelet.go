@@ -1,6 +1,8 @@
 // Package kubelet runs the lab's pods: for each Pod object it allocates a pod
 // IP, runs the pod's container in-process when its image is pinlab (a real
-// grpc-go server from package pod, bound to the pod IP), runs its startup,
+// grpc-go server from package pod and, for a pod with an HTTP port, an
+// HTTP/1.1 and WebSocket server from package web beside it, both bound to
+// the pod IP), runs its startup,
 // liveness and readiness probes, restarts it after crashes with the
 // kubelet's crash-loop back-off, reports status to the API, and on deletion
 // runs the kubelet's termination sequence (preStop hook, SIGTERM, SIGKILL at
@@ -54,7 +56,10 @@ type Config struct {
 	NodeIP netip.Addr
 	// PodIPs hands out pod addresses (CNI host-local style).
 	PodIPs *cluster.IPAM
-	// Observe, if not nil, returns the observer for a pod's server.
+	// Observe, if not nil, returns the observer for a pod's servers: the
+	// gRPC server and, for a pod with an HTTP port, the web server (HTTP
+	// requests and WebSocket messages by route, see package web). It is
+	// called once per container start.
 	Observe func(*corev1.Pod) pod.Observer
 	// Logger receives a few lifecycle logs; nil discards them.
 	Logger *slog.Logger
@@ -244,11 +249,13 @@ func (k *Kubelet) worker(namespace, name string) (*podWorker, error) {
 }
 
 // Kill crashes a pod's container, as SIGKILL or the OOM killer would: its
-// server stops at once and every connection is reset (RST, no GOAWAY), so
-// in-flight calls fail with UNAVAILABLE. The container then ends with exit
-// code 137 and restarts per restartPolicy after the crash-loop back-off, on
-// the same pod IP; it is not Ready until its probes pass again. Errors wrap
-// ErrNoPod or ErrNotRunning.
+// servers stop at once: every gRPC connection is reset (RST, no GOAWAY), so
+// in-flight calls fail with UNAVAILABLE, and the web server's connections
+// and WebSockets close without a reply or close frame (web.Server.Kill).
+// The container then ends with exit code 137 and restarts per
+// restartPolicy after the crash-loop back-off, on the same pod IP; it is
+// not Ready until its probes pass again. Errors wrap ErrNoPod or
+// ErrNotRunning.
 func (k *Kubelet) Kill(namespace, name string) error {
 	w, err := k.worker(namespace, name)
 	if err != nil {
@@ -275,9 +282,11 @@ func (k *Kubelet) Kill(namespace, name string) error {
 // process stuck in a deadlock: new connects to it time out (its address is
 // blackholed, see pod.Blackhole) and calls on open connections stall until
 // their deadlines, so probes fail too (a liveness probe then restarts it).
-// A hung container ignores SIGTERM: deleting the pod stops it hard at the
-// end of the grace period. A restart ends the hang. Errors wrap ErrNoPod or
-// ErrNotRunning, or say why the address could not be blackholed.
+// Only the gRPC server hangs: a web server beside it keeps serving (and
+// httpGet probes keep passing). A hung container ignores SIGTERM, on both
+// servers: deleting the pod stops it hard at the end of the grace period.
+// A restart ends the hang. Errors wrap ErrNoPod or ErrNotRunning, or say
+// why the address could not be blackholed.
 func (k *Kubelet) Hang(namespace, name string, hang bool) error {
 	w, err := k.worker(namespace, name)
 	if err != nil {
@@ -315,7 +324,8 @@ func (k *Kubelet) Hang(namespace, name string, hang bool) error {
 // healthy again, see pod.Server.SetHealthy: its gRPC health for
 // pricing.v1.Pricing turns NOT_SERVING and its calls fail, while the
 // kubelet's probes (TCP, or gRPC health without a service) still pass, so
-// the pod stays Ready and listed. A restarted container starts healthy.
+// the pod stays Ready and listed. The web server, if any, is not affected.
+// A restarted container starts healthy.
 // Errors wrap ErrNoPod or ErrNotRunning.
 func (k *Kubelet) SetHealthy(namespace, name string, healthy bool) error {
 	w, err := k.worker(namespace, name)
@@ -330,18 +340,33 @@ func (k *Kubelet) SetHealthy(namespace, name string, healthy bool) error {
 	return nil
 }
 
-// blackhole makes addr drop SYNs until Run returns, keeping its IP out of
-// the pool; it reports whether it managed to.
-func (k *Kubelet) blackhole(ctx context.Context, addr netip.AddrPort) bool {
-	b, err := pod.NewBlackhole(ctx, addr)
-	if err != nil {
-		k.cfg.Logger.Warn("kubelet: dead address refuses instead of blackholing", "addr", addr, "err", err)
-		return false
+// blackhole makes ip's ports drop SYNs until Run returns, keeping ip out
+// of the pool; it reports whether it managed to (for every port).
+func (k *Kubelet) blackhole(ctx context.Context, ip netip.Addr, ports []int) bool {
+	var holes holes
+	for _, port := range ports {
+		b, err := pod.NewBlackhole(ctx, netip.AddrPortFrom(ip, uint16(port)))
+		if err != nil {
+			holes.Close()
+			k.cfg.Logger.Warn("kubelet: dead address refuses instead of blackholing", "ip", ip, "port", port, "err", err)
+			return false
+		}
+		holes = append(holes, b)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.holes[addr.Addr()] = b
+	k.holes[ip] = holes
 	return true
+}
+
+// holes are the blackholes of one dead address.
+type holes []io.Closer
+
+func (h holes) Close() error {
+	for _, b := range h {
+		b.Close()
+	}
+	return nil
 }
 
 // closeHoles frees the blackholed addresses and their IPs.

@@ -663,12 +663,14 @@ func TestDeadAddresses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c, _, stop := node(t, Config{DeadAddress: tt.mode})
-			p := readyPod(t, c, "gone", withGrace(1))
+			p := readyPod(t, c, "gone", all(withGrace(1), withArgs("--http-port=8080")))
 			deletePod(t, c, "gone")
 			waitGone(t, c, "gone")
 			addr := p.Status.PodIP + ":8471"
-			if got := dial(addr); got != tt.want {
-				t.Errorf("connect to a deleted pod's address: %s, want %s", got, tt.want)
+			for _, a := range []string{addr, p.Status.PodIP + ":8080"} {
+				if got := dial(a); got != tt.want {
+					t.Errorf("connect to a deleted pod's address %s: %s, want %s", a, got, tt.want)
+				}
 			}
 			if n := c.PodIPs().InUse(); n != tt.inUse {
 				t.Errorf("%d pod IPs in use after deletion, want %d", n, tt.inUse)

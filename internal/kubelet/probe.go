@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
@@ -34,8 +37,8 @@ func (k probeKind) String() string {
 // answers.
 const defaultProbeInterval = 50 * time.Millisecond
 
-// prober runs one probe of a container. Like the kubelet's gRPC and TCP
-// probes, every check opens a fresh connection from the node IP.
+// prober runs one probe of a container. Like the kubelet's gRPC, TCP and
+// HTTP probes, every check opens a fresh connection from the node IP.
 type prober struct {
 	kind   probeKind
 	probe  *corev1.Probe // nil: the lab's default readiness, a gRPC health check
@@ -89,8 +92,10 @@ func (p *prober) check(ctx context.Context) error {
 			return err
 		}
 		return c.Close()
+	case p.probe.HTTPGet != nil:
+		return p.httpGet(ctx, p.probe.HTTPGet)
 	}
-	return errors.New("only grpc and tcpSocket probes are supported in the lab")
+	return errors.New("only grpc, tcpSocket and httpGet probes are supported in the lab")
 }
 
 func (p *prober) dialer() loopback.Dialer { return loopback.Dialer{Source: p.nodeIP} }
@@ -163,6 +168,92 @@ func due(k probeKind, p *corev1.Probe, sinceStart time.Duration, started bool) b
 		return false
 	}
 	return started == (k != startup)
+}
+
+// probeUserAgent is the User-Agent of the kubelet's HTTP probes,
+// "kube-probe/<major>.<minor>", for the release of the lab's k8s.io/api.
+const probeUserAgent = "kube-probe/1.37"
+
+// maxProbeBody is how much of a probe's response body the kubelet reads
+// (10 KiB).
+const maxProbeBody = 10 << 10
+
+// maxProbeRedirects is how many redirects an HTTP probe follows, as Go's
+// http.Client.
+const maxProbeRedirects = 10
+
+// httpGet runs an httpGet probe as the kubelet's (pkg/probe/http): GET
+// http://<pod IP>:<port><path> with the probe's headers (User-Agent
+// kube-probe/<version> and Accept */* unless set; a Host header sets the
+// request's host), on a fresh connection (keep-alives off) from the node
+// IP. A status from 200 to 399 is success; redirects to the same host are
+// followed (at most 10), a redirect elsewhere is not followed and counts as
+// success, as with the kubelet's followNonLocalRedirects off. The host and
+// scheme fields are not supported (WorkloadFor rejects them).
+func (p *prober) httpGet(ctx context.Context, g *corev1.HTTPGetAction) error {
+	if g.Host != "" || (g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP) {
+		return errors.New("httpGet probes with a host or scheme HTTPS are not supported in the lab")
+	}
+	port, err := resolvePort(p.c, g.Port)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, probeURL(p.addr(port), g.Path), nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", probeUserAgent)
+	}
+	if _, ok := req.Header["Accept"]; !ok {
+		req.Header.Set("Accept", "*/*")
+	} else if req.Header.Get("Accept") == "" {
+		req.Header.Del("Accept")
+	}
+	req.Host = req.Header.Get("Host")
+	d := p.dialer()
+	tr := &http.Transport{
+		DialContext:       func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, addr) },
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, CheckRedirect: localRedirects}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
+		return fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// probeURL is the kubelet's formatURL: the probe's path (with any query)
+// on http://addr; a path that does not parse is passed along as it is.
+func probeURL(addr, path string) string {
+	u, err := url.Parse(path)
+	if err != nil {
+		u = &url.URL{Path: path}
+	}
+	u.Scheme, u.Host = "http", addr
+	return u.String()
+}
+
+// localRedirects follows redirects to the probed host only, as the
+// kubelet's redirect checker with followNonLocalRedirects off.
+func localRedirects(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= maxProbeRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxProbeRedirects)
+	}
+	return nil
 }
 
 // probeResult is one check's outcome, sent from a probe goroutine to its

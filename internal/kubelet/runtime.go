@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/pod"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -15,7 +14,7 @@ import (
 // probe goroutines and what the kubelet knows about it. A restart makes a
 // new container.
 type container struct {
-	srv     *pod.Server
+	srv     *process
 	started metav1.Time
 	cancel  context.CancelFunc // ends the probe goroutines
 	probes  sync.WaitGroup
@@ -33,16 +32,21 @@ type container struct {
 	hung   bool // Kubelet.Hang(true) is in effect
 }
 
-// startContainer runs a new container for the pod: a pod.Server on the pod
-// IP and its probe goroutines. A server that cannot start counts as a
+// startContainer runs a new container for the pod: its process (a
+// pod.Server, and a web.Server for a pod with an HTTP port) on the pod IP,
+// and its probe goroutines. A server that cannot start counts as a
 // container that exited at once with code 1.
 func (w *podWorker) startContainer(ctx context.Context) {
 	p, _ := w.latest()
 	cfg, err := containerConfig(p, w.ip)
 	if err == nil && w.k.cfg.Observe != nil {
-		cfg.Observer = w.k.cfg.Observe(p)
+		obs := w.k.cfg.Observe(p)
+		cfg.grpc.Observer = obs
+		if cfg.web != nil {
+			cfg.web.Observer = obs
+		}
 	}
-	srv := pod.New(cfg)
+	srv := newProcess(cfg)
 	if err == nil {
 		err = srv.Start(ctx)
 	}
@@ -58,7 +62,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	w.cur = c
 	w.mu.Unlock()
 	w.waiting, w.term = "", nil
-	w.log()("started", "ip", w.ip, "port", cfg.Addr.Port(), "restarts", w.restarts)
+	w.log()("started", "ip", w.ip, "port", cfg.grpc.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
 	if w.restarts > 0 {
 		w.event(p, "restarted")
 	}
@@ -69,7 +73,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 		if ps == nil && k != readiness {
 			continue
 		}
-		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
+		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.grpc.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
 		c.probes.Add(1)
 		go func() {
 			defer c.probes.Done()

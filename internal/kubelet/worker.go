@@ -360,13 +360,18 @@ func (w *podWorker) idle(ctx context.Context) {
 
 // deadAddress gives up the pod's address: released to the pool (connects
 // are refused), or with Config.DeadAddress "blackhole" kept out of the pool
-// and blackholed until the kubelet stops.
+// and its serving ports (gRPC, and HTTP if any) blackholed until the
+// kubelet stops.
 func (w *podWorker) deadAddress(ctx context.Context) {
 	if w.released || !w.ip.IsValid() {
 		return
 	}
 	if w.k.cfg.DeadAddress == DeadBlackhole && w.wl.Port != 0 {
-		if w.k.blackhole(ctx, netip.AddrPortFrom(w.ip, uint16(w.wl.Port))) {
+		ports := []int{w.wl.Port}
+		if w.wl.HTTPPort != 0 {
+			ports = append(ports, w.wl.HTTPPort)
+		}
+		if w.k.blackhole(ctx, w.ip, ports) {
 			w.released = true // the kubelet owns it now
 			return
 		}

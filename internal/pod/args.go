@@ -16,15 +16,21 @@ const DefaultPort = 8471
 var Workloads = []string{"pricing"}
 
 // Args is a parsed pod command line, the container args of a pod whose image
-// is pinlab: `pod <workload> [--port N] [--max-connection-age D]
-// [--max-connection-age-grace D] [--startup-delay D] [--drain-delay D]`. The
-// same line runs the workload outside the lab (`pinlab pod pricing ...`).
+// is pinlab: `pod <workload> [--port N] [--http-port N]
+// [--max-connection-age D] [--max-connection-age-grace D] [--startup-delay D]
+// [--drain-delay D]`. The same line runs the workload outside the lab
+// (`pinlab pod pricing ...`).
 type Args struct {
 	// Workload names what the pod serves; only "pricing" exists.
 	Workload string
 	// Port is the TCP port to listen on; 0 means the pod's first declared
 	// containerPort, else DefaultPort.
 	Port int
+	// HTTPPort, if not zero, is the TCP port of the pod's HTTP/1.1 and
+	// WebSocket server (internal/web), served beside the gRPC server by
+	// the same process. Zero means the pod's containerPort named "http",
+	// if it declares one, else no HTTP server (the kubelet resolves this).
+	HTTPPort int
 	// MaxConnectionAge is grpc-go's keepalive.ServerParameters.MaxConnectionAge:
 	// after about this long (grpc-go adds +/-10% jitter) the server sends
 	// GOAWAY. Zero means never.
@@ -43,7 +49,9 @@ type Args struct {
 }
 
 // ParseArgs parses container args such as
-// ["pod", "pricing", "--max-connection-age=10s"]. Errors name the bad argument.
+// ["pod", "pricing", "--max-connection-age=10s"]. Errors name the bad
+// argument: --port must be 0 to 65535, --http-port, when given, 1 to 65535
+// and different from --port.
 func ParseArgs(args []string) (Args, error) {
 	if len(args) == 0 || args[0] != "pod" {
 		return Args{}, errors.New(`pod: args must start with "pod", e.g. [pod, pricing]`)
@@ -52,6 +60,7 @@ func ParseArgs(args []string) (Args, error) {
 	fs.SetOutput(discard{})
 	var a Args
 	fs.IntVar(&a.Port, "port", 0, "TCP port to listen on")
+	fs.IntVar(&a.HTTPPort, "http-port", 0, "TCP port of the HTTP/1.1 and WebSocket server")
 	fs.DurationVar(&a.MaxConnectionAge, "max-connection-age", 0, "grpc-go MaxConnectionAge")
 	fs.DurationVar(&a.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "grpc-go MaxConnectionAgeGrace")
 	fs.DurationVar(&a.StartupDelay, "startup-delay", 0, "time before the server listens")
@@ -69,6 +78,12 @@ func ParseArgs(args []string) (Args, error) {
 	}
 	if a.Port < 0 || a.Port > 65535 {
 		return Args{}, fmt.Errorf("pod: --port %d is not a TCP port (1-65535)", a.Port)
+	}
+	if fs.Changed("http-port") && (a.HTTPPort < 1 || a.HTTPPort > 65535) {
+		return Args{}, fmt.Errorf("pod: --http-port %d is not a TCP port (1-65535)", a.HTTPPort)
+	}
+	if a.HTTPPort != 0 && a.HTTPPort == a.Port {
+		return Args{}, fmt.Errorf("pod: --http-port %d is also the gRPC --port; the two servers need different ports", a.HTTPPort)
 	}
 	if a.MaxConnectionAge < 0 || a.MaxConnectionAgeGrace < 0 {
 		return Args{}, errors.New("pod: connection ages must not be negative")

@@ -42,6 +42,14 @@ func TestParseArgs(t *testing.T) {
 			want: Args{Workload: "pricing", StartupDelay: 2 * time.Second, DrainDelay: 500 * time.Millisecond}},
 		{name: "negative drain delay", args: []string{"pod", "pricing", "--drain-delay=-1s"}, wantErr: true},
 		{name: "negative startup delay", args: []string{"pod", "pricing", "--startup-delay=-1s"}, wantErr: true},
+		{name: "http port", args: []string{"pod", "pricing", "--http-port=8080"}, want: Args{Workload: "pricing", HTTPPort: 8080}},
+		{name: "http port beside port", args: []string{"pod", "pricing", "--port", "9000", "--http-port", "9001"},
+			want: Args{Workload: "pricing", Port: 9000, HTTPPort: 9001}},
+		{name: "http port zero", args: []string{"pod", "pricing", "--http-port=0"}, wantErr: true},
+		{name: "http port too big", args: []string{"pod", "pricing", "--http-port=65536"}, wantErr: true},
+		{name: "http port negative", args: []string{"pod", "pricing", "--http-port=-1"}, wantErr: true},
+		{name: "http port equals port", args: []string{"pod", "pricing", "--port=9000", "--http-port=9000"}, wantErr: true},
+		{name: "http port not a number", args: []string{"pod", "pricing", "--http-port=http"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

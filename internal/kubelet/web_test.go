@@ -1,0 +1,540 @@
+package kubelet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/go-cmp/cmp"
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/web"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// served is a pod.Observer counting served calls by route and code, and
+// the peers of /healthz requests.
+type served struct {
+	mu     sync.Mutex
+	calls  map[string]int // "route code"
+	health []netip.Addr
+}
+
+func (s *served) Served(peer netip.AddrPort, route string, code codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[route+" "+code.String()]++
+	if route == web.RouteHealth {
+		s.health = append(s.health, peer.Addr())
+	}
+}
+
+func (s *served) Conn(netip.AddrPort, bool) {}
+
+func (s *served) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[key]
+}
+
+func (s *served) healthPeers() []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]netip.Addr(nil), s.health...)
+}
+
+// waitCount waits until key was served at least n times.
+func (s *served) waitCount(t *testing.T, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.count(key) < n {
+		if time.Now().After(deadline) {
+			s.mu.Lock()
+			t.Fatalf("observer saw %v, want %q at least %d times", s.calls, key, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// observers hands each pod its own observer.
+type observers struct {
+	mu   sync.Mutex
+	pods map[string]*served
+}
+
+func (o *observers) observe(p *corev1.Pod) pod.Observer { return o.of(p.Name) }
+
+func (o *observers) of(name string) *served {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pods == nil {
+		o.pods = map[string]*served{}
+	}
+	if o.pods[name] == nil {
+		o.pods[name] = &served{}
+	}
+	return o.pods[name]
+}
+
+// httpClient dials pods from source, one new connection per request.
+func httpClient(t *testing.T, source netip.Addr) *http.Client {
+	d := loopback.Dialer{Source: source}
+	tr := &http.Transport{
+		DialContext:       func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, addr) },
+		DisableKeepAlives: true,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// getQuote GETs /v1/price from base ("http://ip:port").
+func getQuote(c *http.Client, base, sku string) (web.Quote, error) {
+	resp, err := c.Get(base + "/v1/price?sku=" + sku)
+	if err != nil {
+		return web.Quote{}, err
+	}
+	defer resp.Body.Close()
+	var q web.Quote
+	if resp.StatusCode != http.StatusOK {
+		return q, fmt.Errorf("status %s", resp.Status)
+	}
+	return q, json.NewDecoder(resp.Body).Decode(&q)
+}
+
+// dialWatch opens a WebSocket on base's /v1/watch and checks that one
+// message is answered by pod.
+func dialWatch(t *testing.T, c *http.Client, base, pod string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/watch", &websocket.DialOptions{HTTPClient: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"id":7,"sku":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q web.Quote
+	if err := json.Unmarshal(data, &q); err != nil || q.ID != 7 || q.Pod != pod {
+		t.Fatalf("WebSocket reply %s (%v), want a quote with id 7 from %s", data, err, pod)
+	}
+	return ws
+}
+
+// readClose reads ws until it ends and returns the close status the pod
+// sent (-1: none). It fails the test if ws did not end in time.
+func readClose(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("WebSocket still open after 15s: %v", err)
+			}
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+func withHTTPPort(name string, port int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		c := &p.Spec.Containers[0]
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: name, ContainerPort: port})
+	}
+}
+
+// TestWebPodServes: a pod with an HTTP port serves price requests and
+// WebSockets naming itself beside gRPC, and its observer counts them.
+func TestWebPodServes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		mod      func(*corev1.Pod)
+		httpPort int
+	}{
+		{name: "http-port arg", mod: withArgs("--http-port=8080"), httpPort: 8080},
+		{name: "containerPort named http", mod: withHTTPPort("http", 9090), httpPort: 9090},
+		{name: "named port listed first", mod: func(p *corev1.Pod) {
+			c := &p.Spec.Containers[0]
+			c.Ports = append([]corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}, c.Ports...)
+		}, httpPort: 8080},
+		{name: "after the start-up delay", mod: withArgs("--http-port=8080", "--startup-delay=300ms"), httpPort: 8080},
+	}
+	obs := &observers{}
+	c, _, _ := node(t, Config{Observe: obs.observe})
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprint("web-", i)
+			p := readyPod(t, c, name, tt.mod)
+			hc := httpClient(t, clientSource(c))
+			base := fmt.Sprintf("http://%s:%d", p.Status.PodIP, tt.httpPort)
+			q, err := getQuote(hc, base, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(web.Quote{Pod: name, PodIP: p.Status.PodIP, Namespace: "default", SKU: "a", PriceCents: q.PriceCents}, q); diff != "" {
+				t.Errorf("quote (-want +got):\n%s", diff)
+			}
+			dialWatch(t, hc, base, name)
+			resp, err := pricingv1.NewPricingClient(clientFor(t, p.Status.PodIP+":8471", clientSource(c))).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
+			if err != nil || resp.GetPod() != name || resp.GetPriceCents() != q.PriceCents {
+				t.Errorf("gRPC beside HTTP: %v, %v; want pod %s at %d cents", resp, err, name, q.PriceCents)
+			}
+			o := obs.of(name)
+			o.waitCount(t, web.RoutePrice+" OK", 1)
+			o.waitCount(t, web.RouteWatchMessage+" OK", 1)
+			o.waitCount(t, "/pricing.v1.Pricing/GetPrice OK", 1)
+		})
+	}
+}
+
+// TestWebPodTermination: deleting a pod stops its web server gracefully
+// within the grace period: its WebSocket gets close 1001 and a request in
+// flight at SIGTERM completes. The request is a GET with a body sent in
+// two parts: its handler has run, but net/http reads the rest of an unread
+// body before it replies on a keep-alive connection, so the reply waits
+// for the client, past SIGTERM.
+func TestWebPodTermination(t *testing.T) {
+	t.Parallel()
+	events := &timeline{}
+	obs := &observers{}
+	c, _, _ := node(t, Config{Events: events.record, Observe: obs.observe})
+	p := readyPod(t, c, "drain", all(withGrace(5), withArgs("--http-port=8080")))
+	source := clientSource(c)
+	hc := httpClient(t, source)
+	addr := p.Status.PodIP + ":8080"
+	ws := dialWatch(t, hc, "http://"+addr, "drain")
+	conn, err := loopback.Dialer{Source: source}.DialContext(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /v1/price?sku=inflight HTTP/1.1\r\nHost: drain\r\nContent-Length: 4\r\n\r\nab")); err != nil {
+		t.Fatal(err)
+	}
+	obs.of("drain").waitCount(t, web.RoutePrice+" OK", 1)
+
+	deletePod(t, c, "drain")
+	if got := readClose(t, ws); got != websocket.StatusGoingAway {
+		t.Fatalf("WebSocket closed with %v, want %v", got, websocket.StatusGoingAway)
+	}
+	if dial(addr) != "refused" {
+		t.Error("the HTTP port still accepts connections after SIGTERM")
+	}
+	if _, err := conn.Write([]byte("cd")); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("request in flight at SIGTERM: %v", err)
+	}
+	defer resp.Body.Close()
+	var q web.Quote
+	if err := json.NewDecoder(resp.Body).Decode(&q); err != nil || resp.StatusCode != http.StatusOK || q.Pod != "drain" {
+		t.Errorf("request in flight at SIGTERM: %s, %+v (%v); want 200 with a quote from drain", resp.Status, q, err)
+	}
+	resp.Body.Close()
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("after the reply the connection gave %d bytes, %v; want it closed (EOF)", n, err)
+	}
+	waitGone(t, c, "drain")
+	want := []string{"sigterm", "graceful-stop-done"}
+	if got := events.names("drain"); !cmp.Equal(want, got) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+// TestWebPodKill: Kill ends both servers at once (the WebSocket without a
+// close frame, the gRPC stream UNAVAILABLE) and the restarted container
+// serves HTTP again.
+func TestWebPodKill(t *testing.T) {
+	t.Parallel()
+	c, k, _ := node(t, Config{})
+	p := readyPod(t, c, "crash", withArgs("--http-port=8080"))
+	source := clientSource(c)
+	hc := httpClient(t, source)
+	base := "http://" + p.Status.PodIP + ":8080"
+	ws := dialWatch(t, hc, base, "crash")
+	stream := watchPrices(t, clientFor(t, p.Status.PodIP+":8471", source), 0)
+	if err := k.Kill("default", "crash"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readClose(t, ws); got != -1 {
+		t.Errorf("WebSocket on a killed pod closed with %v, want no close frame", got)
+	}
+	if err, _ := finish(stream); status.Code(err) != codes.Unavailable {
+		t.Errorf("stream on a killed pod: %v, want UNAVAILABLE", err)
+	}
+	waitPod(t, c, "crash", "Ready after the restart", func(p *corev1.Pod, err error) bool {
+		return err == nil && cluster.IsPodReady(p) && p.Status.ContainerStatuses[0].RestartCount == 1
+	})
+	if q, err := getQuote(hc, base, "b"); err != nil || q.Pod != "crash" {
+		t.Errorf("HTTP after the restart: %+v, %v; want a quote from crash", q, err)
+	}
+}
+
+// TestWebPodHungIgnoresSIGTERM: a hung pod's web server keeps serving (the
+// lab hangs only the gRPC server) but ignores SIGTERM like the rest of the
+// process: deleting the pod ends its WebSocket only at the hard stop,
+// without a close frame.
+func TestWebPodHungIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
+	events := &timeline{}
+	c, k, _ := node(t, Config{Events: events.record})
+	p := readyPod(t, c, "stuck", all(withGrace(2), withArgs("--http-port=8080")))
+	hc := httpClient(t, clientSource(c))
+	base := "http://" + p.Status.PodIP + ":8080"
+	ws := dialWatch(t, hc, base, "stuck")
+	if err := k.Hang("default", "stuck", true); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := getQuote(hc, base, "a"); err != nil || q.Pod != "stuck" {
+		t.Errorf("HTTP on a hung pod: %+v, %v; want a quote (only gRPC hangs)", q, err)
+	}
+	deletePod(t, c, "stuck")
+	if got := readClose(t, ws); got != -1 {
+		t.Errorf("WebSocket of a hung pod closed with %v, want no close frame (hard stop)", got)
+	}
+	waitGone(t, c, "stuck")
+	want := []string{"hung", "sigterm", "hard-stop"}
+	if got := events.names("stuck"); !cmp.Equal(want, got) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+// TestHTTPGetProbe: an httpGet readiness probe at the pod's /healthz turns
+// it Ready, probing from the node IP; at a path the server does not
+// answer it keeps the pod not Ready.
+func TestHTTPGetProbe(t *testing.T) {
+	t.Parallel()
+	probe := func(path string, port intstr.IntOrString) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1,
+				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: port}}}
+		}
+	}
+	tests := []struct {
+		name      string
+		mod       func(*corev1.Pod)
+		wantReady bool
+		wantMsg   string
+		// wantUnmatched: the probes reach the web server at a path it
+		// does not serve.
+		wantUnmatched bool
+	}{
+		{name: "healthz by port name", mod: all(withHTTPPort("http", 8080), probe("/healthz", intstr.FromString("http"))), wantReady: true},
+		{name: "healthz by number", mod: all(withArgs("--http-port=8081"), probe("/healthz", intstr.FromInt32(8081))), wantReady: true},
+		{name: "wrong path", mod: all(withArgs("--http-port=8080"), probe("/health", intstr.FromInt32(8080))),
+			wantMsg: "readiness probe failed: HTTP probe failed with statuscode: 404", wantUnmatched: true},
+		{name: "gRPC port", mod: all(withArgs("--http-port=8080"), probe("/healthz", intstr.FromInt32(8471))),
+			wantMsg: "readiness probe failed:"},
+	}
+	obs := &observers{}
+	c, _, _ := node(t, Config{Observe: obs.observe})
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprint("probe-", i)
+			if tt.wantReady {
+				readyPod(t, c, name, tt.mod)
+				peers := obs.of(name).healthPeers()
+				if len(peers) == 0 || peers[0] != netip.MustParseAddr("127.0.0.1") {
+					t.Errorf("/healthz requests from %v, want them from the node IP 127.0.0.1", peers)
+				}
+				return
+			}
+			createPod(t, c, name, tt.mod)
+			p := waitPod(t, c, name, tt.wantMsg, func(p *corev1.Pod, err error) bool {
+				return err == nil && strings.Contains(p.Status.Message, tt.wantMsg)
+			})
+			if cluster.IsPodReady(p) {
+				t.Error("pod is Ready, want not Ready")
+			}
+			if tt.wantUnmatched {
+				// Three probes answered 404: still not Ready.
+				obs.of(name).waitCount(t, web.RouteUnmatched+" NotFound", 3)
+			}
+			p = waitPod(t, c, name, "status", func(_ *corev1.Pod, err error) bool { return err == nil })
+			if cluster.IsPodReady(p) {
+				t.Errorf("pod turned Ready (%s)", p.Status.Message)
+			}
+		})
+	}
+}
+
+// TestProcessWebCannotListen: a web server that cannot bind fails the
+// start, or, after a start-up delay, ends the process with the error.
+func TestProcessWebCannotListen(t *testing.T) {
+	ip := netip.MustParseAddr("127.205.251.1")
+	taken, err := loopback.Listen(context.Background(), netip.AddrPortFrom(ip, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := loopback.AddrPort(taken.Addr())
+	tests := []struct {
+		name  string
+		delay time.Duration
+	}{
+		{name: "no delay"},
+		{name: "after the start-up delay", delay: 50 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newProcess(processConfig{
+				grpc: pod.Config{Name: "p", Addr: netip.AddrPortFrom(ip, 0), StartupDelay: tt.delay},
+				web:  &web.Config{Name: "p", Addr: busy},
+			})
+			err := p.Start(context.Background())
+			if tt.delay == 0 {
+				if err == nil {
+					p.Kill()
+					t.Fatal("Start with a taken HTTP port succeeded")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(10 * time.Second):
+				p.Kill()
+				t.Fatal("the process did not end after its web server failed to listen")
+			}
+			if err := p.Err(); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+				t.Errorf("Err = %v, want address in use", err)
+			}
+		})
+	}
+}
+
+func TestWorkloadForHTTPPort(t *testing.T) {
+	httpGet := func(port intstr.IntOrString, mod func(*corev1.HTTPGetAction)) *corev1.Probe {
+		g := &corev1.HTTPGetAction{Path: "/healthz", Port: port}
+		if mod != nil {
+			mod(g)
+		}
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: g}}
+	}
+	grpcPort := corev1.ContainerPort{Name: "grpc", ContainerPort: 8471}
+	httpPort := corev1.ContainerPort{Name: "http", ContainerPort: 8080}
+	tests := []struct {
+		name      string
+		args      []string
+		ports     []corev1.ContainerPort
+		probe     *corev1.Probe
+		wantPorts [2]int // gRPC, HTTP
+		wantField string
+	}{
+		{name: "no HTTP port", ports: []corev1.ContainerPort{grpcPort}, wantPorts: [2]int{8471, 0}},
+		{name: "http-port arg", args: []string{"--http-port=9000"}, ports: []corev1.ContainerPort{grpcPort}, wantPorts: [2]int{8471, 9000}},
+		{name: "port named http", ports: []corev1.ContainerPort{grpcPort, httpPort}, wantPorts: [2]int{8471, 8080}},
+		{name: "port named http first", ports: []corev1.ContainerPort{httpPort, grpcPort}, wantPorts: [2]int{8471, 8080}},
+		{name: "only a port named http", ports: []corev1.ContainerPort{httpPort}, wantPorts: [2]int{pod.DefaultPort, 8080}},
+		{name: "arg wins over the named port", args: []string{"--http-port=9000"}, ports: []corev1.ContainerPort{httpPort, grpcPort}, wantPorts: [2]int{8080, 9000}},
+		{name: "UDP port named http", ports: []corev1.ContainerPort{grpcPort, {Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolUDP}}, wantPorts: [2]int{8471, 0}},
+		{name: "gRPC port is the named http port", args: []string{"--port=8080"}, ports: []corev1.ContainerPort{httpPort}, wantField: "containers[0].args"},
+		{name: "http-port is the default gRPC port", args: []string{"--http-port=8471"}, wantField: "containers[0].args"},
+		{name: "bad http-port", args: []string{"--http-port=0"}, wantField: "containers[0].args"},
+		{name: "httpGet probe", ports: []corev1.ContainerPort{grpcPort, httpPort}, probe: httpGet(intstr.FromString("http"), nil), wantPorts: [2]int{8471, 8080}},
+		{name: "httpGet probe without HTTP port", ports: []corev1.ContainerPort{grpcPort}, probe: httpGet(intstr.FromInt32(8471), nil), wantField: "containers[0].readinessProbe.httpGet"},
+		{name: "httpGet probe HTTPS", ports: []corev1.ContainerPort{grpcPort, httpPort},
+			probe: httpGet(intstr.FromString("http"), func(g *corev1.HTTPGetAction) { g.Scheme = corev1.URISchemeHTTPS }), wantField: "containers[0].readinessProbe.httpGet.scheme"},
+		{name: "httpGet probe with host", ports: []corev1.ContainerPort{grpcPort, httpPort},
+			probe: httpGet(intstr.FromString("http"), func(g *corev1.HTTPGetAction) { g.Host = "10.0.0.1" }), wantField: "containers[0].readinessProbe.httpGet.host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "pinlab",
+				Args: append([]string{"pod", "pricing"}, tt.args...), Ports: tt.ports, ReadinessProbe: tt.probe}}}
+			w, err := WorkloadFor(&spec)
+			if tt.wantField != "" {
+				var se *SpecError
+				if !errors.As(err, &se) || se.Field != tt.wantField {
+					t.Fatalf("error %v, want a SpecError on %s", err, tt.wantField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantPorts, [2]int{w.Port, w.HTTPPort}); diff != "" {
+				t.Errorf("ports [gRPC HTTP] (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCheckProbePortHTTP(t *testing.T) {
+	probe := func(h corev1.ProbeHandler) *corev1.Probe { return &corev1.Probe{ProbeHandler: h} }
+	httpGet := func(path string, port intstr.IntOrString) *corev1.Probe {
+		return probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: port}})
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		probe     *corev1.Probe
+		wantField string
+	}{
+		{name: "healthz by name", probe: httpGet("/healthz", intstr.FromString("http"))},
+		{name: "healthz by number", probe: httpGet("/healthz", intstr.FromInt32(8080))},
+		{name: "healthz with a query", probe: httpGet("/healthz?verbose=1", intstr.FromInt32(8080))},
+		{name: "price with a sku", probe: httpGet("/v1/price?sku=probe", intstr.FromInt32(8080))},
+		{name: "http-port arg", args: []string{"--http-port=9000"}, probe: httpGet("/healthz", intstr.FromInt32(9000))},
+		{name: "price without a sku", probe: httpGet("/v1/price", intstr.FromInt32(8080)), wantField: "containers[0].readinessProbe.httpGet.path"},
+		{name: "unknown path", probe: httpGet("/ready", intstr.FromInt32(8080)), wantField: "containers[0].readinessProbe.httpGet.path"},
+		{name: "empty path", probe: httpGet("", intstr.FromInt32(8080)), wantField: "containers[0].readinessProbe.httpGet.path"},
+		{name: "httpGet at the gRPC port", probe: httpGet("/healthz", intstr.FromString("grpc")), wantField: "containers[0].readinessProbe.httpGet.port"},
+		{name: "httpGet at an unknown port name", probe: httpGet("/healthz", intstr.FromString("web")), wantField: "containers[0].readinessProbe.httpGet.port"},
+		{name: "tcpSocket at the HTTP port", probe: probe(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}})},
+		{name: "grpc at the HTTP port", probe: probe(corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8080}}), wantField: "containers[0].readinessProbe.grpc.port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &corev1.Container{Name: "app", Image: "pinlab", Args: append([]string{"pod", "pricing"}, tt.args...), ReadinessProbe: tt.probe,
+				Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}, {Name: "http", ContainerPort: 8080}}}
+			if len(tt.args) > 0 {
+				c.Ports = c.Ports[:1]
+			}
+			err := CheckProbePort(c, 8471)
+			if tt.wantField == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var se *SpecError
+			if !errors.As(err, &se) || se.Field != tt.wantField {
+				t.Fatalf("error %v, want a SpecError on %s", err, tt.wantField)
+			}
+		})
+	}
+}
