@@ -295,9 +295,10 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (processConfig, error) {
 		MaxConnectionAgeGrace: w.Args.MaxConnectionAgeGrace,
 		StartupDelay:          w.Args.StartupDelay,
 		DrainDelay:            w.Args.DrainDelay,
+		ServiceTime:           w.Args.ServiceTime,
 	}}
 	if w.HTTPPort != 0 {
-		pc.web = &web.Config{Name: p.Name, Namespace: p.Namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort))}
+		pc.web = &web.Config{Name: p.Name, Namespace: p.Namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort)), ServiceTime: w.Args.ServiceTime}
 	}
 	return pc, nil
 }

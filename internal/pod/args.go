@@ -18,7 +18,7 @@ var Workloads = []string{"pricing"}
 // Args is a parsed pod command line, the container args of a pod whose image
 // is pinlab: `pod <workload> [--port N] [--http-port N]
 // [--max-connection-age D] [--max-connection-age-grace D] [--startup-delay D]
-// [--drain-delay D]`. The same line runs the workload outside the lab
+// [--drain-delay D] [--service-time D]`. The same line runs the workload outside the lab
 // (`pinlab pod pricing ...`).
 type Args struct {
 	// Workload names what the pod serves; only "pricing" exists.
@@ -46,6 +46,11 @@ type Args struct {
 	// stop, as apps that sleep in their SIGTERM handler do. Zero means the
 	// graceful stop begins at once.
 	DrainDelay time.Duration
+	// ServiceTime is how long each call (gRPC GetPrice, HTTP request,
+	// WebSocket message) takes to serve, as an application's own work;
+	// zero answers at once. It lets calls overlap, which is what makes an
+	// HTTP/1.1 keep-alive pool open several connections.
+	ServiceTime time.Duration
 }
 
 // ParseArgs parses container args such as
@@ -65,6 +70,7 @@ func ParseArgs(args []string) (Args, error) {
 	fs.DurationVar(&a.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "grpc-go MaxConnectionAgeGrace")
 	fs.DurationVar(&a.StartupDelay, "startup-delay", 0, "time before the server listens")
 	fs.DurationVar(&a.DrainDelay, "drain-delay", 0, "time serving after SIGTERM before the graceful stop")
+	fs.DurationVar(&a.ServiceTime, "service-time", 0, "time each call takes to serve")
 	if err := fs.Parse(args[1:]); err != nil {
 		return Args{}, fmt.Errorf("pod: %w", err)
 	}
@@ -88,8 +94,11 @@ func ParseArgs(args []string) (Args, error) {
 	if a.MaxConnectionAge < 0 || a.MaxConnectionAgeGrace < 0 {
 		return Args{}, errors.New("pod: connection ages must not be negative")
 	}
-	if a.StartupDelay < 0 || a.DrainDelay < 0 {
-		return Args{}, errors.New("pod: --startup-delay and --drain-delay must not be negative")
+	if a.StartupDelay < 0 || a.DrainDelay < 0 || a.ServiceTime < 0 {
+		return Args{}, errors.New("pod: --startup-delay, --drain-delay and --service-time must not be negative")
+	}
+	if a.ServiceTime > 10*time.Second {
+		return Args{}, fmt.Errorf("pod: --service-time %v: expected at most 10s", a.ServiceTime)
 	}
 	return a, nil
 }

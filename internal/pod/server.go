@@ -54,6 +54,10 @@ type Config struct {
 	// NOT_SERVING and the listener open, before grpc-go's GracefulStop
 	// (pod arg --drain-delay). Zero starts the graceful stop at once.
 	DrainDelay time.Duration
+	// ServiceTime is how long each GetPrice call works before it answers
+	// (a call whose deadline comes first ends with DEADLINE_EXCEEDED);
+	// zero answers at once.
+	ServiceTime time.Duration
 	// Observer, if not nil, is told about calls and connections.
 	Observer Observer
 }
@@ -296,9 +300,18 @@ type pricing struct {
 // errUnhealthy is what an unhealthy pod answers.
 var errUnhealthy = status.Error(codes.Unavailable, "pod unhealthy: a dependency is down")
 
-func (p *pricing) GetPrice(_ context.Context, req *pricingv1.GetPriceRequest) (*pricingv1.GetPriceResponse, error) {
+func (p *pricing) GetPrice(ctx context.Context, req *pricingv1.GetPriceRequest) (*pricingv1.GetPriceResponse, error) {
 	if p.unhealthy.Load() {
 		return nil, errUnhealthy
+	}
+	if d := p.cfg.ServiceTime; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+		}
 	}
 	return p.quote(req.GetSku(), 0), nil
 }

@@ -42,6 +42,9 @@ func TestParseArgs(t *testing.T) {
 			want: Args{Workload: "pricing", StartupDelay: 2 * time.Second, DrainDelay: 500 * time.Millisecond}},
 		{name: "negative drain delay", args: []string{"pod", "pricing", "--drain-delay=-1s"}, wantErr: true},
 		{name: "negative startup delay", args: []string{"pod", "pricing", "--startup-delay=-1s"}, wantErr: true},
+		{name: "service time", args: []string{"pod", "pricing", "--service-time=20ms"}, want: Args{Workload: "pricing", ServiceTime: 20 * time.Millisecond}},
+		{name: "negative service time", args: []string{"pod", "pricing", "--service-time=-1ms"}, wantErr: true},
+		{name: "endless service time", args: []string{"pod", "pricing", "--service-time=1h"}, wantErr: true},
 		{name: "http port", args: []string{"pod", "pricing", "--http-port=8080"}, want: Args{Workload: "pricing", HTTPPort: 8080}},
 		{name: "http port beside port", args: []string{"pod", "pricing", "--port", "9000", "--http-port", "9001"},
 			want: Args{Workload: "pricing", Port: 9000, HTTPPort: 9001}},
@@ -256,5 +259,26 @@ func TestSetHealthy(t *testing.T) {
 	}
 	if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
 		t.Errorf("GetPrice once healthy: %v", err)
+	}
+}
+
+// TestServiceTime: a call takes at least the service time, and a deadline
+// shorter than it ends the call with DEADLINE_EXCEEDED.
+func TestServiceTime(t *testing.T) {
+	s := startServer(t, Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.2:0"), ServiceTime: 80 * time.Millisecond})
+	pc := pricingv1.NewPricingClient(dial(t, s))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 80*time.Millisecond {
+		t.Errorf("call took %v, want at least the 80ms service time", took)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, err := pc.GetPrice(short, &pricingv1.GetPriceRequest{Sku: "a"}); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("call with a 20ms deadline: %v, want DEADLINE_EXCEEDED", err)
 	}
 }
