@@ -13,11 +13,16 @@ import (
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/proxy"
 	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/web"
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
+
+// webCalls are the routes of the pods' HTTP/1.1 and WebSocket server that
+// count as calls (internal/web reports them so).
+var webCalls = map[string]bool{web.RoutePrice: true, web.RouteWatchMessage: true}
 
 // podObserver records what one pod served; only pricing calls count, so
 // kubelet health probes do not.
@@ -27,7 +32,7 @@ type podObserver struct {
 }
 
 func (o podObserver) Served(peer netip.AddrPort, method string, code codes.Code) {
-	if code == codes.OK && strings.HasPrefix(method, "/pricing.v1.Pricing/") {
+	if code == codes.OK && (strings.HasPrefix(method, "/pricing.v1.Pricing/") || webCalls[method]) {
 		o.rec.Served(o.name, peer.Addr(), time.Now())
 	}
 }

@@ -219,8 +219,12 @@ func checkTargetPort(w workload, sp corev1.ServicePort) error {
 	if err != nil {
 		return nil // reported on the workload
 	}
-	if port != wl.Port {
-		return fmt.Errorf("resolves to port %d, but the pods of %s %s listen on %d, so every connection would be refused", port, w.Kind, w.Name, wl.Port)
+	if port != wl.Port && port != wl.HTTPPort {
+		listen := fmt.Sprint(wl.Port)
+		if wl.HTTPPort != 0 {
+			listen = fmt.Sprintf("%d (gRPC) and %d (HTTP)", wl.Port, wl.HTTPPort)
+		}
+		return fmt.Errorf("resolves to port %d, but the pods of %s %s listen on %s, so every connection would be refused", port, w.Kind, w.Name, listen)
 	}
 	return nil
 }
