@@ -25,7 +25,7 @@ type clients struct {
 	dnsAddr string
 	plans   []ClientPlan // index-aligned with byIndex
 	byIndex []runner
-	configs []load.Config // gRPC clients' settings; zero for others
+	configs []load.Config    // gRPC clients' settings; zero for others
 	proxies []*l7proxy.Proxy // L7 proxies (sidecars, gateways), closed last
 }
 

@@ -320,15 +320,15 @@ func (r *variantRun) execute(ctx context.Context) error {
 	tracked := r.plan.tracksPod
 	cfg := lab.Config{
 		Seed: r.seed, Logger: r.opts.Logger,
-		Waiting:     func() { r.state.Store("waiting for a free address range") },
+		Waiting: func() { r.state.Store("waiting for a free address range") },
 		PodObserver: func(p *corev1.Pod) pod.Observer {
 			if !tracked(p) {
 				return nil
 			}
 			return podObserver{rec: rec, name: p.Name}
 		},
-		DNSQuery:    dnsObserver(rec),
-		ProxyConn:   proxyObserver(rec),
+		DNSQuery:  dnsObserver(rec),
+		ProxyConn: proxyObserver(rec),
 	}
 	if sp.DNS.TTL != nil {
 		cfg.DNSTTL = sp.DNS.TTL.Duration
