@@ -296,6 +296,24 @@ func ValidateService(s *corev1.Service) error {
 	if s.Spec.Type == corev1.ServiceTypeExternalName && s.Spec.ExternalName == "" {
 		errs = append(errs, field.Required(spec.Child("externalName"), "required for type ExternalName"))
 	}
+	// As the API server's validateServiceSessionAffinity: None or ClientIP,
+	// and a ClientIP timeout in (0, 86400].
+	switch s.Spec.SessionAffinity {
+	case "", corev1.ServiceAffinityNone:
+		if s.Spec.SessionAffinityConfig != nil {
+			errs = append(errs, field.Forbidden(spec.Child("sessionAffinityConfig"), "must not be set when sessionAffinity is None"))
+		}
+	case corev1.ServiceAffinityClientIP:
+		if c := s.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			if t := *c.ClientIP.TimeoutSeconds; t <= 0 || t > maxClientIPAffinitySeconds {
+				errs = append(errs, field.Invalid(spec.Child("sessionAffinityConfig", "clientIP", "timeoutSeconds"), t,
+					fmt.Sprintf("must be greater than 0 and less than %d", maxClientIPAffinitySeconds)))
+			}
+		}
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("sessionAffinity"), s.Spec.SessionAffinity,
+			[]string{string(corev1.ServiceAffinityNone), string(corev1.ServiceAffinityClientIP)}))
+	}
 	if s.Spec.Type == corev1.ServiceTypeClusterIP && s.Spec.ClusterIP != corev1.ClusterIPNone && len(s.Spec.Ports) == 0 {
 		errs = append(errs, field.Required(spec.Child("ports"), "a ClusterIP Service needs at least one port"))
 	}
@@ -548,3 +566,7 @@ func Validate(obj runtime.Object) error {
 	}
 	return nil
 }
+
+// maxClientIPAffinitySeconds is the API server's upper bound on
+// sessionAffinityConfig.clientIP.timeoutSeconds (core.MaxClientIPServiceAffinitySeconds).
+const maxClientIPAffinitySeconds = 86400

@@ -54,6 +54,18 @@ func TestValidateNames(t *testing.T) {
 	}{
 		{name: "service ok", obj: service("pricing", false)},
 		{name: "service underscore", obj: service("Bad_Name", false), wantField: "metadata.name", wantMsg: "DNS-1035 label"},
+		{name: "service unknown affinity", obj: func() *corev1.Service {
+			s := service("p", false)
+			s.Spec.SessionAffinity = "Sticky"
+			return s
+		}(), wantField: "spec.sessionAffinity", wantMsg: "Unsupported value"},
+		{name: "service zero affinity timeout", obj: func() *corev1.Service {
+			s := service("p", false)
+			zero := int32(0)
+			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &zero}}
+			return s
+		}(), wantField: "spec.sessionAffinityConfig.clientIP.timeoutSeconds", wantMsg: "greater than 0"},
 		{name: "service leading digit", obj: service("1pricing", false), wantField: "metadata.name", wantMsg: "DNS-1035 label"},
 		{name: "service dots", obj: service("a.b", false), wantField: "metadata.name", wantMsg: "DNS-1035 label"},
 		{name: "service bad port name", obj: func() *corev1.Service { s := service("p", false); s.Spec.Ports[0].Name = "GRPC"; return s }(),

@@ -54,8 +54,18 @@ var Metrics = map[string]metric{
 		return float64(most)
 	}},
 	"failed": {doc: "failed calls (by client), in a window or the whole run; code and cause narrow it", value: failedCalls},
-	"failedShare": {window: true, doc: "failed calls over all calls the clients finished", value: func(v *report.Variant, w *stats.WindowStats, e Expectation, _ string) float64 {
-		total := w.ClientOK + w.Failed
+	"failedShare": {doc: "failed calls over all calls the clients finished, in a window or the whole run", value: func(v *report.Variant, w *stats.WindowStats, e Expectation, _ string) float64 {
+		var total int64
+		if w != nil {
+			total = w.ClientOK + w.Failed
+		} else {
+			for _, c := range v.Summary.Clients {
+				total += c.OK
+				for _, n := range c.Errors {
+					total += n
+				}
+			}
+		}
 		if total == 0 {
 			return 0
 		}
@@ -174,7 +184,7 @@ func (f *File) checkExpectation(i int, e Expectation) error {
 		return d.Errorf(p+".window", "metric %s is measured in a window; name one of spec.windows", e.Metric)
 	case e.Window != "" && !slices.ContainsFunc(f.windowsOrDefault(), func(w Window) bool { return w.Name == e.Window }):
 		return d.Errorf(p+".window", "%q names no window (windows: %s)", e.Window, f.windowNames())
-	case e.Window != "" && !m.window && e.Metric != "failed":
+	case e.Window != "" && !m.window && e.Metric != "failed" && e.Metric != "failedShare":
 		return d.Errorf(p+".window", "metric %s is over the whole run; remove window", e.Metric)
 	}
 	switch {

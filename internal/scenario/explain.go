@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -135,7 +136,20 @@ func explain(p Plan, s stats.Summary, minResolve time.Duration) string {
 		if failed == 0 {
 			return fmt.Sprintf("no call finished in window %q.", f.last.Name)
 		}
-		return fmt.Sprintf("no call succeeded in window %q: %s; the clients reached no pod that answered.", f.last.Name, stats.CodeCounts(f.last.Errors))
+		return fmt.Sprintf("no call succeeded in window %q: %s (causes: %s).", f.last.Name, stats.CodeCounts(f.last.Errors), stats.CodeCounts(f.last.ErrorCauses))
+	}
+	c0 := p.Clients[0]
+	if x := c0.Settings.L7Proxy; x != nil {
+		return fmt.Sprintf("an L7 %s proxy (%s) kept each client's one connection and picked a pod for every call from the EndpointSlices it watches, so %s got calls in window %q (Jain's index %.2f) with %.1f connections per client.",
+			cmp.Or(x.Placement, "sidecar"), cmp.Or(x.Policy, "round_robin"), plural(f.usedPods, "pod"), f.last.Name, f.last.Jain, f.last.ConnsPerClient)
+	}
+	switch c0.Settings.Protocol {
+	case "http":
+		return fmt.Sprintf("each client's HTTP/1.1 keep-alive pool held %.1f connections on average (%d opened in window %q), each a kube-proxy pick or a fresh resolution, so calls spread over %s (Jain's index %.2f): milder than one gRPC connection, not even.",
+			f.last.ConnsPerClient, f.last.ConnsOpened, f.last.Name, plural(f.usedPods, "pod"), f.last.Jain)
+	case "websocket":
+		return fmt.Sprintf("each client held one WebSocket, so all its messages went to the pod that connection reached: %s used %s in window %q (Jain's index %.2f).",
+			plural(f.clients, "client"), plural(f.usedPods, "pod"), f.last.Name, f.last.Jain)
 	}
 	var parts []string
 	if share := float64(failed) / float64(failed+f.last.ClientOK); share > 0.001 {
@@ -150,7 +164,9 @@ func explain(p Plan, s stats.Summary, minResolve time.Duration) string {
 		parts = append(parts, "round_robin spread each client's calls over every address it had resolved")
 	}
 	parts = append(parts, f.connectionLine())
-	if len(f.restarts) > 0 {
+	if n := len(f.restarts); n > 4 {
+		parts = append(parts, fmt.Sprintf("%d client restarts (%s, ...): a new channel resolves and connects afresh", n, strings.Join(f.restarts[:3], ", ")))
+	} else if n > 0 {
 		parts = append(parts, fmt.Sprintf("restarted %s: a new channel resolves and connects afresh", strings.Join(f.restarts, ", ")))
 	}
 	if f.headless {

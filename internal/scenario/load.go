@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/manifest"
 	"github.com/pinlab/pinlab/scenarios"
@@ -364,10 +366,47 @@ func (f *File) checkClient(i int, groups map[string]bool) error {
 	if err := checkPolicy(c.Policy); err != nil {
 		return d.Errorf(p+".policy", "%v", err)
 	}
-	if _, err := f.resolveTarget(c.Target, c.Namespace); err != nil {
+	t, err := f.resolveTarget(c.Target, c.Namespace)
+	if err != nil {
+		return d.Errorf(p+".target", "%v", err)
+	}
+	if err := f.checkProtocolPort(t, c.Protocol); err != nil {
 		return d.Errorf(p+".target", "%v", err)
 	}
 	return checkSettings(d, p, c.ClientSettings)
+}
+
+// checkProtocolPort reports a client whose target port leads to the pods'
+// server of another protocol: gRPC at the HTTP port, HTTP or WebSocket at
+// the gRPC port.
+func (f *File) checkProtocolPort(t Target, protocol string) error {
+	web := protocol == "http" || protocol == "websocket"
+	for _, w := range f.backends(t.Namespace, t.Service) {
+		wl, err := kubelet.WorkloadFor(&w.Template.Spec)
+		if err != nil {
+			continue // reported on the workload
+		}
+		port := t.Port
+		if !t.Headless() {
+			for _, sp := range t.Service.Spec.Ports {
+				if int(sp.Port) == t.Port {
+					if pp, err := podPort(w, sp); err == nil {
+						port = pp
+					}
+				}
+			}
+		}
+		switch {
+		case !web && wl.HTTPPort != 0 && port == wl.HTTPPort:
+			return fmt.Errorf("port %d leads to the HTTP/1.1 server of the pods of %s %s; a gRPC client needs their gRPC port %d (or set protocol: http or websocket)", t.Port, w.Kind, w.Name, wl.Port)
+		case web && port == wl.Port:
+			if wl.HTTPPort == 0 {
+				return fmt.Errorf("the pods of %s %s serve no HTTP: give them --http-port or a container port named http", w.Kind, w.Name)
+			}
+			return fmt.Errorf("port %d leads to the gRPC server of the pods of %s %s; a %s client needs their HTTP port %d", t.Port, w.Kind, w.Name, protocol, wl.HTTPPort)
+		}
+	}
+	return nil
 }
 
 func checkPolicy(p string) error {
@@ -420,8 +459,13 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 		if err := checkPolicy(o.Policy); err != nil {
 			return d.Errorf(q+".policy", "%v", err)
 		}
-		if err := checkSettings(d, q, o.ClientSettings); err != nil {
-			return err
+		// An overlay's settings are checked merged with each group's.
+		for _, c := range f.Scenario.Spec.Clients {
+			if o.Name == "" || o.Name == c.Name {
+				if err := checkSettings(d, q, c.ClientSettings.overlay(o.ClientSettings)); err != nil {
+					return err
+				}
+			}
 		}
 		if o.Count != nil && (*o.Count < 1 || *o.Count > MaxClients) {
 			return d.Errorf(q+".count", "%d: expected 1 to %d", *o.Count, MaxClients)
@@ -429,13 +473,16 @@ func (f *File) checkVariant(i int, v Variant, names, groups map[string]bool) err
 		if o.Rate < 0 || o.Rate > 100000 {
 			return d.Errorf(q+".rate", "%v: expected calls per second per client, > 0 and at most 100000", o.Rate)
 		}
-		if o.Target != "" {
-			for _, c := range f.Scenario.Spec.Clients {
-				if o.Name == "" || o.Name == c.Name {
-					if _, err := f.resolveTarget(o.Target, c.Namespace); err != nil {
-						return d.Errorf(q+".target", "%v", err)
-					}
-				}
+		for _, c := range f.Scenario.Spec.Clients {
+			if o.Name != "" && o.Name != c.Name {
+				continue
+			}
+			t, err := f.resolveTarget(cmp.Or(o.Target, c.Target), c.Namespace)
+			if err != nil {
+				return d.Errorf(q+".target", "%v", err)
+			}
+			if err := f.checkProtocolPort(t, cmp.Or(o.Protocol, c.Protocol)); err != nil {
+				return d.Errorf(q+".target", "%v", err)
 			}
 		}
 	}

@@ -112,6 +112,13 @@ func TestLoadErrors(t *testing.T) {
 		{name: "pod metric on a step without a pod", old: "  variants:", new: "  expect: [{name: x, metric: podCalls, window: all, pod: '@nope', atLeast: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].pod", `no timeline step is named "nope"`}},
 		{name: "cause on a metric it does not narrow", old: "  variants:", new: "  expect: [{name: x, metric: jain, window: all, cause: refused, atLeast: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "narrow only the failed"}},
 		{name: "unknown status code", old: "  variants:", new: "  expect: [{name: x, metric: failed, code: UNAVAILABLE, atMost: 0}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].code", "Unavailable"}},
+		{name: "http client on pods without HTTP", old: "    rate: 100", new: "    rate: 100\n    protocol: http", marker: "target:", want: []string{"spec.clients[0].target", "serve no HTTP", "--http-port"}},
+		{name: "gRPC client at the HTTP port", old: "args: [pod, pricing]", new: "args: [pod, pricing, --http-port=8471, --port=9000]", marker: "target:", want: []string{"HTTP/1.1 server", "gRPC port 9000"}},
+		{name: "pool size from a variant on a gRPC group", old: "  - name: a\n", new: "  - name: a\n    clients: [{maxIdleConnsPerHost: 4}]\n", marker: "", want: []string{"spec.variants[0].clients[0].maxIdleConnsPerHost", "only with protocol: http"}},
+		{name: "L7 proxy from a variant on an HTTP group", old: "  - name: a\n", new: "  - name: a\n    clients: [{protocol: http, l7Proxy: {placement: sidecar}}]\n", marker: "", want: []string{"spec.variants[0].clients[0]"}},
+		{name: "share bound above 1", old: "  variants:", new: "  expect: [{name: x, metric: failedShare, atLeast: 2}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "between 0 and 1"}},
+		{name: "unknown cause", old: "  variants:", new: "  expect: [{name: x, metric: failed, cause: sadness, atMost: 0}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].cause", "refused", "connect-timeout"}},
+		{name: "random pod name in an expectation", old: "  variants:", new: "  expect: [{name: x, metric: podCalls, window: all, pod: pricing-zzz, atLeast: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].pod", "@<step name>"}},
 		{name: "inverted bounds", old: "  variants:", new: "  expect: [{name: x, metric: failed, atLeast: 5, atMost: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "above atMost"}},
 	}
 	for _, tt := range tests {
