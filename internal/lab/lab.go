@@ -390,32 +390,19 @@ func ns(o metav1.Object) string {
 
 // Scale sets the spec.replicas of a Deployment or StatefulSet (kind).
 func (l *Lab) Scale(ctx context.Context, kind, namespace, name string, replicas int32) error {
-	apps := l.Cluster.Client().AppsV1()
-	switch kind {
-	case "Deployment":
-		d, err := apps.Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Replicas = &replicas
-		_, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	case "StatefulSet":
-		s, err := apps.StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		s.Spec.Replicas = &replicas
-		_, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	}
-	return fmt.Errorf("lab: cannot scale a %s; expected Deployment or StatefulSet", kind)
+	return l.editWorkload(ctx, kind, namespace, name, func(r **int32, _ *corev1.PodTemplateSpec) { *r = &replicas })
 }
 
 // UpdateTemplate changes the pod template of a Deployment or StatefulSet
 // (kind) with edit, as kubectl set image or edit would; the workload's
 // update strategy then rolls the change out.
 func (l *Lab) UpdateTemplate(ctx context.Context, kind, namespace, name string, edit func(*corev1.PodTemplateSpec)) error {
+	return l.editWorkload(ctx, kind, namespace, name, func(_ **int32, t *corev1.PodTemplateSpec) { edit(t) })
+}
+
+// editWorkload reads a Deployment or StatefulSet, lets edit change its
+// spec.replicas and pod template, and writes it back.
+func (l *Lab) editWorkload(ctx context.Context, kind, namespace, name string, edit func(replicas **int32, t *corev1.PodTemplateSpec)) error {
 	apps := l.Cluster.Client().AppsV1()
 	switch kind {
 	case "Deployment":
@@ -423,7 +410,7 @@ func (l *Lab) UpdateTemplate(ctx context.Context, kind, namespace, name string, 
 		if err != nil {
 			return err
 		}
-		edit(&d.Spec.Template)
+		edit(&d.Spec.Replicas, &d.Spec.Template)
 		_, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
 		return err
 	case "StatefulSet":
@@ -431,11 +418,11 @@ func (l *Lab) UpdateTemplate(ctx context.Context, kind, namespace, name string, 
 		if err != nil {
 			return err
 		}
-		edit(&s.Spec.Template)
+		edit(&s.Spec.Replicas, &s.Spec.Template)
 		_, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	}
-	return fmt.Errorf("lab: cannot update a %s; expected Deployment or StatefulSet", kind)
+	return fmt.Errorf("lab: cannot change a %s; expected Deployment or StatefulSet", kind)
 }
 
 // WaitReady waits until every Deployment has all its replicas Ready and the

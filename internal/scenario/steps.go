@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/lab"
@@ -442,5 +441,3 @@ func (r *variantRun) pickPod(l *lab.Lab, rec *stats.Recorder, ref PodRef) (*core
 
 // errNoClient is returned for a client name that matches nothing.
 var errNoClient = errors.New("no such client")
-
-var _ = time.Second
