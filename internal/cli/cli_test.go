@@ -67,10 +67,10 @@ func TestMainExitCodes(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{name: "missing file", args: []string{"lab", "run", filepath.Join(dir, "none.yaml")}, code: ExitError, stderr: "no such file"},
+		{name: "missing file", args: []string{"lab", "run", filepath.Join(dir, "none.yaml")}, code: ExitUsage, stderr: "no such file"},
 		{name: "yaml does not parse", args: []string{"lab", "run", bad}, code: ExitError, stderr: "bad.yaml:5: document 2"},
 		{name: "bad flag", args: []string{"lab", "run", "--nope"}, code: ExitUsage, stderr: "unknown flag"},
-		{name: "unknown variant", args: []string{"lab", "run", "--variant", "nope"}, code: ExitError, stderr: `no variant "nope"`},
+		{name: "unknown variant", args: []string{"lab", "run", "--variant", "nope"}, code: ExitUsage, stderr: `no variant "nope"`},
 		{name: "help", args: []string{"--help"}, code: ExitOK},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,6 +80,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
 	f, err := scenario.Open(opts.File)
+	if errors.Is(err, scenario.ErrNotFound) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -92,6 +96,9 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		defer pl.finish()
 	}
 	res, err := scenario.Run(ctx, f, ro)
+	if errors.Is(err, scenario.ErrBadVariant) {
+		return usageError{err}
+	}
 	if res != nil {
 		if opts.Output == "json" {
 			if werr := report.JSON(opts.Out, res); werr != nil {

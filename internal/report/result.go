@@ -89,15 +89,29 @@ type Check struct {
 	Value *float64 `json:"value"`
 	Shown string   `json:"shown"`
 	Pass  bool     `json:"pass"`
-	// Note explains a check that could not be measured.
-	Note string `json:"note,omitempty"`
+	// Skipped is true for a check that could not be measured (an
+	// interrupted run, a step that picked no pod); Note says why. It neither
+	// passes nor fails.
+	Skipped bool   `json:"skipped,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
-// Failed counts the variant's checks that did not pass.
+// Failed counts the variant's checks that were measured and did not pass.
 func (v Variant) Failed() int {
 	n := 0
 	for _, c := range v.Checks {
-		if !c.Pass {
+		if !c.Pass && !c.Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// Skipped counts the variant's checks that could not be measured.
+func (v Variant) Skipped() int {
+	n := 0
+	for _, c := range v.Checks {
+		if c.Skipped {
 			n++
 		}
 	}

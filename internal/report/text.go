@@ -40,19 +40,24 @@ func Text(w io.Writer, r *Result) error {
 
 // verdict sums up the expectation checks of all variants.
 func (p *printer) verdict(r *Result) {
-	total, failed := 0, 0
+	total, failed, skipped := 0, 0, 0
 	for _, v := range r.Variants {
 		total += len(v.Checks)
 		failed += v.Failed()
+		skipped += v.Skipped()
 	}
 	if total == 0 {
 		return
 	}
+	note := ""
+	if skipped > 0 {
+		note = fmt.Sprintf(" (%d not measured)", skipped)
+	}
 	if failed == 0 {
-		p.f("\nexpectations: all %d passed\n", total)
+		p.f("\nexpectations: %d of %d passed%s\n", total-skipped, total, note)
 		return
 	}
-	p.f("\nexpectations: %d of %d FAILED\n", failed, total)
+	p.f("\nexpectations: %d of %d FAILED%s\n", failed, total, note)
 }
 
 type printer struct {
@@ -182,7 +187,10 @@ func (p *printer) rebalance(v Variant) {
 func (p *printer) checks(v Variant) {
 	for _, c := range v.Checks {
 		verdict := "PASS"
-		if !c.Pass {
+		switch {
+		case c.Skipped:
+			verdict = "SKIP"
+		case !c.Pass:
 			verdict = "FAIL"
 		}
 		where := c.Metric
@@ -198,9 +206,13 @@ func (p *printer) checks(v Variant) {
 		if c.Window != "" {
 			where += " in " + c.Window
 		}
-		p.f("   %s  %s: %s = %s, want %s", verdict, c.Name, where, c.Shown, c.Bound)
-		if c.Note != "" {
-			p.f(" (%s)", c.Note)
+		if c.Skipped {
+			p.f("   %s  %s: %s, want %s: %s", verdict, c.Name, where, c.Bound, c.Note)
+		} else {
+			p.f("   %s  %s: %s = %s, want %s", verdict, c.Name, where, c.Shown, c.Bound)
+			if c.Note != "" {
+				p.f(" (%s)", c.Note)
+			}
 		}
 		p.f("\n")
 	}
@@ -343,7 +355,7 @@ func (p *printer) runTable(r *Result) {
 		}
 		checks := "-"
 		if n := len(v.Checks); n > 0 {
-			checks = fmt.Sprintf("%d/%d passed", n-v.Failed(), n)
+			checks = fmt.Sprintf("%d/%d passed", n-v.Failed()-v.Skipped(), n)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Name, failed, ew, rb, checks)
 	}

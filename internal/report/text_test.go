@@ -60,7 +60,7 @@ func sample() *Result {
 				Checks: []Check{
 					{Name: "new pods get calls", Metric: "addedShare", Window: "settled", Bound: ">= 0.4", Value: f(0.5), Shown: "0.5", Pass: true},
 					{Name: "no failed calls", Metric: "failed", Bound: "<= 0", Value: f(12), Shown: "12", Pass: false},
-					{Name: "busy pod keeps calls", Metric: "podCalls", Window: "settled", Pod: "pricing-7d9f8-a", Bound: ">= 1", Shown: "n/a", Note: "window not measured (run interrupted or failed)"},
+					{Name: "busy pod keeps calls", Metric: "podCalls", Window: "settled", Pod: "pricing-7d9f8-a", Bound: ">= 1", Shown: "n/a", Skipped: true, Note: "not measured: the run was interrupted before the window ended"},
 				}},
 			{Name: "cut", Groups: []Group{{Name: "order", Target: "x:1", ServiceKind: "headless", Policy: "round_robin", Clients: 1, Rate: 10}}, State: "interrupted", Interrupted: 15.2,
 				Summary: stats.Summary{Windows: []stats.WindowStats{{Name: "before", From: 3, To: 10, Errors: map[string]int64{"Unavailable": 70}}}}},

@@ -275,7 +275,7 @@ func checkExpectations(exps []Expectation, v *report.Variant, stepPods map[strin
 		c.Pod = pod
 		m := Metrics[e.Metric]
 		if e.Window == "" && v.Interrupted > 0 {
-			c.Note = "the run was interrupted, so a whole-run figure means nothing"
+			c.Note, c.Skipped = "not measured: the run was interrupted", true
 			out = append(out, c)
 			continue
 		}
@@ -283,14 +283,14 @@ func checkExpectations(exps []Expectation, v *report.Variant, stepPods map[strin
 		if e.Window != "" {
 			i := slices.IndexFunc(v.Summary.Windows, func(w stats.WindowStats) bool { return w.Name == e.Window })
 			if i < 0 {
-				c.Note = "window not measured: the run was interrupted or failed"
+				c.Note, c.Skipped = "not measured: the run was interrupted before the window ended", true
 				out = append(out, c)
 				continue
 			}
 			w = &v.Summary.Windows[i]
 		}
 		if m.pod && pod == "" {
-			c.Note = "the step did not pick a pod"
+			c.Note, c.Skipped = "not measured: the step picked no pod (see the step failure)", true
 			out = append(out, c)
 			continue
 		}
@@ -301,7 +301,7 @@ func checkExpectations(exps []Expectation, v *report.Variant, stepPods map[strin
 		}
 		c.Pass = !math.IsNaN(val) && (e.AtLeast == nil || val >= *e.AtLeast) && (e.AtMost == nil || val <= *e.AtMost)
 		if math.IsNaN(val) {
-			c.Note = "nothing to measure"
+			c.Note = "nothing to measure: no pod was added during the run"
 		}
 		out = append(out, c)
 	}

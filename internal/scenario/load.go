@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,18 +54,34 @@ func Open(path string) (*File, error) { return open(path, Load) }
 // built-in by name; see LoadObjects.
 func OpenObjects(path string) (*File, error) { return open(path, LoadObjects) }
 
+// ErrNotFound is returned by Open and OpenObjects for a path that is
+// neither a file nor a built-in.
+var ErrNotFound = errors.New("no such file or built-in")
+
 func open(path string, load func(string, []byte) (*File, error)) (*File, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if b, ok := scenarios.Get(path); ok {
 			return load("builtin:"+path, b)
 		}
-		return nil, fmt.Errorf("scenario: %s: no such file (built-ins: %s)", path, strings.Join(scenarios.Manifests(), ", "))
+		return nil, fmt.Errorf("scenario: %s: %w (built-in scenarios: %s; lab manifests: %s)", path, ErrNotFound,
+			strings.Join(scenarios.Names(), ", "), strings.Join(labManifests(), ", "))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
 	return load(path, data)
+}
+
+// labManifests lists the built-ins that are manifests for lab up only.
+func labManifests() []string {
+	var out []string
+	for _, m := range scenarios.Manifests() {
+		if !slices.Contains(scenarios.Names(), m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Load parses and checks a scenario file: Kubernetes objects plus exactly

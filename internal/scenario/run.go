@@ -154,6 +154,10 @@ func Run(ctx context.Context, f *File, opts Options) (*report.Result, error) {
 	return res, nil
 }
 
+// ErrBadVariant is returned by Run when Options.Variants names a variant
+// twice or one the file does not have.
+var ErrBadVariant = errors.New("bad variant selection")
+
 func selectPlans(all []Plan, names []string) ([]Plan, error) {
 	if len(names) == 0 {
 		return all, nil
@@ -162,7 +166,7 @@ func selectPlans(all []Plan, names []string) ([]Plan, error) {
 	seen := map[string]bool{}
 	for _, n := range names {
 		if seen[n] {
-			return nil, fmt.Errorf("scenario: variant %q selected twice", n)
+			return nil, fmt.Errorf("scenario: variant %q selected twice: %w", n, ErrBadVariant)
 		}
 		seen[n] = true
 		i := slices.IndexFunc(all, func(p Plan) bool { return p.Name == n })
@@ -171,7 +175,7 @@ func selectPlans(all []Plan, names []string) ([]Plan, error) {
 			for _, p := range all {
 				have = append(have, p.Name)
 			}
-			return nil, fmt.Errorf("scenario: no variant %q (variants: %s)", n, strings.Join(have, ", "))
+			return nil, fmt.Errorf("scenario: no variant %q (variants: %s): %w", n, strings.Join(have, ", "), ErrBadVariant)
 		}
 		out = append(out, all[i])
 	}
