@@ -11,7 +11,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -102,12 +101,11 @@ func (c *Cluster) assignName(gvr schema.GroupVersionResource, ns string, m metav
 // any allocation it made, for when storing fails.
 func (c *Cluster) admit(obj runtime.Object) (release func(), err error) {
 	release = func() {}
+	if err := defaultAndValidate(obj); err != nil {
+		return release, err
+	}
 	switch o := obj.(type) {
 	case *corev1.Service:
-		DefaultService(o)
-		if err := ValidateService(o); err != nil {
-			return release, err
-		}
 		ip, err := c.allocateClusterIP(o)
 		if err != nil {
 			return release, err
@@ -115,16 +113,6 @@ func (c *Cluster) admit(obj runtime.Object) (release func(), err error) {
 		if ip.IsValid() {
 			release = func() { c.serviceIP.Release(ip) }
 		}
-	case *appsv1.Deployment:
-		DefaultDeployment(o)
-		return release, ValidateDeployment(o)
-	case *appsv1.StatefulSet:
-		DefaultStatefulSet(o)
-		return release, ValidateStatefulSet(o)
-	case *corev1.Namespace:
-		return release, ValidateNamespace(o)
-	case *discoveryv1.EndpointSlice:
-		return release, ValidateEndpointSlice(o)
 	case *appsv1.ReplicaSet:
 		DefaultPodSpec(&o.Spec.Template.Spec)
 	case *corev1.Pod:
@@ -301,16 +289,8 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 			return invalid("Service", n.Name, field.Invalid(field.NewPath("spec", "clusterIP"), n.Spec.ClusterIP, "field is immutable"))
 		}
 		return ValidateService(n)
-	case *appsv1.Deployment:
-		DefaultDeployment(n)
-		return ValidateDeployment(n)
-	case *appsv1.StatefulSet:
-		DefaultStatefulSet(n)
-		return ValidateStatefulSet(n)
-	case *discoveryv1.EndpointSlice:
-		return ValidateEndpointSlice(n)
 	}
-	return nil
+	return defaultAndValidate(next)
 }
 
 // copyField sets dst's top-level field (e.g. "status") to src's.

@@ -548,8 +548,13 @@ func validateSlicePorts(ports []discoveryv1.EndpointPort) field.ErrorList {
 // validates a create of it, without allocating anything (so a ClusterIP
 // outside the range or taken is only found by creating the Service). Kinds
 // the lab does not validate pass.
-func Validate(obj runtime.Object) error {
-	switch o := obj.DeepCopyObject().(type) {
+func Validate(obj runtime.Object) error { return defaultAndValidate(obj.DeepCopyObject()) }
+
+// defaultAndValidate applies the API server's defaults to obj in place and
+// validates it; the one switch by kind that creates, updates and Validate
+// share. Kinds the lab does not validate pass.
+func defaultAndValidate(obj runtime.Object) error {
+	switch o := obj.(type) {
 	case *corev1.Namespace:
 		return ValidateNamespace(o)
 	case *corev1.Service:
