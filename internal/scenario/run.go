@@ -428,7 +428,7 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	if ctx.Err() != nil {
 		r.result.Interrupted = reached.Seconds()
 	}
-	if r.opts.Sequential || r.file.Scenario.Spec.Sequential {
+	if r.opts.Sequential { // set by Run for spec.sequential too
 		// Alone in the process, the process's CPU is this variant's.
 		calls, _ := rec.Totals()
 		if calls > 0 {
