@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/scenario"
+	"github.com/pinlab/pinlab/internal/verdict"
 	"github.com/pinlab/pinlab/scenarios"
 	"github.com/spf13/cobra"
 )
@@ -79,14 +82,17 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 }
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
-	f, err := scenario.Open(opts.File)
+	p, err := scenario.Open(opts.File)
 	if errors.Is(err, scenario.ErrNotFound) {
 		return usageError{err}
 	}
 	if err != nil {
 		return err
 	}
-	ro := scenario.Options{Sequential: opts.Sequential, Variants: opts.Variants, Seed: opts.Seed}
+	if p, err = p.Select(opts.Variants); err != nil {
+		return usageError{fmt.Errorf("--variant: %w", err)}
+	}
+	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
@@ -95,22 +101,44 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		ro.Progress = pl.update
 		defer pl.finish()
 	}
-	res, err := scenario.Run(ctx, f, ro)
-	if errors.Is(err, scenario.ErrBadVariant) {
+	run, err := runner.Run(ctx, p, ro)
+	if errors.Is(err, runner.ErrTooMuch) {
 		return usageError{err}
 	}
-	if res != nil {
-		if opts.Output == "json" {
-			if werr := report.JSON(opts.Out, res); werr != nil {
-				return werr
-			}
-		} else if werr := report.Text(opts.Out, res); werr != nil {
+	if run != nil {
+		res := report.New(p, run, judge(p, run))
+		if werr := write(opts, res); werr != nil {
 			return werr
 		}
+		if err == nil {
+			err = outcome(opts, res)
+		}
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// judge reads each variant's measurements (variants whose load never
+// started have nothing to judge).
+func judge(p *plan.Plan, run *runner.Result) []verdict.Verdict {
+	out := make([]verdict.Verdict, len(run.Variants))
+	for i, o := range run.Variants {
+		if o.Started {
+			out[i] = verdict.Judge(p, p.Variants[i], o.Summary)
+		}
 	}
+	return out
+}
+
+func write(opts *LabRunOptions, res *report.Result) error {
+	if opts.Output == "json" {
+		return report.JSON(opts.Out, res)
+	}
+	return report.Text(opts.Out, res)
+}
+
+// outcome is the run's error for the exit code: a failed variant, failed
+// expectations or failed timeline steps.
+func outcome(opts *LabRunOptions, res *report.Result) error {
 	failed, steps := 0, 0
 	for _, v := range res.Variants {
 		if v.Error != "" {
@@ -165,7 +193,7 @@ type progressLine struct {
 	wrote bool
 }
 
-func (p *progressLine) update(ps []scenario.Progress) {
+func (p *progressLine) update(ps []runner.Progress) {
 	var parts []string
 	var states []string
 	var elapsed, dur time.Duration

@@ -147,7 +147,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		return interrupted(ctx, f, listenError(err))
 	}
 	defer ctl.Shutdown(context.Background())
-	cfg := lab.Config{DNSTTL: opts.dnsTTL(), DNSFixedOrder: opts.FixedOrder, DNSPods: clusterdns.PodMode(opts.Pods)}
+	cfg := lab.Config{DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods)}}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}

@@ -288,13 +288,14 @@ func TestLabUpInterrupted(t *testing.T) {
 }
 
 // TestLabUpAPIError: what only the API finds once the lab runs (a
-// ClusterIP outside the lab's range) is reported at its document.
+// ClusterIP of another lab's range: the last one, while the test's lab
+// takes the first free one) is reported at its document.
 func TestLabUpAPIError(t *testing.T) {
-	file := writeFile(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\nspec:\n  clusterIP: 10.0.0.5\n  ports:\n  - {name: grpc, port: 8471}\n")
+	file := writeFile(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\nspec:\n  clusterIP: 127.107.0.5\n  ports:\n  - {name: grpc, port: 8471}\n")
 	errb := &syncBuffer{}
 	opts := &LabUpOptions{File: file, Control: freeAddr(t), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: errb}
 	err := labUp(context.Background(), opts)
-	want := file + `:6: document 1 (Service "fixed"): spec.clusterIP: Invalid value: "10.0.0.5": must be a free address in the service range`
+	want := file + `:6: document 1 (Service "fixed"): spec.clusterIP: Invalid value: "127.107.0.5": must be a free address in the service range`
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(the API server rejected it)") {
 		t.Errorf("labUp = %v; want %q", err, want)
 	}

@@ -314,6 +314,13 @@ func ValidateService(s *corev1.Service) error {
 		errs = append(errs, field.NotSupported(spec.Child("sessionAffinity"), s.Spec.SessionAffinity,
 			[]string{string(corev1.ServiceAffinityNone), string(corev1.ServiceAffinityClientIP)}))
 	}
+	// As the API server's validateClusterIPs: "None" (exactly so) or an IP
+	// address; the lab's addresses are IPv4.
+	if ip := s.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone && s.Spec.Type != corev1.ServiceTypeExternalName {
+		if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
+			errs = append(errs, field.Invalid(spec.Child("clusterIP"), ip, `must be a valid IPv4 address or "None"`))
+		}
+	}
 	if s.Spec.Type == corev1.ServiceTypeClusterIP && s.Spec.ClusterIP != corev1.ClusterIPNone && len(s.Spec.Ports) == 0 {
 		errs = append(errs, field.Required(spec.Child("ports"), "a ClusterIP Service needs at least one port"))
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/loopback"
-	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/proxy"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +43,7 @@ const Ranges = 12
 const lockPort = 10053
 
 // Config configures a lab. The zero value is a lab on the first free address
-// range with default DNS.
+// range with default components.
 type Config struct {
 	// Waiting, if not nil, is called once when Start has to wait because
 	// every address range is in use.
@@ -55,32 +54,23 @@ type Config struct {
 	// lifetime (a listener on 127.(95+r).0.10:10053). Zero picks the first
 	// free range; a range in use is an error.
 	Range int
-	// DNSTTL and DNSFixedOrder configure the cluster DNS (see
-	// clusterdns.Config.TTL and FixedOrder).
-	DNSTTL        time.Duration
-	DNSFixedOrder bool
-	// DNSPods is the cluster DNS pods mode (clusterdns.PodMode; default
-	// disabled, as CoreDNS; kubeadm clusters use insecure).
-	DNSPods clusterdns.PodMode
+	// Seed seeds names, ClusterIPs, kube-proxy picks and DNS shuffles; 0
+	// means random. It overrides the components' own seeds.
+	Seed uint64
+	// DNS configures the cluster DNS (TTL, FixedOrder, Pods, QueryLog; see
+	// clusterdns.Config). The lab sets Addr (its range's DNS IP, port 53),
+	// Rand and Logger.
+	DNS clusterdns.Config
 	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
 	// port if 53 cannot be bound). The kube-dns Service's ports follow the
 	// port actually bound.
 	DNSPort int
-	// ProxyMode is kube-proxy's mode (proxy.Config.Mode); default iptables.
-	ProxyMode proxy.Mode
-	// DeadAddress, RestartBackoff and PodEvents configure the kubelet (see
-	// kubelet.Config): what a deleted pod's address does, the crash-loop
-	// back-off base, and a hook for lifecycle events.
-	DeadAddress    string
-	RestartBackoff time.Duration
-	PodEvents      func(p *corev1.Pod, event string, at time.Time)
-	// Seed seeds names, ClusterIPs, kube-proxy picks and DNS shuffles; 0
-	// means random.
-	Seed uint64
-	// Observers, each optional, see the lab's traffic.
-	PodObserver func(*corev1.Pod) pod.Observer
-	DNSQuery    func(clusterdns.QueryEvent)
-	ProxyConn   func(proxy.Conn, proxy.ConnEvent)
+	// Proxy configures kube-proxy (Mode, OnConn, DialTimeout; see
+	// proxy.Config). The lab sets Seed and Logger.
+	Proxy proxy.Config
+	// Kubelet configures the kubelet (Observe, Events, DeadAddress,
+	// RestartBackoff; see kubelet.Config). The lab sets PodIPs and Logger.
+	Kubelet kubelet.Config
 	// Logger receives component logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -93,6 +83,7 @@ type Lab struct {
 	Kubelet *kubelet.Kubelet
 
 	cancel context.CancelFunc
+	runCtx context.Context // ends when the lab stops
 	wg     sync.WaitGroup
 	errs   chan error
 	lock   net.Listener
@@ -176,28 +167,25 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 		port = cfg.DNSPort
 	}
 	ctrls := cluster.NewControllers(c)
-	dns, err := clusterdns.New(c.Factory(), clusterdns.Config{
-		TTL:        cfg.DNSTTL,
-		FixedOrder: cfg.DNSFixedOrder,
-		Pods:       cfg.DNSPods,
-		Addr:       netip.AddrPortFrom(c.DNSIP(), uint16(port)).String(),
-		Rand:       rand.New(rand.NewPCG(cfg.Seed, 2)),
-		QueryLog:   cfg.DNSQuery,
-		Logger:     cfg.Logger,
-	})
+	dc := cfg.DNS
+	dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(c.DNSIP(), uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
+	dns, err := clusterdns.New(c.Factory(), dc)
 	if err != nil {
 		return nil, err
 	}
+	pc, kc := cfg.Proxy, cfg.Kubelet
+	pc.Seed, pc.Logger = cfg.Seed+1, cfg.Logger
+	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
+	runCtx, cancel := context.WithCancel(context.Background())
 	l := &Lab{
 		Cluster: c,
 		DNS:     dns,
-		Proxy:   proxy.New(c.Factory(), proxy.Config{Mode: cfg.ProxyMode, Seed: cfg.Seed + 1, OnConn: cfg.ProxyConn, Logger: cfg.Logger}),
-		Kubelet: kubelet.New(c.Client(), c.Factory(), kubelet.Config{PodIPs: c.PodIPs(), Observe: cfg.PodObserver, Logger: cfg.Logger,
-			DeadAddress: cfg.DeadAddress, RestartBackoff: cfg.RestartBackoff, Events: cfg.PodEvents}),
-		errs: make(chan error, 3),
+		Proxy:   proxy.New(c.Factory(), pc),
+		Kubelet: kubelet.New(c.Client(), c.Factory(), kc),
+		errs:    make(chan error, 3),
+		cancel:  cancel,
+		runCtx:  runCtx,
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	l.cancel = cancel
 	c.Factory().Start(runCtx.Done())
 	for typ, ok := range c.Factory().WaitForCacheSync(ctx.Done()) {
 		if !ok {

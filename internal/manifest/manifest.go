@@ -219,15 +219,46 @@ var quotedRE = regexp.MustCompile(`"([^"]*)"`)
 // Decode strictly decodes the document into v (a pointer to a Go type with
 // JSON tags): unknown and duplicate fields are errors, and each error says
 // which fields exist where the unknown one was found.
-func (d Document) Decode(v any) error {
-	strict, err := sjson.UnmarshalStrict(d.json, v, sjson.DisallowDuplicateFields, sjson.DisallowUnknownFields)
+func (d Document) Decode(v any) error { return d.DecodeAt("", d.json, v) }
+
+// DecodeAt strictly decodes data, a JSON value built from the document's
+// value at path (a variant's overlay merged onto a client group, say),
+// into v; errors are placed at path plus the field's path inside data, or
+// at the deepest part of that which the document has.
+func (d Document) DecodeAt(path string, data []byte, v any) error {
+	strict, err := sjson.UnmarshalStrict(data, v, sjson.DisallowDuplicateFields, sjson.DisallowUnknownFields)
 	if err != nil {
-		return d.typeError(err, v)
+		return d.typeError(err, v, path)
 	}
 	if len(strict) > 0 {
-		return d.strictError(strict[0], v)
+		return d.strictError(strict[0], v, path)
 	}
 	return nil
+}
+
+// Has reports whether the document has a value at path (list indexes
+// given).
+func (d Document) Has(path string) bool { return d.nodeAt(path) != nil }
+
+// Raw returns the JSON of the value at path (list indexes given); null when
+// there is none.
+func (d Document) Raw(path string) (json.RawMessage, error) {
+	var v json.RawMessage
+	if err := jsonAt(d.json, path, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// join joins a JSON path prefix and a path inside it.
+func join(prefix, path string) string {
+	switch {
+	case prefix == "":
+		return path
+	case path == "" || strings.HasPrefix(path, "["):
+		return prefix + path
+	}
+	return prefix + "." + path
 }
 
 // Object decodes a Kubernetes kind known to client-go's scheme.
@@ -244,29 +275,32 @@ func (d Document) Object() (runtime.Object, error) {
 	return obj, nil
 }
 
-func (d Document) strictError(err error, v any) error {
+func (d Document) strictError(err error, v any, prefix string) error {
 	msg := err.Error()
 	const unknown, dup = `unknown field "`, `duplicate field "`
 	switch {
 	case strings.HasPrefix(msg, unknown):
 		path := strings.TrimSuffix(strings.TrimPrefix(msg, unknown), `"`)
-		return &Error{File: d.File, Line: d.LineOf(path), Doc: d.Index, What: d.What(), Field: path,
+		full := join(prefix, path)
+		return &Error{File: d.File, Line: d.LineOf(full), Doc: d.Index, What: d.What(), Field: full,
 			Err: errors.New("unknown field; " + expectedFields(v, path))}
 	case strings.HasPrefix(msg, dup):
-		path := strings.TrimSuffix(strings.TrimPrefix(msg, dup), `"`)
+		path := join(prefix, strings.TrimSuffix(strings.TrimPrefix(msg, dup), `"`))
 		return &Error{File: d.File, Line: d.LineOf(path), Doc: d.Index, What: d.What(), Field: path, Err: errors.New("field given twice")}
 	}
-	return d.Errorf("", "%v", err)
+	return d.Errorf(prefix, "%v", err)
 }
 
-func (d Document) typeError(err error, v any) error {
+func (d Document) typeError(err error, v any, prefix string) error {
 	// encoding/json's UnmarshalTypeError, as sigs.k8s.io/json words it:
 	// "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
 	if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
 		jsonPath := stripGoNames(m[2])
-		line, path := d.locate(jsonPath)
-		if e := d.mapValueError(v, path, jsonPath); e != nil {
-			return e
+		line, path := d.locate(join(prefix, jsonPath))
+		if prefix == "" {
+			if e := d.mapValueError(v, path, jsonPath); e != nil {
+				return e
+			}
 		}
 		msg := fmt.Sprintf("cannot use %s here; expected %s", jsonKind(m[1]), goTypeAt(v, jsonPath))
 		return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
@@ -276,13 +310,15 @@ func (d Document) typeError(err error, v any) error {
 	// `time: invalid duration "ten"`) carry no path; find the value.
 	for _, m := range quotedRE.FindAllStringSubmatch(msg, -1) {
 		if path, line, ok := d.findValue(m[1]); ok {
-			if _, known := typeAt(v, path); known {
-				msg += "; expected " + goTypeAt(v, path)
+			if rel, ok := strings.CutPrefix(path, prefix); ok {
+				if _, known := typeAt(v, strings.TrimPrefix(rel, ".")); known {
+					msg += "; expected " + goTypeAt(v, strings.TrimPrefix(rel, "."))
+				}
 			}
 			return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
 		}
 	}
-	return d.Errorf("", "%v", msg)
+	return d.Errorf(prefix, "%v", msg)
 }
 
 // jsonKind names a JSON value kind from a decoder error in user terms.

@@ -1,10 +1,14 @@
 // Package report renders the results of lab runs: a terminal report with
 // per-variant, per-window pod tables and a comparison across variants, and
-// the full result as JSON for tools. It only formats data; it measures
-// nothing.
+// the full result as JSON for tools. It is the last stage of a run: New
+// assembles a Result from the plan, the runner's outcomes and the
+// verdicts, once, after the run; the renderers only format it.
 package report
 
-import "github.com/pinlab/pinlab/internal/stats"
+import (
+	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/verdict"
+)
 
 // Result is everything a run measured.
 type Result struct {
@@ -47,15 +51,21 @@ type Group struct {
 
 // Variant is one variant's measurements and reading.
 type Variant struct {
-	Name        string        `json:"name"`
-	Description string        `json:"description,omitempty"`
-	Groups      []Group       `json:"groups"`
-	Servers     string        `json:"servers,omitempty"`
-	DNS         string        `json:"dns_addr,omitempty"`
-	PodCIDR     string        `json:"pod_cidr,omitempty"`
-	Summary     stats.Summary `json:"summary"`
-	Why         string        `json:"why,omitempty"`
-	StepErrors  []string      `json:"step_errors,omitempty"`
+	Name        string  `json:"name"`
+	Description string  `json:"description,omitempty"`
+	Groups      []Group `json:"groups"`
+	Servers     string  `json:"servers,omitempty"`
+	// Patches describes the variant's object patches.
+	Patches string        `json:"patches,omitempty"`
+	DNS     string        `json:"dns_addr,omitempty"`
+	PodCIDR string        `json:"pod_cidr,omitempty"`
+	Summary stats.Summary `json:"summary"`
+	// Why says why the numbers look as they do: the line of the one
+	// client group, or each group's line ("group: line") one per line.
+	Why string `json:"why,omitempty"`
+	// WhyByGroup has each client group's line when there are several.
+	WhyByGroup []verdict.Why `json:"why_by_group,omitempty"`
+	StepErrors []string      `json:"step_errors,omitempty"`
 	// State is "done", "interrupted" (stopped early; windows not over by
 	// then are left out) or "failed" (see Error).
 	State string `json:"state"`
@@ -70,30 +80,7 @@ type Variant struct {
 	// StepPods maps named timeline steps to the pod each acted on.
 	StepPods map[string]string `json:"step_pods,omitempty"`
 	// Checks are the scenario's expectations as checked for this variant.
-	Checks []Check `json:"checks,omitempty"`
-}
-
-// Check is one expectation checked against a variant's measurements.
-type Check struct {
-	Name   string `json:"name"`
-	Metric string `json:"metric"`
-	Window string `json:"window,omitempty"`
-	Pod    string `json:"pod,omitempty"`
-	// Code and Cause narrow a failed-calls metric.
-	Code  string `json:"code,omitempty"`
-	Cause string `json:"cause,omitempty"`
-	// Bound is the expected range, e.g. ">= 0.95" or "0..0.01".
-	Bound string `json:"bound"`
-	// Value is the measured value; nil when it is not a finite number (see
-	// Shown, e.g. "never").
-	Value *float64 `json:"value"`
-	Shown string   `json:"shown"`
-	Pass  bool     `json:"pass"`
-	// Skipped is true for a check that could not be measured (an
-	// interrupted run, a step that picked no pod); Note says why. It neither
-	// passes nor fails.
-	Skipped bool   `json:"skipped,omitempty"`
-	Note    string `json:"note,omitempty"`
+	Checks []verdict.Check `json:"checks,omitempty"`
 }
 
 // Failed counts the variant's checks that were measured and did not pass.

@@ -138,10 +138,11 @@ func (p *printer) variant(v Variant, alone bool, duration float64) {
 	for _, e := range v.StepErrors {
 		p.f("   step failed: %s\n", e)
 	}
+	p.groupWindows(v)
 	p.errorWindows(v)
 	p.rebalance(v)
-	if v.Why != "" && alone {
-		p.f("   why: %s\n", v.Why)
+	if alone {
+		p.why(v, "   why")
 	}
 	p.checks(v)
 }
@@ -179,7 +180,11 @@ func (p *printer) rebalance(v Variant) {
 	case math.IsInf(t, 1):
 		p.f("   time to rebalance: never (a pod added during the run never got %.0f%% of a fair share)\n", 100*stats.RebalanceFraction)
 	case !math.IsNaN(t):
-		p.f("   time to rebalance: %.1fs (slowest of %d added pods to reach %.0f%% of a fair share)\n", t, len(rbs), 100*stats.RebalanceFraction)
+		which := fmt.Sprintf("slowest of %d added pods", len(rbs))
+		if len(rbs) == 1 {
+			which = "the one added pod"
+		}
+		p.f("   time to rebalance: %.1fs (%s to reach %.0f%% of a fair share)\n", t, which, 100*stats.RebalanceFraction)
 	}
 }
 
@@ -202,6 +207,9 @@ func (p *printer) checks(v Variant) {
 		}
 		if c.Pod != "" {
 			where += " of " + c.Pod
+		}
+		if c.Group != "" {
+			where += " for group " + c.Group
 		}
 		if c.Window != "" {
 			where += " in " + c.Window
@@ -240,7 +248,7 @@ func (p *printer) window(w stats.WindowStats) {
 		p.f("   connections opened: %d (%.2f/s)\n", w.ConnsOpened, w.ConnsOpenedPerSec)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "   %3s\tPOD\t%-15s\t%7s\t%8s\t%6s\t%5s\n", "#", "IP", "READY", "CALLS/S", "SHARE", "CONNS")
+	fmt.Fprintf(tw, "   %3s\tPOD\t%-15s\t%7s\t%8s\t%6s\t%5s\tSTATE\n", "#", "IP", "READY", "CALLS/S", "SHARE", "CONNS")
 	for i, ps := range w.Pods {
 		if i == MaxPodRows {
 			fmt.Fprintf(tw, "   %3s\t... %d more (see -o json)\n", "", len(w.Pods)-i)
@@ -253,7 +261,7 @@ func (p *printer) window(w stats.WindowStats) {
 				ready = "+" + ready
 			}
 		}
-		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns)
+		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\t%s\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns, podState(ps))
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
@@ -316,9 +324,64 @@ func (p *printer) comparison(r *Result) {
 	heading := "\nwhy, per variant:\n"
 	for _, v := range r.Variants {
 		if v.Why != "" {
-			p.f("%s  %s: %s\n", heading, v.Name, v.Why)
+			p.f("%s", heading)
 			heading = ""
+			p.why(v, "  "+v.Name)
 		}
+	}
+}
+
+// why prints the variant's why line, or one line per client group.
+func (p *printer) why(v Variant, label string) {
+	if len(v.WhyByGroup) == 0 {
+		if v.Why != "" {
+			p.f("%s: %s\n", label, v.Why)
+		}
+		return
+	}
+	for _, w := range v.WhyByGroup {
+		p.f("%s (group %s): %s\n", label, w.Group, w.Line)
+	}
+}
+
+// podState says what became of a pod in a window: its state at the end
+// and the changes inside it ("ready", "not-ready 5.0s", "restarted 7.1s,
+// ready 7.6s").
+func podState(ps stats.PodStats) string {
+	if len(ps.Changes) == 0 {
+		if ps.State == "" || ps.State == stats.PodCreated {
+			return "pending"
+		}
+		return string(ps.State)
+	}
+	var parts []string
+	for _, c := range ps.Changes {
+		parts = append(parts, fmt.Sprintf("%s %s", c.Phase, seconds(c.At.Seconds())))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// groupWindows prints, when a variant ran several client groups, each
+// group's own figures per window: its Service's pods and its own clients.
+func (p *printer) groupWindows(v Variant) {
+	if len(v.Summary.Groups) == 0 {
+		return
+	}
+	p.f("\n   per client group (each on its target Service's pods, its own calls and connections):\n")
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "   WINDOW\tGROUP\tSERVICE\tPODS\tIDLE\tJAIN\tMAX/MEAN\tCONNS/CLIENT\tCALLS/S\tERRORS\tP99\n")
+	for i := range v.Summary.Windows {
+		for _, g := range v.Summary.Groups {
+			if i >= len(g.Windows) {
+				continue
+			}
+			w := g.Windows[i]
+			fmt.Fprintf(tw, "   %s\t%s\t%s\t%d\t%d\t%s\t%s\t%.1f\t%.0f\t%d\t%.2fms\n",
+				w.Name, g.Name, g.Service, len(w.Pods), w.Idle, ratio(w, w.Jain), ratio(w, w.MaxMean), w.ConnsPerClient, w.Rate, errorsIn(w), w.LatencyP99)
+		}
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
 	}
 }
 

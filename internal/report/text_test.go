@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/verdict"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -23,9 +24,15 @@ func sample() *Result {
 		var out []stats.PodStats
 		for i, s := range shares {
 			p := stats.PodStats{Name: "pricing-7d9f8-" + string(rune('a'+i)), IP: "127.244.0." + string(rune('2'+i)), Ordinal: i + 1,
-				ReadyAt: f(-0.5), Calls: int64(s * 10000), Rate: s * 1000, Share: s, Conns: 2 * s}
+				ReadyAt: f(-0.5), Calls: int64(s * 10000), Rate: s * 1000, Share: s, Conns: 2 * s, State: stats.PodReady}
 			if i >= 2 {
 				p.ReadyAt, p.Added = f(10.6), true
+			}
+			if i == 1 && len(shares) > 2 { // a pod marked not ready, and one restarted
+				p.State, p.Changes = stats.PodNotReady, []stats.PhaseChange{{Phase: stats.PodNotReady, At: 45e9}}
+			}
+			if i == 3 {
+				p.Changes = []stats.PhaseChange{{Phase: stats.PodRestarted, At: 50e9}, {Phase: stats.PodNotReady, At: 50e9}, {Phase: stats.PodReady, At: 51.2e9}}
 			}
 			out = append(out, p)
 		}
@@ -53,12 +60,18 @@ func sample() *Result {
 				}},
 			{Name: "headless-rr-age", Groups: []Group{{Name: "order", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin", Clients: 4, Rate: 250},
 				{Name: "cart", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.97.4.4", Policy: "pick_first", Clients: 1, Rate: 50}},
-				Servers: "pricing: MaxConnectionAge 10s", Why: "re-resolved at 30s.", DNS: "127.97.0.10:21053",
+				Servers: "pricing: MaxConnectionAge 10s", Why: "order: re-resolved at 30s.\ncart: pinned.", DNS: "127.97.0.10:21053",
+				WhyByGroup: []verdict.Why{{Group: "order", Line: "re-resolved at 30s."}, {Group: "cart", Line: "pinned."}},
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))},
+					Groups: []stats.GroupStats{
+						{Name: "cart", Service: "shop/pricing", Windows: []stats.WindowStats{w("before", 3, 10, 0.5, pods(1, 0)), w("settled", 40, 60, 0.25, pods(1, 0, 0, 0))}},
+						{Name: "order", Service: "shop/pricing-headless", Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))}},
+					},
 					ErrorWindows: []stats.ErrorWindow{{From: 30e9, To: 31.5e9, Failed: 12, ByCode: map[string]int64{"Unavailable": 12}, ByCause: map[string]int64{"refused": 10, "goaway": 2}}},
 					Rebalance:    []stats.Rebalance{{Pod: "pricing-7d9f8-c", ReadyAt: 10.6e9, After: f(19.4), Survived: true}, {Pod: "pricing-7d9f8-d", ReadyAt: 10.6e9, After: f(19.5), Survived: true}}},
-				Checks: []Check{
+				Checks: []verdict.Check{
 					{Name: "new pods get calls", Metric: "addedShare", Window: "settled", Bound: ">= 0.4", Value: f(0.5), Shown: "0.5", Pass: true},
+					{Name: "cart pinned", Metric: "jain", Window: "settled", Group: "cart", Bound: "<= 0.3", Value: f(0.25), Shown: "0.25", Pass: true},
 					{Name: "no failed calls", Metric: "failed", Bound: "<= 0", Value: f(12), Shown: "12", Pass: false},
 					{Name: "busy pod keeps calls", Metric: "podCalls", Window: "settled", Pod: "pricing-7d9f8-a", Bound: ">= 1", Shown: "n/a", Skipped: true, Note: "not measured: the run was interrupted before the window ended"},
 				}},

@@ -1,4 +1,4 @@
-package scenario
+package scenario_test
 
 import (
 	"errors"
@@ -7,9 +7,12 @@ import (
 	"testing"
 
 	"github.com/pinlab/pinlab/internal/manifest"
+	"github.com/pinlab/pinlab/internal/scenario"
+	"github.com/pinlab/pinlab/internal/scenariotest"
 	"github.com/pinlab/pinlab/scenarios"
-	"k8s.io/apimachinery/pkg/runtime"
 )
+
+var objects = scenariotest.Pricing
 
 const baseScenario = `---
 apiVersion: pinlab.dev/v1alpha1
@@ -127,7 +130,7 @@ func TestLoadErrors(t *testing.T) {
 				t.Fatalf("test bug: %q not in base", tt.old)
 			}
 			yaml := strings.Replace(base, tt.old, tt.new, 1)
-			_, err := Load("test.yaml", []byte(yaml))
+			_, err := scenario.Load("test.yaml", []byte(yaml))
 			if err == nil {
 				t.Fatal("Load succeeded, want an error")
 			}
@@ -158,58 +161,17 @@ func lineOf(text, marker string) int {
 }
 
 func TestOpen(t *testing.T) {
-	if _, err := Open("/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := scenario.Open("/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("Open of a missing file: %v, want a no-such-file error", err)
 	}
 	for _, name := range scenarios.Names() {
 		t.Run(name, func(t *testing.T) {
-			f, err := Open(name)
+			p, err := scenario.Open(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(f.Plans()) == 0 {
-				t.Fatal("no plans")
-			}
-		})
-	}
-}
-
-func TestPlansApplyOverlays(t *testing.T) {
-	f, err := Load("test.yaml", []byte(objects(2)+baseScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plans := f.Plans()
-	if len(plans) != 2 || len(plans[0].Clients) != 2 || plans[0].Clients[1].Name != "order-1" {
-		t.Fatalf("plans %+v", plans)
-	}
-	if got := targetAge(plans[0]); got != 0 {
-		t.Errorf("variant a: MaxConnectionAge %v, want none", got)
-	}
-	if got := targetAge(plans[1]); got.String() != "5s" {
-		t.Errorf("variant b: MaxConnectionAge %v, want 5s", got)
-	}
-	// The overlay must not leak into the file's own objects.
-	if got := targetAge(Plan{Clients: plans[1].Clients, Objects: []runtime.Object{f.Objects[1].Obj}}); got != 0 {
-		t.Errorf("base objects changed by an overlay: age %v", got)
-	}
-}
-
-func TestSetFlag(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []string
-		want string
-	}{
-		{name: "append", in: []string{"pod", "pricing"}, want: "pod pricing --max-connection-age=5s"},
-		{name: "replace joined", in: []string{"pod", "pricing", "--max-connection-age=1s"}, want: "pod pricing --max-connection-age=5s"},
-		{name: "replace separate", in: []string{"pod", "--max-connection-age", "1s", "pricing"}, want: "pod pricing --max-connection-age=5s"},
-		{name: "keep grace", in: []string{"pod", "pricing", "--max-connection-age-grace=2s"}, want: "pod pricing --max-connection-age-grace=2s --max-connection-age=5s"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := strings.Join(setFlag(tt.in, "--max-connection-age", "5s"), " "); got != tt.want {
-				t.Errorf("got %q, want %q", got, tt.want)
+			if len(p.Variants) == 0 || len(p.Variants[0].Clients) == 0 {
+				t.Fatal("no variants or clients")
 			}
 		})
 	}
@@ -218,7 +180,7 @@ func TestSetFlag(t *testing.T) {
 func TestOpenObjects(t *testing.T) {
 	for _, name := range scenarios.Manifests() {
 		t.Run(name, func(t *testing.T) {
-			f, err := OpenObjects(name)
+			f, err := scenario.OpenObjects(name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +189,7 @@ func TestOpenObjects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Open("dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
+	if _, err := scenario.Open("dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
 		t.Errorf("lab run on a manifest without a Scenario: %v, want a no-Scenario error", err)
 	}
 }
@@ -257,7 +219,7 @@ spec:
     spec:
       containers: [{name: pg, image: pinlab, args: [pod, pricing, --port=5432], ports: [{name: pg, containerPort: 5432}]}]
 `
-	if _, err := LoadObjects("s.yaml", []byte(sts)); err != nil {
+	if _, err := scenario.LoadObjects("s.yaml", []byte(sts)); err != nil {
 		t.Fatalf("valid StatefulSet rejected: %v", err)
 	}
 	tests := []struct {
@@ -270,7 +232,7 @@ spec:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
+			_, err := scenario.LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}

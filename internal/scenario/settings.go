@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/l7proxy"
-	"github.com/pinlab/pinlab/internal/manifest"
+	"github.com/pinlab/pinlab/internal/plan"
 	"google.golang.org/grpc/codes"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,47 +169,6 @@ func (s ClusterSettings) overlay(o *ClusterSettings) ClusterSettings {
 	return s
 }
 
-// overlay returns s with the fields o sets replaced.
-func (s ClientSettings) overlay(o ClientSettings) ClientSettings {
-	if o.Resolver != "" {
-		s.Resolver = o.Resolver
-	}
-	if o.CacheTTL != nil {
-		s.CacheTTL = o.CacheTTL
-	}
-	if o.MinResolutionInterval != nil {
-		s.MinResolutionInterval = o.MinResolutionInterval
-	}
-	if o.HealthCheck != nil {
-		s.HealthCheck = o.HealthCheck
-	}
-	if o.WaitForReady != nil {
-		s.WaitForReady = o.WaitForReady
-	}
-	if o.Retry != nil {
-		s.Retry = o.Retry
-	}
-	if o.Call != "" {
-		s.Call = o.Call
-	}
-	if o.StreamLength != nil {
-		s.StreamLength = o.StreamLength
-	}
-	if o.L7Proxy != nil {
-		s.L7Proxy = o.L7Proxy
-	}
-	if o.Protocol != "" {
-		s.Protocol = o.Protocol
-	}
-	if o.MaxIdleConnsPerHost != nil {
-		s.MaxIdleConnsPerHost = o.MaxIdleConnsPerHost
-	}
-	if o.MaxConnsPerHost != nil {
-		s.MaxConnsPerHost = o.MaxConnsPerHost
-	}
-	return s
-}
-
 // WorkloadRef names a Deployment or a StatefulSet; exactly one of the two
 // names is set. Namespace defaults to the workload's when the name is
 // unique in the file.
@@ -230,7 +190,9 @@ type UpdateStep struct {
 }
 
 // ConfigureClientStep changes running clients' settings, as a redeployed
-// client with a new configuration would: new calls use a new channel.
+// client with a new configuration would: new calls use a new channel. It
+// applies as a JSON merge patch on each client's settings at that point of
+// the timeline: null removes a setting.
 type ConfigureClientStep struct {
 	// Client is one client ("order-0") or a group ("order").
 	Client         string  `json:"client"`
@@ -265,6 +227,9 @@ type Expectation struct {
 	Variants []string `json:"variants,omitempty"`
 	// Window names the measurement window of a window metric.
 	Window string `json:"window,omitempty"`
+	// Group narrows a window metric to one client group: the pods of the
+	// Service it targets and its own clients' calls and connections.
+	Group string `json:"group,omitempty"`
 	// Metric is one of Metrics.
 	Metric string `json:"metric"`
 	// Pod names the pod of a pod metric: a pod name, or "@<step name>" for
@@ -282,73 +247,72 @@ type Expectation struct {
 // Resolvers are the values of ClientSettings.Resolver.
 var Resolvers = []string{"grpc", "cached", "once"}
 
-// checkSettings validates client settings at path p of the Scenario
-// document.
-func checkSettings(d manifest.Document, p string, s ClientSettings) error {
+// checkSettings validates client settings; at places the errors.
+func checkSettings(at site, s ClientSettings) error {
 	if s.Resolver != "" && !slices.Contains(Resolvers, s.Resolver) {
-		return d.Errorf(p+".resolver", "%q: expected one of %s", s.Resolver, strings.Join(Resolvers, ", "))
+		return at.Errorf("resolver", "%q: expected one of %s", s.Resolver, strings.Join(Resolvers, ", "))
 	}
 	if s.CacheTTL != nil && s.Resolver != "cached" {
-		return d.Errorf(p+".cacheTTL", "applies only with resolver: cached")
+		return at.Errorf("cacheTTL", "applies only with resolver: cached")
 	}
 	if m := s.MinResolutionInterval; m != nil && (m.Duration < 0 || s.Resolver != "cached") {
-		return d.Errorf(p+".minResolutionInterval", "applies only with resolver: cached (grpc-go's own resolver takes spec.grpc.minResolutionInterval), and must not be negative")
+		return at.Errorf("minResolutionInterval", "applies only with resolver: cached (grpc-go's own resolver takes spec.grpc.minResolutionInterval), and must not be negative")
 	}
 	if r := s.Retry; r != nil {
-		q := p + ".retry"
+		q := "retry"
 		if r.MaxAttempts < 2 || r.MaxAttempts > 5 {
-			return d.Errorf(q+".maxAttempts", "%d: expected 2 to 5 (grpc-go caps attempts at 5)", r.MaxAttempts)
+			return at.Errorf(q+".maxAttempts", "%d: expected 2 to 5 (grpc-go caps attempts at 5)", r.MaxAttempts)
 		}
 		if r.InitialBackoff.Duration <= 0 || r.MaxBackoff.Duration < r.InitialBackoff.Duration {
-			return d.Errorf(q, "expected initialBackoff > 0 and maxBackoff >= initialBackoff")
+			return at.Errorf(q, "expected initialBackoff > 0 and maxBackoff >= initialBackoff")
 		}
 		if r.BackoffMultiplier <= 0 {
-			return d.Errorf(q+".backoffMultiplier", "%v: expected > 0", r.BackoffMultiplier)
+			return at.Errorf(q+".backoffMultiplier", "%v: expected > 0", r.BackoffMultiplier)
 		}
 		if len(r.RetryableStatusCodes) == 0 {
-			return d.Errorf(q+".retryableStatusCodes", "required, e.g. [Unavailable]")
+			return at.Errorf(q+".retryableStatusCodes", "required, e.g. [Unavailable]")
 		}
 		for i, c := range r.RetryableStatusCodes {
 			if statusCodes[c] == codes.OK {
-				return d.Errorf(fmt.Sprintf("%s.retryableStatusCodes[%d]", q, i), "%q: expected a gRPC status code name such as Unavailable", c)
+				return at.Errorf(fmt.Sprintf("%s.retryableStatusCodes[%d]", q, i), "%q: expected a gRPC status code name such as Unavailable", c)
 			}
 		}
 	}
 	switch s.Call {
 	case "", "unary", "stream":
 	default:
-		return d.Errorf(p+".call", "%q: expected unary or stream", s.Call)
+		return at.Errorf("call", "%q: expected unary or stream", s.Call)
 	}
 	if l := s.StreamLength; l != nil && (l.Duration <= 0 || s.Call != "stream") {
-		return d.Errorf(p+".streamLength", "applies only with call: stream, and must be positive")
+		return at.Errorf("streamLength", "applies only with call: stream, and must be positive")
 	}
 	if s.Protocol != "" && !slices.Contains(Protocols, s.Protocol) {
-		return d.Errorf(p+".protocol", "%q: expected one of %s", s.Protocol, strings.Join(Protocols, ", "))
+		return at.Errorf("protocol", "%q: expected one of %s", s.Protocol, strings.Join(Protocols, ", "))
 	}
 	if s.Protocol == "http" || s.Protocol == "websocket" {
 		grpcOnly := map[string]bool{"resolver": s.Resolver != "", "healthCheck": s.HealthCheck != nil, "waitForReady": s.WaitForReady != nil,
 			"retry": s.Retry != nil, "call": s.Call != "", "l7Proxy": s.L7Proxy != nil}
 		for _, k := range []string{"resolver", "healthCheck", "waitForReady", "retry", "call", "l7Proxy"} {
 			if grpcOnly[k] {
-				return d.Errorf(p+"."+k, "applies to gRPC clients only, not protocol %s", s.Protocol)
+				return at.Errorf(k, "applies to gRPC clients only, not protocol %s", s.Protocol)
 			}
 		}
 	}
 	for name, v := range map[string]*int{"maxIdleConnsPerHost": s.MaxIdleConnsPerHost, "maxConnsPerHost": s.MaxConnsPerHost} {
 		if v != nil && (*v < 0 || *v > 1000 || s.Protocol != "http") {
-			return d.Errorf(p+"."+name, "%d: 0 to 1000, only with protocol: http", *v)
+			return at.Errorf(name, "%d: 0 to 1000, only with protocol: http", *v)
 		}
 	}
 	if x := s.L7Proxy; x != nil {
-		q := p + ".l7Proxy"
+		q := "l7Proxy"
 		if x.Placement != "" && !slices.Contains(placements, x.Placement) {
-			return d.Errorf(q+".placement", "%q: expected sidecar or gateway", x.Placement)
+			return at.Errorf(q+".placement", "%q: expected sidecar or gateway", x.Placement)
 		}
 		if x.Policy != "" && !slices.Contains(l7proxy.Policies, x.Policy) {
-			return d.Errorf(q+".policy", "%q: expected one of %s", x.Policy, strings.Join(l7proxy.Policies, ", "))
+			return at.Errorf(q+".policy", "%q: expected one of %s", x.Policy, strings.Join(l7proxy.Policies, ", "))
 		}
 		if x.Replicas < 0 || x.Replicas > 10 || x.Replicas > 0 && x.Placement != "gateway" {
-			return d.Errorf(q+".replicas", "%d: gateway replicas, 1 to 10, only with placement: gateway", x.Replicas)
+			return at.Errorf(q+".replicas", "%d: gateway replicas, 1 to 10, only with placement: gateway", x.Replicas)
 		}
 	}
 	return nil
@@ -360,15 +324,101 @@ var (
 	DeadAddresses = []string{"refuse", "blackhole"}
 )
 
-func checkCluster(d manifest.Document, p string, c ClusterSettings) error {
+func checkCluster(at site, c ClusterSettings) error {
 	if c.ProxyMode != "" && !slices.Contains(ProxyModes, c.ProxyMode) {
-		return d.Errorf(p+".proxyMode", "%q: expected one of %s", c.ProxyMode, strings.Join(ProxyModes, ", "))
+		return at.Errorf("proxyMode", "%q: expected one of %s", c.ProxyMode, strings.Join(ProxyModes, ", "))
 	}
 	if c.DeadAddress != "" && !slices.Contains(DeadAddresses, c.DeadAddress) {
-		return d.Errorf(p+".deadAddress", "%q: expected one of %s", c.DeadAddress, strings.Join(DeadAddresses, ", "))
+		return at.Errorf("deadAddress", "%q: expected one of %s", c.DeadAddress, strings.Join(DeadAddresses, ", "))
 	}
 	if b := c.RestartBackoff; b != nil && b.Duration <= 0 {
-		return d.Errorf(p+".restartBackoff", "%v: expected a positive duration", b.Duration)
+		return at.Errorf("restartBackoff", "%v: expected a positive duration", b.Duration)
 	}
 	return nil
 }
+
+// Defaults of client settings, as the runtimes they model.
+const (
+	defaultCacheTTL        = 30 * time.Second // the JVM's without a security manager
+	defaultMinResolution   = 30 * time.Second // grpc-go's
+	defaultStreamLength    = 10 * time.Second
+	defaultMaxIdleConns    = 2 // net/http's DefaultMaxIdleConnsPerHost
+	defaultRestartBackoff  = 10 * time.Second
+	defaultDNSTTL          = 5 * time.Second // CoreDNS's kubernetes plugin
+	defaultCallTimeout     = time.Second
+	defaultPolicy          = "pick_first"
+	defaultL7Placement     = "sidecar"
+	defaultL7Policy        = "round_robin"
+	defaultProxyMode       = "iptables"
+	defaultDeadAddress     = "refuse"
+	defaultResolver        = "grpc"
+	defaultProtocol        = "grpc"
+	defaultPodPick         = "busiest"
+	defaultPatchType       = "strategic"
+	defaultDNSPodsMode     = "disabled"
+	defaultRunWindowName   = "run"
+	defaultVariantName     = "base"
+	defaultClientNamespace = "default"
+)
+
+// resolve returns s, checked, with every default applied.
+func (s ClientSettings) resolve() plan.Settings {
+	out := plan.Settings{
+		Protocol:            cmp.Or(s.Protocol, defaultProtocol),
+		Resolver:            cmp.Or(s.Resolver, defaultResolver),
+		HealthCheck:         s.HealthCheck != nil && *s.HealthCheck,
+		WaitForReady:        s.WaitForReady != nil && *s.WaitForReady,
+		Stream:              s.Call == "stream",
+		MaxIdleConnsPerHost: defaultMaxIdleConns,
+		Described:           s.describe(),
+	}
+	if out.Resolver == "cached" {
+		out.CacheTTL, out.MinResolutionInterval = defaultCacheTTL, defaultMinResolution
+		if s.CacheTTL != nil {
+			out.CacheTTL = s.CacheTTL.Duration // Forever is plan.Forever
+		}
+		if s.MinResolutionInterval != nil {
+			out.MinResolutionInterval = s.MinResolutionInterval.Duration
+		}
+	}
+	if out.Stream {
+		out.StreamLength = defaultStreamLength
+		if s.StreamLength != nil {
+			out.StreamLength = s.StreamLength.Duration
+		}
+	}
+	if r := s.Retry; r != nil {
+		out.Retry = &plan.Retry{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff.Duration, MaxBackoff: r.MaxBackoff.Duration, BackoffMultiplier: r.BackoffMultiplier}
+		for _, c := range r.RetryableStatusCodes {
+			out.Retry.RetryableStatusCodes = append(out.Retry.RetryableStatusCodes, statusCodes[c])
+		}
+	}
+	if x := s.L7Proxy; x != nil {
+		out.L7Proxy = &plan.L7Proxy{Placement: cmp.Or(x.Placement, defaultL7Placement), Policy: cmp.Or(x.Policy, defaultL7Policy), Replicas: max(x.Replicas, 1)}
+	}
+	if v := s.MaxIdleConnsPerHost; v != nil {
+		out.MaxIdleConnsPerHost = *v
+	}
+	if v := s.MaxConnsPerHost; v != nil {
+		out.MaxConnsPerHost = *v
+	}
+	return out
+}
+
+// resolve returns c, checked, with every default applied.
+func (c ClusterSettings) resolve() plan.Cluster {
+	out := plan.Cluster{ProxyMode: cmp.Or(c.ProxyMode, defaultProxyMode), DeadAddress: cmp.Or(c.DeadAddress, defaultDeadAddress), RestartBackoff: defaultRestartBackoff}
+	if c.RestartBackoff != nil {
+		out.RestartBackoff = c.RestartBackoff.Duration
+	}
+	return out
+}
+
+// statusCodes are gRPC codes by their String() names (Unavailable).
+var statusCodes = func() map[string]codes.Code {
+	m := map[string]codes.Code{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		m[c.String()] = c
+	}
+	return m
+}()

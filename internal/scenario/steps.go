@@ -2,120 +2,245 @@ package scenario
 
 import (
 	"cmp"
-	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/kubelet"
-	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/pod"
-	"github.com/pinlab/pinlab/internal/stats"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Pod picks for PodRef.Pick.
-var podPicks = []string{"busiest", "quietest", "oldest", "newest"}
+// stepKind is one kind of timeline action: the step field that sets it and
+// how it is checked and resolved into a plan.Action. The actions' own
+// descriptions and effects live with their types in package plan.
+type stepKind struct {
+	field string
+	set   func(st *Step) bool
+	build func(b *stepBuilder, st *Step, at site) (plan.Action, error)
+	pod   bool // the action acts on one pod
+}
 
-// actions returns the names of the step's action fields that are set.
-func (st Step) actions() []string {
-	var out []string
-	add := func(set bool, name string) {
-		if set {
-			out = append(out, name)
+// stepKinds is every timeline action, in the order the docs list them.
+var stepKinds = []stepKind{
+	{field: "scale", set: func(st *Step) bool { return st.Scale != nil }, build: (*stepBuilder).scale},
+	{field: "restartClient", set: func(st *Step) bool { return st.RestartClient != nil }, build: (*stepBuilder).restartClient},
+	{field: "configureClient", set: func(st *Step) bool { return st.ConfigureClient != nil }, build: (*stepBuilder).configureClient},
+	{field: "rolloutRestart", set: func(st *Step) bool { return st.RolloutRestart != nil }, build: (*stepBuilder).rolloutRestart},
+	{field: "update", set: func(st *Step) bool { return st.Update != nil }, build: (*stepBuilder).update},
+	podKind("deletePod", plan.PodDelete, func(st *Step) *PodRef { return st.DeletePod }),
+	podKind("killPod", plan.PodKill, func(st *Step) *PodRef { return st.KillPod }),
+	podKind("hangPod", plan.PodHang, func(st *Step) *PodRef { return st.HangPod }),
+	podKind("resumePod", plan.PodResume, func(st *Step) *PodRef { return st.ResumePod }),
+	podKind("notReady", plan.PodNotReady, func(st *Step) *PodRef { return st.NotReady }),
+	podKind("ready", plan.PodReady, func(st *Step) *PodRef { return st.Ready }),
+	podKind("unhealthy", plan.PodUnhealthy, func(st *Step) *PodRef { return st.Unhealthy }),
+	podKind("healthy", plan.PodHealthy, func(st *Step) *PodRef { return st.Healthy }),
+}
+
+// podKind is a pod action's kind.
+func podKind(field string, verb plan.PodVerb, ref func(*Step) *PodRef) stepKind {
+	build := func(b *stepBuilder, st *Step, at site) (plan.Action, error) { return b.pod(verb, ref(st), at) }
+	return stepKind{field: field, set: func(st *Step) bool { return ref(st) != nil }, build: build, pod: true}
+}
+
+// kinds returns the kinds of action st sets.
+func (st *Step) kinds() []stepKind {
+	var out []stepKind
+	for _, k := range stepKinds {
+		if k.set(st) {
+			out = append(out, k)
 		}
-	}
-	add(st.Scale != nil, "scale")
-	add(st.RestartClient != nil, "restartClient")
-	add(st.ConfigureClient != nil, "configureClient")
-	add(st.RolloutRestart != nil, "rolloutRestart")
-	add(st.Update != nil, "update")
-	for _, pa := range st.podActions() {
-		add(pa.ref != nil, pa.name)
 	}
 	return out
 }
 
-type podAction struct {
-	name string
-	ref  *PodRef
-	verb string // for descriptions
-}
+// Pod picks for PodRef.Pick.
+var podPicks = []string{"busiest", "quietest", "oldest", "newest"}
 
-func (st Step) podActions() []podAction {
-	return []podAction{
-		{"deletePod", st.DeletePod, "delete pod"},
-		{"killPod", st.KillPod, "kill pod"},
-		{"hangPod", st.HangPod, "hang pod"},
-		{"resumePod", st.ResumePod, "resume pod"},
-		{"notReady", st.NotReady, "mark not ready"},
-		{"ready", st.Ready, "mark ready"},
-		{"unhealthy", st.Unhealthy, "make unhealthy"},
-		{"healthy", st.Healthy, "make healthy"},
-	}
-}
-
-// podRef returns the pod the step acts on, if it is a pod action.
-func (st Step) podRef() *PodRef {
-	for _, pa := range st.podActions() {
-		if pa.ref != nil {
-			return pa.ref
+// checkTimeline checks what does not depend on a variant: offsets, names
+// and that each step sets exactly one action.
+func (pl *planner) checkTimeline() error {
+	names := map[string]bool{}
+	dur := pl.sp.Duration.Duration
+	for i := range pl.sp.Timeline {
+		st, s := &pl.sp.Timeline[i], at(pl.doc, fmt.Sprintf("spec.timeline[%d]", i))
+		if st.At.Duration < 0 || st.At.Duration >= dur {
+			return s.Errorf("at", "%v: expected an offset within the run, 0 <= at < %v", st.At.Duration, dur)
+		}
+		if st.Name != "" {
+			if !isDNSLabel(st.Name) {
+				return s.Errorf("name", "%q: expected a lowercase name such as unready", st.Name)
+			}
+			if names[st.Name] {
+				return s.Errorf("name", "step name %q is used twice", st.Name)
+			}
+			names[st.Name] = true
+		}
+		if ks := st.kinds(); len(ks) != 1 {
+			var set, all []string
+			for _, k := range ks {
+				set = append(set, k.field)
+			}
+			for _, k := range stepKinds {
+				all = append(all, k.field)
+			}
+			return s.Errorf("", "expected exactly one action (%s); got %s", strings.Join(all, ", "), listOrNone(set))
 		}
 	}
 	return nil
 }
 
-func (st Step) podAction() podAction {
-	for _, pa := range st.podActions() {
-		if pa.ref != nil {
-			return pa
-		}
-	}
-	return podAction{}
+// stepBuilder resolves a variant's timeline: against its objects, and its
+// clients as configureClient steps change them in order.
+type stepBuilder struct {
+	pl      *planner
+	objs    objects
+	groups  []plan.Group
+	clients []plan.Client
+	raw     map[string]json.RawMessage // client name -> its settings as a Client document
+	note    string
 }
 
-func (r PodRef) String() string {
-	if r.Pod != "" {
-		return r.Pod
+// steps resolves the timeline for a variant, in order of offset.
+func (pl *planner) steps(objs objects, groups []plan.Group, clients []plan.Client, raw map[string]json.RawMessage, note string) ([]plan.Step, error) {
+	b := &stepBuilder{pl: pl, objs: objs, groups: groups, clients: slices.Clone(clients), raw: raw, note: note}
+	order := make([]int, len(pl.sp.Timeline))
+	for i := range order {
+		order[i] = i
 	}
-	kind, name, _ := ref(r.Deployment, r.StatefulSet)
-	return fmt.Sprintf("%s pod of %s %s", cmp.Or(r.Pick, "busiest"), strings.ToLower(kind), name)
+	slices.SortStableFunc(order, func(i, j int) int {
+		return int(pl.sp.Timeline[i].At.Duration - pl.sp.Timeline[j].At.Duration)
+	})
+	var out []plan.Step
+	for _, i := range order {
+		st := &pl.sp.Timeline[i]
+		k := st.kinds()[0]
+		s := pl.siteOf(fmt.Sprintf("spec.timeline[%d].%s", i, k.field), note)
+		a, err := k.build(b, st, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, plan.Step{At: st.At.Duration, Name: st.Name, Action: a})
+	}
+	return out, nil
 }
 
-func (st Step) describe() string {
-	at := st.At.Duration.String()
-	switch {
-	case st.Scale != nil:
-		kind, name, _ := ref(st.Scale.Deployment, st.Scale.StatefulSet)
-		return fmt.Sprintf("%s: scale %s %s to %d", at, kind, name, *st.Scale.Replicas)
-	case st.RestartClient != nil:
-		return fmt.Sprintf("%s: restart client %s", at, st.RestartClient.Client)
-	case st.ConfigureClient != nil:
-		return fmt.Sprintf("%s: configure client %s (%s)", at, st.ConfigureClient.Client, st.ConfigureClient.describe())
-	case st.RolloutRestart != nil:
-		kind, name, _ := ref(st.RolloutRestart.Deployment, st.RolloutRestart.StatefulSet)
-		return fmt.Sprintf("%s: rollout restart %s %s", at, kind, name)
-	case st.Update != nil:
-		kind, name, _ := ref(st.Update.Deployment, st.Update.StatefulSet)
-		var what []string
-		if st.Update.Image != "" {
-			what = append(what, "image "+st.Update.Image)
-		}
-		if st.Update.Args != nil {
-			what = append(what, fmt.Sprintf("args %v", st.Update.Args))
-		}
-		return fmt.Sprintf("%s: update %s %s (%s)", at, kind, name, strings.Join(what, ", "))
+func (b *stepBuilder) scale(st *Step, at site) (plan.Action, error) {
+	sc := st.Scale
+	if sc.Replicas == nil || *sc.Replicas < 0 {
+		return nil, at.Errorf("replicas", "required, >= 0")
 	}
-	if pa := st.podAction(); pa.ref != nil {
-		return fmt.Sprintf("%s: %s %s", at, pa.verb, pa.ref)
+	if *sc.Replicas > plan.MaxReplicas {
+		return nil, at.Errorf("replicas", "%d: expected at most %d pods per workload in a lab", *sc.Replicas, plan.MaxReplicas)
 	}
-	return at
+	w, err := b.objs.workloadRef(WorkloadRef{Deployment: sc.Deployment, StatefulSet: sc.StatefulSet, Namespace: sc.Namespace})
+	if err != nil {
+		return nil, at.Errorf(refField(sc.StatefulSet), "%v", err)
+	}
+	return plan.Scale{Workload: w.ref(), Replicas: *sc.Replicas}, nil
 }
 
-func (c ConfigureClientStep) describe() string {
+func (b *stepBuilder) rolloutRestart(st *Step, at site) (plan.Action, error) {
+	w, err := b.objs.workloadRef(*st.RolloutRestart)
+	if err != nil {
+		return nil, at.Errorf(refField(st.RolloutRestart.StatefulSet), "%v", err)
+	}
+	return plan.RolloutRestart{Workload: w.ref()}, nil
+}
+
+func (b *stepBuilder) update(st *Step, at site) (plan.Action, error) {
+	u := st.Update
+	w, err := b.objs.workloadRef(u.WorkloadRef)
+	if err != nil {
+		return nil, at.Errorf(refField(u.StatefulSet), "%v", err)
+	}
+	if u.Image == "" && u.Args == nil {
+		return nil, at.Errorf("", "set image, args or both")
+	}
+	if u.Image != "" && !kubelet.IsPinlabImage(u.Image) {
+		return nil, at.Errorf("image", "%q: the lab runs only the pinlab image (a new tag such as pinlab:v2 is fine)", u.Image)
+	}
+	if u.Args != nil {
+		if _, err := pod.ParseArgs(u.Args); err != nil {
+			return nil, at.Errorf("args", "%v", err)
+		}
+	}
+	return plan.Update{Workload: w.ref(), Image: u.Image, Args: slices.Clone(u.Args)}, nil
+}
+
+// selected returns the clients name selects: a group ("order") or one
+// client ("order-2").
+func (b *stepBuilder) selected(name string, at site) ([]int, error) {
+	var idx []int
+	for i, c := range b.clients {
+		if c.Name == name || c.Group == name {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil, at.Errorf("client", "%q names no client; expected a group name or <group>-<n>", name)
+	}
+	return idx, nil
+}
+
+func (b *stepBuilder) restartClient(st *Step, at site) (plan.Action, error) {
+	idx, err := b.selected(st.RestartClient.Client, at)
+	if err != nil {
+		return nil, err
+	}
+	a := plan.RestartClients{Selector: st.RestartClient.Client}
+	for _, i := range idx {
+		a.Names = append(a.Names, b.clients[i].Name)
+	}
+	return a, nil
+}
+
+// configureClient applies the step, as a JSON merge patch, to the settings
+// each selected client has at that point of the timeline.
+func (b *stepBuilder) configureClient(st *Step, at site) (plan.Action, error) {
+	c := st.ConfigureClient
+	idx, err := b.selected(c.Client, at)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := b.pl.doc.Raw(at.paths[len(at.paths)-1])
+	if err != nil {
+		return nil, at.Errorf("", "%v", err)
+	}
+	keys, patch, err := withoutKey(patch, "client")
+	if err != nil {
+		return nil, at.Errorf("", "%v", err)
+	}
+	if len(keys) == 0 {
+		return nil, at.Errorf("", "changes nothing; set policy, rate or a client setting (restartClient restarts without changes)")
+	}
+	for _, k := range []string{"protocol", "maxIdleConnsPerHost", "maxConnsPerHost"} {
+		if slices.Contains(keys, k) {
+			return nil, at.Errorf(k, "a client's protocol and HTTP pool are fixed when it starts; set them on the client group or a variant")
+		}
+	}
+	if slices.Contains(keys, "l7Proxy") {
+		return nil, at.Errorf("l7Proxy", "an L7 proxy is placed when clients start; set it on the client group or a variant, not in a step")
+	}
+	a := plan.ConfigureClients{Selector: c.Client, Change: describeChange(c, keys)}
+	for _, i := range idx {
+		cur := b.clients[i]
+		next, raw, err := b.pl.mergeClient(b.raw[cur.Name], patch, at, b.objs)
+		if err != nil {
+			return nil, err
+		}
+		nc := plan.Client{Name: cur.Name, Group: cur.Group, Target: cur.Target, Policy: next.Policy, Rate: next.Rate, Timeout: next.Timeout, Settings: next.Settings}
+		b.clients[i], b.raw[cur.Name] = nc, raw
+		a.Clients = append(a.Clients, nc)
+	}
+	return a, nil
+}
+
+// describeChange says what a configureClient step changes; keys are the
+// fields it sets (null ones remove a setting).
+func describeChange(c *ConfigureClientStep, keys []string) string {
 	var parts []string
 	if c.Policy != "" {
 		parts = append(parts, c.Policy)
@@ -124,7 +249,54 @@ func (c ConfigureClientStep) describe() string {
 		parts = append(parts, fmt.Sprintf("%g calls/s", c.Rate))
 	}
 	parts = append(parts, c.ClientSettings.describe()...)
+	for _, k := range keys {
+		if !c.sets(k) {
+			parts = append(parts, "no "+k)
+		}
+	}
 	return strings.Join(parts, ", ")
+}
+
+// sets reports whether the step sets field k to a value (not null).
+func (c *ConfigureClientStep) sets(k string) bool {
+	b, _ := json.Marshal(c)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	v, ok := m[k]
+	return ok && string(v) != "null"
+}
+
+func (b *stepBuilder) pod(verb plan.PodVerb, r *PodRef, at site) (plan.Action, error) {
+	if r.Pick != "" && !slices.Contains(podPicks, r.Pick) {
+		return nil, at.Errorf("pick", "%q: expected one of %s", r.Pick, strings.Join(podPicks, ", "))
+	}
+	if r.GracePeriodSeconds != nil && verb != plan.PodDelete {
+		return nil, at.Errorf("gracePeriodSeconds", "only deletePod takes a grace period")
+	}
+	if r.GracePeriodSeconds != nil && *r.GracePeriodSeconds < 0 {
+		return nil, at.Errorf("gracePeriodSeconds", "%d: expected >= 0", *r.GracePeriodSeconds)
+	}
+	a := plan.PodAction{Verb: verb, GracePeriodSeconds: r.GracePeriodSeconds}
+	switch {
+	case r.Pod != "" && (r.Deployment != "" || r.StatefulSet != "" || r.Pick != ""):
+		return nil, at.Errorf("", "name a pod, or a workload (with pick), not both")
+	case r.Pod != "":
+		ns, ok := b.objs.podMayExist(r.Pod, r.Namespace)
+		if !ok {
+			return nil, at.Errorf("pod", "%q: no StatefulSet in this file has a pod of that name; name a StatefulSet pod (<set>-<ordinal>) or pick one of a workload's pods with deployment/statefulSet and pick", r.Pod)
+		}
+		a.Pod = plan.PodRef{Namespace: ns, Name: r.Pod}
+	default:
+		w, err := b.objs.workloadRef(WorkloadRef{Deployment: r.Deployment, StatefulSet: r.StatefulSet, Namespace: r.Namespace})
+		if err != nil {
+			return nil, at.Errorf(refField(r.StatefulSet), "%v", err)
+		}
+		a.Pod = plan.PodRef{Workload: w.ref(), Pick: r.Pick}
+		if a.Pod.Pick == "" {
+			a.Pod.Pick = defaultPodPick
+		}
+	}
+	return a, nil
 }
 
 // describe lists the settings that are set, for reports.
@@ -140,10 +312,10 @@ func (s ClientSettings) describe() []string {
 		parts = append(parts, "min re-resolution "+s.MinResolutionInterval.Duration.String())
 	}
 	if s.HealthCheck != nil {
-		parts = append(parts, fmt.Sprintf("health checking %v", onOff(*s.HealthCheck)))
+		parts = append(parts, "health checking "+onOff(*s.HealthCheck))
 	}
 	if s.WaitForReady != nil {
-		parts = append(parts, fmt.Sprintf("wait-for-ready %v", onOff(*s.WaitForReady)))
+		parts = append(parts, "wait-for-ready "+onOff(*s.WaitForReady))
 	}
 	if s.Retry != nil {
 		parts = append(parts, fmt.Sprintf("retry x%d on %s", s.Retry.MaxAttempts, strings.Join(s.Retry.RetryableStatusCodes, "/")))
@@ -164,7 +336,7 @@ func (s ClientSettings) describe() []string {
 		parts = append(parts, fmt.Sprintf("MaxConnsPerHost %d", *s.MaxConnsPerHost))
 	}
 	if x := s.L7Proxy; x != nil {
-		desc := "L7 " + cmp.Or(x.Placement, "sidecar") + " proxy, " + cmp.Or(x.Policy, "round_robin")
+		desc := "L7 " + cmp.Or(x.Placement, defaultL7Placement) + " proxy, " + cmp.Or(x.Policy, defaultL7Policy)
 		if x.Replicas > 1 {
 			desc += fmt.Sprintf(", %d replicas", x.Replicas)
 		}
@@ -179,265 +351,3 @@ func onOff(b bool) string {
 	}
 	return "off"
 }
-
-// checkStep validates one timeline step.
-func (f *File) checkStep(i int, st Step, groups map[string]bool, stepNames map[string]bool) error {
-	d := f.doc
-	p := fmt.Sprintf("spec.timeline[%d]", i)
-	dur := f.Scenario.Spec.Duration.Duration
-	if st.At.Duration < 0 || st.At.Duration >= dur {
-		return d.Errorf(p+".at", "%v: expected an offset within the run, 0 <= at < %v", st.At.Duration, dur)
-	}
-	if st.Name != "" {
-		if !isDNSLabel(st.Name) {
-			return d.Errorf(p+".name", "%q: expected a lowercase name such as unready", st.Name)
-		}
-		if stepNames[st.Name] {
-			return d.Errorf(p+".name", "step name %q is used twice", st.Name)
-		}
-		stepNames[st.Name] = true
-	}
-	acts := st.actions()
-	if len(acts) != 1 {
-		return d.Errorf(p, "expected exactly one action (scale, restartClient, configureClient, rolloutRestart, update, deletePod, killPod, hangPod, resumePod, notReady, ready, unhealthy, healthy); got %s", listOrNone(acts))
-	}
-	switch {
-	case st.Scale != nil:
-		if st.Scale.Replicas == nil || *st.Scale.Replicas < 0 {
-			return d.Errorf(p+".scale.replicas", "required, >= 0")
-		}
-		if *st.Scale.Replicas > MaxReplicas {
-			return d.Errorf(p+".scale.replicas", "%d: expected at most %d pods per workload in a lab", *st.Scale.Replicas, MaxReplicas)
-		}
-		if _, err := f.scaleTarget(st.Scale); err != nil {
-			return d.Errorf(p+".scale."+refField(st.Scale.StatefulSet), "%v", err)
-		}
-	case st.RestartClient != nil:
-		if !f.clientExists(st.RestartClient.Client) {
-			return d.Errorf(p+".restartClient.client", "%q names no client; expected a group name or <group>-<n>", st.RestartClient.Client)
-		}
-	case st.ConfigureClient != nil:
-		c := st.ConfigureClient
-		q := p + ".configureClient"
-		if !f.clientExists(c.Client) {
-			return d.Errorf(q+".client", "%q names no client; expected a group name or <group>-<n>", c.Client)
-		}
-		if err := checkPolicy(c.Policy); err != nil {
-			return d.Errorf(q+".policy", "%v", err)
-		}
-		if c.Rate < 0 || c.Rate > 100000 {
-			return d.Errorf(q+".rate", "%v: expected calls per second per client, > 0 and at most 100000", c.Rate)
-		}
-		if err := checkSettings(d, q, c.ClientSettings); err != nil {
-			return err
-		}
-		if c.Policy == "" && c.Rate == 0 && len(c.ClientSettings.describe()) == 0 {
-			return d.Errorf(q, "changes nothing; set policy, rate or a client setting (restartClient restarts without changes)")
-		}
-		if c.Protocol != "" || c.MaxIdleConnsPerHost != nil || c.MaxConnsPerHost != nil {
-			return d.Errorf(q+".protocol", "a client's protocol and HTTP pool are fixed when it starts; set them on the client group or a variant")
-		}
-		if c.L7Proxy != nil {
-			return d.Errorf(q+".l7Proxy", "an L7 proxy is placed when clients start; set it on the client group or a variant, not in a step")
-		}
-	case st.RolloutRestart != nil:
-		if _, err := f.workloadRef(*st.RolloutRestart); err != nil {
-			return d.Errorf(p+".rolloutRestart."+refField(st.RolloutRestart.StatefulSet), "%v", err)
-		}
-	case st.Update != nil:
-		u := st.Update
-		if _, err := f.workloadRef(u.WorkloadRef); err != nil {
-			return d.Errorf(p+".update."+refField(u.StatefulSet), "%v", err)
-		}
-		if u.Image == "" && u.Args == nil {
-			return d.Errorf(p+".update", "set image, args or both")
-		}
-		if u.Image != "" && !kubelet.IsPinlabImage(u.Image) {
-			return d.Errorf(p+".update.image", "%q: the lab runs only the pinlab image (a new tag such as pinlab:v2 is fine)", u.Image)
-		}
-		if u.Args != nil {
-			if _, err := pod.ParseArgs(u.Args); err != nil {
-				return d.Errorf(p+".update.args", "%v", err)
-			}
-		}
-	default:
-		pa := st.podAction()
-		q := p + "." + pa.name
-		r := pa.ref
-		if r.Pick != "" && !slices.Contains(podPicks, r.Pick) {
-			return d.Errorf(q+".pick", "%q: expected one of %s", r.Pick, strings.Join(podPicks, ", "))
-		}
-		if r.GracePeriodSeconds != nil && pa.name != "deletePod" {
-			return d.Errorf(q+".gracePeriodSeconds", "only deletePod takes a grace period")
-		}
-		if r.GracePeriodSeconds != nil && *r.GracePeriodSeconds < 0 {
-			return d.Errorf(q+".gracePeriodSeconds", "%d: expected >= 0", *r.GracePeriodSeconds)
-		}
-		switch {
-		case r.Pod != "" && (r.Deployment != "" || r.StatefulSet != "" || r.Pick != ""):
-			return d.Errorf(q, "name a pod, or a workload (with pick), not both")
-		case r.Pod != "":
-			if !f.podMayExist(r.Pod, r.Namespace) {
-				return d.Errorf(q+".pod", "%q: no StatefulSet in this file has a pod of that name; name a StatefulSet pod (<set>-<ordinal>) or pick one of a workload's pods with deployment/statefulSet and pick", r.Pod)
-			}
-		default:
-			if _, err := f.workloadRef(WorkloadRef{Deployment: r.Deployment, StatefulSet: r.StatefulSet, Namespace: r.Namespace}); err != nil {
-				return d.Errorf(q+"."+refField(r.StatefulSet), "%v", err)
-			}
-		}
-	}
-	return nil
-}
-
-func refField(statefulSet string) string {
-	if statefulSet != "" {
-		return "statefulSet"
-	}
-	return "deployment"
-}
-
-// podMayExist reports whether name is the name a StatefulSet of the file
-// gives one of its pods (set-N), in namespace ns if set.
-func (f *File) podMayExist(name, ns string) bool {
-	for _, w := range f.workloads() {
-		if w.Kind != KindStatefulSet || ns != "" && ns != w.Namespace {
-			continue
-		}
-		if n, ok := strings.CutPrefix(name, w.Name+"-"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// workloadRef finds the workload r names.
-func (f *File) workloadRef(r WorkloadRef) (workload, error) {
-	kind, name, err := ref(r.Deployment, r.StatefulSet)
-	if err != nil {
-		return workload{}, err
-	}
-	return f.workload(kind, r.Namespace, name)
-}
-
-// apply carries out one step in the running lab. It returns the pod a pod
-// action acted on.
-func (r *variantRun) apply(ctx context.Context, l *lab.Lab, rec *stats.Recorder, cl *clients, st Step) (string, error) {
-	switch {
-	case st.Scale != nil:
-		w, err := r.file.scaleTarget(st.Scale)
-		if err != nil {
-			return "", err
-		}
-		return "", l.Scale(ctx, w.Kind, w.Namespace, w.Name, *st.Scale.Replicas)
-	case st.RestartClient != nil:
-		return "", cl.restart(st.RestartClient.Client, rec)
-	case st.ConfigureClient != nil:
-		return "", cl.configure(*st.ConfigureClient, rec)
-	case st.RolloutRestart != nil:
-		w, err := r.file.workloadRef(*st.RolloutRestart)
-		if err != nil {
-			return "", err
-		}
-		return "", l.Cluster.RolloutRestart(ctx, w.Kind, w.Namespace, w.Name)
-	case st.Update != nil:
-		w, err := r.file.workloadRef(st.Update.WorkloadRef)
-		if err != nil {
-			return "", err
-		}
-		return "", l.UpdateTemplate(ctx, w.Kind, w.Namespace, w.Name, func(t *corev1.PodTemplateSpec) {
-			c := &t.Spec.Containers[0]
-			if st.Update.Image != "" {
-				c.Image = st.Update.Image
-			}
-			if st.Update.Args != nil {
-				c.Args = append([]string(nil), st.Update.Args...)
-			}
-		})
-	}
-	pa := st.podAction()
-	p, err := r.pickPod(l, rec, *pa.ref)
-	if err != nil {
-		return "", err
-	}
-	k := l.Kubelet
-	switch pa.name {
-	case "deletePod":
-		opts := metav1.DeleteOptions{GracePeriodSeconds: pa.ref.GracePeriodSeconds}
-		err = l.Cluster.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
-	case "killPod":
-		err = k.Kill(p.Namespace, p.Name)
-	case "hangPod":
-		err = k.Hang(p.Namespace, p.Name, true)
-	case "resumePod":
-		err = k.Hang(p.Namespace, p.Name, false)
-	case "notReady":
-		err = k.SetReady(p.Namespace, p.Name, false)
-	case "ready":
-		err = k.SetReady(p.Namespace, p.Name, true)
-	case "unhealthy":
-		err = k.SetHealthy(p.Namespace, p.Name, false)
-	case "healthy":
-		err = k.SetHealthy(p.Namespace, p.Name, true)
-	}
-	return p.Name, err
-}
-
-// pickPod finds the pod a PodRef names in the running lab.
-func (r *variantRun) pickPod(l *lab.Lab, rec *stats.Recorder, ref PodRef) (*corev1.Pod, error) {
-	pods := l.Cluster.Factory().Core().V1().Pods().Lister()
-	if ref.Pod != "" {
-		ns := ref.Namespace
-		if ns == "" {
-			for _, w := range r.file.workloads() {
-				if w.Kind == KindStatefulSet && strings.HasPrefix(ref.Pod, w.Name+"-") {
-					ns = w.Namespace
-				}
-			}
-		}
-		p, err := pods.Pods(ns).Get(ref.Pod)
-		if err != nil {
-			return nil, fmt.Errorf("no pod %s/%s now", ns, ref.Pod)
-		}
-		return p, nil
-	}
-	w, err := r.file.workloadRef(WorkloadRef{Deployment: ref.Deployment, StatefulSet: ref.StatefulSet, Namespace: ref.Namespace})
-	if err != nil {
-		return nil, err
-	}
-	all, err := pods.Pods(w.Namespace).List(labels.SelectorFromSet(w.Template.Labels))
-	if err != nil {
-		return nil, err
-	}
-	var cands []*corev1.Pod
-	for _, p := range all {
-		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-			cands = append(cands, p)
-		}
-	}
-	if len(cands) == 0 {
-		return nil, fmt.Errorf("%s has no running pod to pick", w)
-	}
-	calls := map[string]int64{}
-	for _, p := range cands {
-		calls[p.Name] = rec.PodCalls(p.Name)
-	}
-	older := func(a, b *corev1.Pod) int {
-		return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
-	}
-	var order func(a, b *corev1.Pod) int
-	switch cmp.Or(ref.Pick, "busiest") {
-	case "busiest":
-		order = func(a, b *corev1.Pod) int { return cmp.Or(cmp.Compare(calls[b.Name], calls[a.Name]), older(a, b)) }
-	case "quietest":
-		order = func(a, b *corev1.Pod) int { return cmp.Or(cmp.Compare(calls[a.Name], calls[b.Name]), older(a, b)) }
-	case "oldest":
-		order = older
-	case "newest":
-		order = func(a, b *corev1.Pod) int { return older(b, a) }
-	}
-	slices.SortFunc(cands, order)
-	return cands[0], nil
-}
-
-// errNoClient is returned for a client name that matches nothing.
-var errNoClient = errors.New("no such client")

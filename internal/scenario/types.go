@@ -1,10 +1,12 @@
 // Package scenario reads a lab scenario (Kubernetes objects plus one
-// `kind: Scenario` document), checks it against the objects it names, turns
-// each variant into a plan, and runs the plans in isolated mini-clusters,
-// driving load along the timeline and measuring per-pod rates.
+// `kind: Scenario` document), checks it as the API server and the lab would
+// check it, and resolves it into a plan.Plan: the first stage of a run
+// (scenario -> runner -> verdict -> report). Nothing later reads the file.
 package scenario
 
 import (
+	"encoding/json"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -134,13 +136,41 @@ type Variant struct {
 	Description string          `json:"description,omitempty"`
 	Clients     []ClientOverlay `json:"clients,omitempty"`
 	Servers     []ServerOverlay `json:"servers,omitempty"`
+	// Patches change the file's objects for this variant (any field of a
+	// Deployment, StatefulSet, Service, ...), as kubectl patch does; the
+	// patched objects are checked as the originals are.
+	Patches []Patch `json:"patches,omitempty"`
 	// Cluster overrides the scenario's cluster settings that it sets.
 	Cluster *ClusterSettings `json:"cluster,omitempty"`
 }
 
+// Patch changes one object of the file for a variant.
+type Patch struct {
+	// Target names the object; its namespace may be left out when the
+	// kind and name are unique in the file.
+	Target PatchTarget `json:"target"`
+	// Type is "strategic" (default: a strategic merge patch, kubectl
+	// patch's default, where lists such as containers merge by name),
+	// "merge" (a JSON merge patch, RFC 7386: null deletes a field, lists
+	// are replaced) or "json" (a JSON patch, RFC 6902: a list of
+	// operations).
+	Type string `json:"type,omitempty"`
+	// Patch is the patch itself: a mapping for strategic and merge, a
+	// list of operations for json.
+	Patch json.RawMessage `json:"patch"`
+}
+
+// PatchTarget names an object of the file.
+type PatchTarget struct {
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
 // ClientOverlay changes client groups' target, policy, count, rate or
-// settings; unset fields keep the group's value. An empty Name applies to
-// every group.
+// settings, as a JSON merge patch (RFC 7386) on the group: unset fields
+// keep the group's value and null removes it (retry: null turns the
+// group's retries off). An empty Name applies to every group.
 type ClientOverlay struct {
 	Name           string  `json:"name,omitempty"`
 	Target         string  `json:"target,omitempty"`

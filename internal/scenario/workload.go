@@ -3,10 +3,12 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"strings"
 
-	"github.com/pinlab/pinlab/internal/manifest"
+	"github.com/pinlab/pinlab/internal/plan"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -31,21 +33,32 @@ func asWorkload(obj runtime.Object) (w workload, ok bool) {
 		}
 		return *r
 	}
+	ns := func(n string) string {
+		if n == "" {
+			return metav1.NamespaceDefault
+		}
+		return n
+	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return workload{KindDeployment, o.Name, namespaceOfObj(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
+		return workload{KindDeployment, o.Name, ns(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
 	case *appsv1.StatefulSet:
-		return workload{KindStatefulSet, o.Name, namespaceOfObj(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
+		return workload{KindStatefulSet, o.Name, ns(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
 	}
 	return workload{}, false
 }
 
 func (w workload) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.Namespace, w.Name) }
 
-// workloads returns the file's workloads with the documents they came from.
-func (f *File) workloads() []workload {
+// ref returns the plan's reference to w.
+func (w workload) ref() plan.Workload {
+	return plan.Workload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, PodLabels: w.Template.Labels}
+}
+
+// workloads returns the set's workloads.
+func (objs objects) workloads() []workload {
 	var out []workload
-	for _, o := range f.Objects {
+	for _, o := range objs {
 		if w, ok := asWorkload(o.Obj); ok {
 			out = append(out, w)
 		}
@@ -55,10 +68,10 @@ func (f *File) workloads() []workload {
 
 // workload finds a workload by kind, name and namespace (empty: unique
 // across namespaces).
-func (f *File) workload(kind, ns, name string) (workload, error) {
+func (objs objects) workload(kind, ns, name string) (workload, error) {
 	var found []workload
 	var all []string
-	for _, w := range f.workloads() {
+	for _, w := range objs.workloads() {
 		if w.Kind != kind {
 			continue
 		}
@@ -78,14 +91,13 @@ func (f *File) workload(kind, ns, name string) (workload, error) {
 	return workload{}, fmt.Errorf("no %s %q in this file (%ss: %s)", kind, name, kind, listOrNone(all))
 }
 
-// workloadDoc returns the document of a workload.
-func (f *File) workloadDoc(w workload) manifest.Document {
-	for _, o := range f.Objects {
-		if v, ok := asWorkload(o.Obj); ok && v.Kind == w.Kind && v.Name == w.Name && v.Namespace == w.Namespace {
-			return o.Doc
-		}
+// workloadRef finds the workload r names.
+func (objs objects) workloadRef(r WorkloadRef) (workload, error) {
+	kind, name, err := ref(r.Deployment, r.StatefulSet)
+	if err != nil {
+		return workload{}, err
 	}
-	return manifest.Document{}
+	return objs.workload(kind, r.Namespace, name)
 }
 
 // ref names a workload in a timeline step or overlay: exactly one of the
@@ -98,4 +110,47 @@ func ref(deployment, statefulSet string) (kind, name string, err error) {
 		return KindStatefulSet, statefulSet, nil
 	}
 	return "", "", errors.New("expected exactly one of deployment or statefulSet")
+}
+
+// refField is the field of a workload reference that names it.
+func refField(statefulSet string) string {
+	if statefulSet != "" {
+		return "statefulSet"
+	}
+	return "deployment"
+}
+
+// podMayExist reports whether name is the name a StatefulSet of the set
+// gives one of its pods (set-N), in namespace ns if set; it returns that
+// StatefulSet's namespace.
+func (objs objects) podMayExist(name, ns string) (string, bool) {
+	for _, w := range objs.workloads() {
+		if w.Kind != KindStatefulSet || ns != "" && ns != w.Namespace {
+			continue
+		}
+		if n, ok := strings.CutPrefix(name, w.Name+"-"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return w.Namespace, true
+		}
+	}
+	return "", false
+}
+
+// peakPods returns the most pods a variant runs at once: every workload at
+// its largest replica count over the timeline (scale-downs are not
+// subtracted, since terminating pods still run).
+func peakPods(objs objects, steps []plan.Step) int {
+	peak := map[string]int32{}
+	for _, w := range objs.workloads() {
+		peak[w.String()] = w.Replicas
+	}
+	for _, st := range steps {
+		if s, ok := st.Action.(plan.Scale); ok {
+			peak[s.Workload.String()] = max(peak[s.Workload.String()], s.Replicas)
+		}
+	}
+	total := 0
+	for _, r := range peak {
+		total += int(r)
+	}
+	return total
 }

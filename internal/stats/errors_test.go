@@ -104,7 +104,7 @@ func TestRebalance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewRecorder(t0)
-			r.Client("x", ip)
+			r.Client(ClientInfo{Name: "x", IP: ip})
 			r.PodPhase("a", "", PodReady, at(-time.Second))
 			r.PodPhase("b", "", PodReady, at(-time.Second))
 			r.PodPhase("c", "", PodCreated, at(time.Second))

@@ -37,7 +37,7 @@ func (r *Recorder) rebalances(end time.Duration) []Rebalance {
 	infos := make([]podInfo, len(r.podOrder))
 	for i, name := range r.podOrder {
 		p := r.pods[name]
-		infos[i] = podInfo{served: p.clientServed(), ready: p.readyIntervals(r.start)}
+		infos[i] = podInfo{served: p.clientServed(nil), ready: p.readyIntervals(r.start)}
 	}
 	readyAt := func(ivs [][2]time.Duration, t time.Duration) bool {
 		for _, iv := range ivs {

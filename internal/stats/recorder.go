@@ -23,20 +23,24 @@ const Bucket = 100 * time.Millisecond
 type PodPhase string
 
 // Pod lifecycle events, as seen in the API: created, Ready condition true or
-// false, deletionTimestamp set, object gone.
+// false, deletionTimestamp set, object gone; and, from the kubelet, a
+// container restart (the pod's object stays the same).
 const (
 	PodCreated     PodPhase = "created"
 	PodReady       PodPhase = "ready"
 	PodNotReady    PodPhase = "not-ready"
 	PodTerminating PodPhase = "terminating"
 	PodDeleted     PodPhase = "deleted"
+	PodRestarted   PodPhase = "restarted"
 )
 
 // Recorder collects the events of one run. Callers pass absolute times;
-// summaries express them as offsets from the start (SetStart). Lifecycle
-// events, DNS queries, proxy connections and marks may be recorded before
-// the start (they get negative offsets); calls should come after it, since
-// calls before the start all count in the first bucket. A Recorder is safe
+// summaries express them as offsets from the start (SetStart), whenever it
+// was set. Lifecycle events, connections, DNS queries, proxy connections
+// and marks may be recorded before the start (they get negative offsets);
+// calls should come after it, since calls are counted in buckets from the
+// start as they are recorded and calls before it all count in the first
+// bucket. A Recorder is safe
 // for concurrent use.
 type Recorder struct {
 	mu       sync.Mutex
@@ -45,17 +49,24 @@ type Recorder struct {
 	podOrder []string
 	clients  map[string]*clientSeries
 	peers    map[netip.Addr]string
+	groups   map[string]string // peer label -> client group
 	node     map[netip.Addr]bool
-	latency  []Histogram // per second
+	latency  map[string][]Histogram // per client group, per second
 	dns      []dnsAt
 	proxy    []proxyAt
 	marks    []markAt
+	steps    []stepAt
 }
 
+// interval is one connection's life. Times are absolute, so a connection
+// opened before the start of load (SetStart) gets its true, negative
+// offset when summarised.
 type interval struct {
-	from, to time.Duration // to < 0: still open
+	from, to time.Time // to zero: still open
 	peer     netip.AddrPort
 	label    string
+	reason   string    // why it closed, as the client observed it
+	goaway   time.Time // when a GOAWAY arrived on it (zero: none seen)
 }
 
 type counts []uint32
@@ -77,6 +88,7 @@ func (c counts) sum(from, to int) int64 {
 
 type podSeries struct {
 	name, ip   string
+	services   []string // the target Services ("namespace/name") the pod backs
 	phases     []phaseAt
 	events     []markAt           // kubelet lifecycle events (sigterm, killed, ...)
 	served     map[string]*counts // by peer label
@@ -85,13 +97,19 @@ type podSeries struct {
 }
 
 type clientSeries struct {
-	name     string
-	ip       netip.Addr
+	ClientInfo
 	byPod    map[string]*counts
 	byCode   map[codes.Code]*counts
 	byCause  map[string]*counts // failed calls only
 	conns    []interval
-	restarts []time.Duration
+	restarts []time.Time
+}
+
+// ClientInfo describes a load client: its name, its group, the Service its
+// group targets ("namespace/name") and the source IP it dials from.
+type ClientInfo struct {
+	Name, Group, Service string
+	IP                   netip.Addr
 }
 
 // Offset is a time since the recorder's start; it marshals to JSON as
@@ -169,6 +187,22 @@ type markAt struct {
 	at   time.Time
 }
 
+// StepRecord is one timeline step as it was carried out.
+type StepRecord struct {
+	At   Offset `json:"at_s"`
+	Name string `json:"name,omitempty"`
+	Text string `json:"text"`
+	// Pod is the pod a pod step acted on.
+	Pod string `json:"pod,omitempty"`
+	// Error is why the step failed; empty if it succeeded.
+	Error string `json:"error,omitempty"`
+}
+
+type stepAt struct {
+	s  StepRecord
+	at time.Time
+}
+
 // NewRecorder returns an empty recorder whose offsets count from start until
 // SetStart moves it.
 func NewRecorder(start time.Time) *Recorder {
@@ -177,6 +211,8 @@ func NewRecorder(start time.Time) *Recorder {
 		pods:    map[string]*podSeries{},
 		clients: map[string]*clientSeries{},
 		peers:   map[netip.Addr]string{},
+		groups:  map[string]string{},
+		latency: map[string][]Histogram{},
 		node:    map[netip.Addr]bool{},
 	}
 }
@@ -204,21 +240,24 @@ func bucketOf(d time.Duration) int {
 	return int(d / Bucket)
 }
 
-// Client registers a load client and the source IP it dials from, so that
-// server-side records from that IP are attributed to it.
-func (r *Recorder) Client(name string, ip netip.Addr) {
+// Client registers a load client, so that server-side records from its IP
+// are attributed to it and its group.
+func (r *Recorder) Client(info ClientInfo) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.client(name).ip = ip
-	r.peers[ip] = name
+	r.client(info.Name).ClientInfo = info
+	r.peers[info.IP] = info.Name
+	r.groups[info.Name] = info.Group
 }
 
 // Peer labels the server-side records from ip (e.g. a gateway proxy's pod
-// IP) without making it a load client.
-func (r *Recorder) Peer(ip netip.Addr, label string) {
+// IP) as label, calls on behalf of client group group, without making it a
+// load client.
+func (r *Recorder) Peer(ip netip.Addr, label, group string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.peers[ip] = label
+	r.groups[label] = group
 }
 
 // Node registers an IP used by the node itself (kubelet probes); its
@@ -233,7 +272,7 @@ func (r *Recorder) Node(ip netip.Addr) {
 func (r *Recorder) client(name string) *clientSeries {
 	c := r.clients[name]
 	if c == nil {
-		c = &clientSeries{name: name, byPod: map[string]*counts{}, byCode: map[codes.Code]*counts{}, byCause: map[string]*counts{}}
+		c = &clientSeries{ClientInfo: ClientInfo{Name: name}, byPod: map[string]*counts{}, byCode: map[codes.Code]*counts{}, byCause: map[string]*counts{}}
 		r.clients[name] = c
 	}
 	return c
@@ -267,6 +306,14 @@ func (r *Recorder) PodPhase(name, ip string, phase PodPhase, at time.Time) {
 	p.phases = append(p.phases, phaseAt{phase: phase, at: at})
 }
 
+// PodServices records which target Services ("namespace/name") pod name
+// backs, for per-Service summaries.
+func (r *Recorder) PodServices(name string, services []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pod(name).services = services
+}
+
 // PodEvent records a kubelet lifecycle event of pod name ("prestop-start",
 // "sigterm", "hard-stop", "killed", "restarted", ...).
 func (r *Recorder) PodEvent(name, event string, at time.Time) {
@@ -295,16 +342,19 @@ func (r *Recorder) PodConn(podName string, peer netip.AddrPort, open bool, at ti
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.pod(podName)
-	p.conns = openOrClose(p.conns, peer, r.peerLabel(peer.Addr()), open, r.offset(at))
+	p.conns = openOrClose(p.conns, interval{peer: peer, label: r.peerLabel(peer.Addr())}, open, at)
 }
 
-func openOrClose(ivs []interval, peer netip.AddrPort, label string, open bool, at time.Duration) []interval {
+// openOrClose appends iv opened at at, or closes the last open interval to
+// the same peer (taking iv's reason).
+func openOrClose(ivs []interval, iv interval, open bool, at time.Time) []interval {
 	if open {
-		return append(ivs, interval{from: at, to: -1, peer: peer, label: label})
+		iv.from = at
+		return append(ivs, iv)
 	}
 	for i := len(ivs) - 1; i >= 0; i-- {
-		if ivs[i].peer == peer && ivs[i].to < 0 {
-			ivs[i].to = at
+		if ivs[i].peer == iv.peer && ivs[i].to.IsZero() {
+			ivs[i].to, ivs[i].reason = at, iv.reason
 			break
 		}
 	}
@@ -348,18 +398,39 @@ func (r *Recorder) Call(clientName, podName string, code codes.Code, cause strin
 		k.add(b)
 	}
 	s := max(int(off/time.Second), 0)
-	if s >= len(r.latency) {
-		r.latency = append(r.latency, make([]Histogram, s+1-len(r.latency))...)
+	h := r.latency[c.Group]
+	if s >= len(h) {
+		h = append(h, make([]Histogram, s+1-len(h))...)
+		r.latency[c.Group] = h
 	}
-	r.latency[s].Record(latency)
+	h[s].Record(latency)
 }
 
-// ClientConn records a client's connection to remote opening or closing.
-func (r *Recorder) ClientConn(clientName string, remote netip.AddrPort, open bool, at time.Time) {
+// ClientConn records a client's connection to remote opening or closing;
+// reason says what closed it, as the client observed it (for example
+// "goaway max_age" or "eof"; empty for an open or when unknown).
+func (r *Recorder) ClientConn(clientName string, remote netip.AddrPort, open bool, reason string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.client(clientName)
-	c.conns = openOrClose(c.conns, remote, remote.String(), open, r.offset(at))
+	c.conns = openOrClose(c.conns, interval{peer: remote, label: remote.String(), reason: reason}, open, at)
+}
+
+// ClientGoAway records that a client's connection to remote received a
+// GOAWAY at at: the server asked it to stop opening streams there (the
+// first GOAWAY counts).
+func (r *Recorder) ClientGoAway(clientName string, remote netip.AddrPort, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.client(clientName)
+	for i := len(c.conns) - 1; i >= 0; i-- {
+		if iv := &c.conns[i]; iv.peer == remote && iv.to.IsZero() {
+			if iv.goaway.IsZero() {
+				iv.goaway = at
+			}
+			return
+		}
+	}
 }
 
 // ClientRestart records that a client replaced its channel.
@@ -367,7 +438,7 @@ func (r *Recorder) ClientRestart(clientName string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.client(clientName)
-	c.restarts = append(c.restarts, r.offset(at))
+	c.restarts = append(c.restarts, at)
 }
 
 // DNS records one answered cluster DNS query.
@@ -399,6 +470,22 @@ func (r *Recorder) ProxyConnClosed(client netip.AddrPort, vip string, at time.Ti
 			return
 		}
 	}
+}
+
+// Step records a timeline step carried out at at: its name (may be empty),
+// its description, the pod it acted on (if any) and its error (nil if it
+// succeeded). It is also a mark.
+func (r *Recorder) Step(name, text, pod string, err error, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := StepRecord{Name: name, Text: text, Pod: pod}
+	mark := text
+	if err != nil {
+		s.Error = err.Error()
+		mark += " failed: " + s.Error
+	}
+	r.steps = append(r.steps, stepAt{s: s, at: at})
+	r.marks = append(r.marks, markAt{text: mark, at: at})
 }
 
 // Mark records a timeline note.
@@ -443,6 +530,6 @@ func (r *Recorder) PodCalls(name string) int64 {
 	if !ok {
 		return 0
 	}
-	c := p.clientServed()
+	c := p.clientServed(nil)
 	return c.sum(0, len(c))
 }

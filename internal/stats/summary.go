@@ -1,8 +1,10 @@
 package stats
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +29,13 @@ type PodStats struct {
 	ReadyAt *float64 `json:"ready_at_s"`
 	// Added is true when the pod first turned Ready after load started.
 	Added bool `json:"added"`
+	// State is the pod's state at the window's end: PodReady, PodNotReady,
+	// PodTerminating, PodDeleted or PodCreated (not Ready yet).
+	State PodPhase `json:"state"`
+	// Changes are the pod's lifecycle changes inside the window, in order:
+	// Ready turning true or false, terminating, deleted, and container
+	// restarts (PodRestarted, from the kubelet).
+	Changes []PhaseChange `json:"changes,omitempty"`
 	// FirstCall is the time of the pod's first served call in seconds; nil if none.
 	FirstCall *float64         `json:"first_call_s"`
 	Calls     int64            `json:"calls"`
@@ -77,6 +86,8 @@ type WindowStats struct {
 // ClientStats is one load client over the whole run.
 type ClientStats struct {
 	Name     string           `json:"name"`
+	Group    string           `json:"group,omitempty"`
+	Service  string           `json:"service,omitempty"` // the target Service, namespace/name
 	IP       string           `json:"ip"`
 	OK       int64            `json:"ok"`
 	Errors   map[string]int64 `json:"errors"`
@@ -84,13 +95,36 @@ type ClientStats struct {
 	ByPod    map[string]int64 `json:"by_pod"` // client-side, from replies
 	Opened   int              `json:"conns_opened"`
 	OpenedAt []float64        `json:"conns_opened_at_s"`
-	Restarts []float64        `json:"restarts_s"`
+	// Conns are the client's connections in the order they opened.
+	Conns    []Conn    `json:"conns"`
+	Restarts []float64 `json:"restarts_s"`
+}
+
+// Conn is one client connection: when it opened and closed (nil while still
+// open when load stopped), where to, when a GOAWAY arrived on it (nil:
+// none), and what closed it as the client saw it ("goaway max_age",
+// "goaway graceful_stop", "eof", "reset", "client", ...; empty when not
+// observed).
+type Conn struct {
+	Remote string  `json:"remote"`
+	Opened Offset  `json:"opened_s"`
+	GoAway *Offset `json:"goaway_s,omitempty"`
+	Closed *Offset `json:"closed_s"`
+	Reason string  `json:"close_reason,omitempty"`
 }
 
 // Summary is everything a run measured, summarised.
 type Summary struct {
+	// End is how long load ran: the duration, or less when interrupted.
+	End     Offset        `json:"end_s"`
 	Windows []WindowStats `json:"windows"`
-	Clients []ClientStats `json:"clients"`
+	// Groups has the windows of each client group alone (its target
+	// Service's pods, its clients' calls and connections) when more than
+	// one group ran; Services those of each target Service when the
+	// groups targeted more than one.
+	Groups   []GroupStats   `json:"groups,omitempty"`
+	Services []ServiceStats `json:"services,omitempty"`
+	Clients  []ClientStats  `json:"clients"`
 	// Timeline holds calls per second per pod (server-side), index = second.
 	Timeline map[string][]int64 `json:"timeline"`
 	// FailedTimeline holds failed calls per second (client-side, by due
@@ -99,11 +133,28 @@ type Summary struct {
 	// ErrorWindows are the stretches of the run with failed calls.
 	ErrorWindows []ErrorWindow `json:"error_windows"`
 	// Rebalance has one entry per pod that turned Ready during the run.
-	Rebalance []Rebalance `json:"rebalance"`
-	Pods      []PodLife   `json:"pods"`
-	DNS       []DNSQuery  `json:"dns_queries"`
-	Proxy     []ProxyConn `json:"proxy_conns"`
-	Marks     []Mark      `json:"marks"`
+	Rebalance []Rebalance  `json:"rebalance"`
+	Pods      []PodLife    `json:"pods"`
+	DNS       []DNSQuery   `json:"dns_queries"`
+	Proxy     []ProxyConn  `json:"proxy_conns"`
+	Marks     []Mark       `json:"marks"`
+	Steps     []StepRecord `json:"steps,omitempty"`
+}
+
+// GroupStats are the windows of one client group: the pods of the Service
+// it targets, counting only its own clients' calls, connections and errors.
+type GroupStats struct {
+	Name    string        `json:"name"`
+	Service string        `json:"service"`
+	Windows []WindowStats `json:"windows"`
+}
+
+// ServiceStats are the windows of one target Service: its pods and the
+// clients of the groups that target it.
+type ServiceStats struct {
+	Name    string        `json:"name"` // namespace/name
+	Groups  []string      `json:"groups"`
+	Windows []WindowStats `json:"windows"`
 }
 
 // PodLife is a pod's lifecycle: its phases as the API shows them and the
@@ -122,61 +173,139 @@ func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 
 func (r *Recorder) Summarize(windows []Window, end time.Duration) Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var s Summary
+	s := Summary{End: Offset(end)}
 	for _, w := range windows {
-		s.Windows = append(s.Windows, r.window(w))
+		s.Windows = append(s.Windows, r.window(w, selection{}))
 	}
+	s.Groups, s.Services = r.groupStats(windows), r.serviceStats(windows)
 	for _, name := range sortedKeys(r.clients) {
 		s.Clients = append(s.Clients, r.clientStats(r.clients[name]))
 	}
 	s.ErrorWindows = r.errorWindows()
 	s.FailedTimeline = perSecond(r.failedBuckets())
 	s.Rebalance = r.rebalances(end)
-	s.Timeline = map[string][]int64{}
-	for _, name := range r.podOrder {
-		p := r.pods[name]
-		pl := PodLife{Name: name, IP: p.ip}
-		for _, ph := range p.phases {
-			pl.Phases = append(pl.Phases, PhaseChange{Phase: ph.phase, At: Offset(r.offset(ph.at))})
-		}
-		for _, ev := range p.events {
-			pl.Events = append(pl.Events, Mark{At: Offset(r.offset(ev.at)), Text: ev.text})
-		}
-		s.Pods = append(s.Pods, pl)
-		s.Timeline[name] = perSecond(p.clientServed())
-	}
-	longest := 0
-	for _, tl := range s.Timeline {
-		longest = max(longest, len(tl))
-	}
-	for name, tl := range s.Timeline {
-		s.Timeline[name] = append(tl, make([]int64, longest-len(tl))...)
-	}
+	s.Timeline, s.Pods = r.podSeries()
 	for _, d := range r.dns {
 		q := d.q
-		q.At = Offset(r.offset(d.at))
+		q.At = r.at(d.at)
 		s.DNS = append(s.DNS, q)
 	}
 	for _, p := range r.proxy {
 		c := p.c
-		c.Opened = Offset(r.offset(p.opened))
-		if !p.closed.IsZero() {
-			closed := Offset(r.offset(p.closed))
-			c.Closed = &closed
-		}
+		c.Opened, c.Closed = r.at(p.opened), r.atOrNil(p.closed)
 		s.Proxy = append(s.Proxy, c)
 	}
 	for _, m := range r.marks {
-		s.Marks = append(s.Marks, Mark{At: Offset(r.offset(m.at)), Text: m.text})
+		s.Marks = append(s.Marks, Mark{At: r.at(m.at), Text: m.text})
+	}
+	for _, st := range r.steps {
+		rec := st.s
+		rec.At = r.at(st.at)
+		s.Steps = append(s.Steps, rec)
 	}
 	return s
 }
 
-// clientServed merges the served counts of every non-node peer.
-func (p *podSeries) clientServed() counts {
+// at is t as an offset from the start.
+func (r *Recorder) at(t time.Time) Offset { return Offset(r.offset(t)) }
+
+// atOrNil is t as an offset, or nil for the zero time (not happened).
+func (r *Recorder) atOrNil(t time.Time) *Offset {
+	if t.IsZero() {
+		return nil
+	}
+	o := r.at(t)
+	return &o
+}
+
+// podSeries returns the per-second timeline of every pod (all of the same
+// length) and the pods' lifecycles.
+func (r *Recorder) podSeries() (map[string][]int64, []PodLife) {
+	timeline := map[string][]int64{}
+	var lives []PodLife
+	longest := 0
+	for _, name := range r.podOrder {
+		p := r.pods[name]
+		pl := PodLife{Name: name, IP: p.ip}
+		for _, ph := range p.phases {
+			pl.Phases = append(pl.Phases, PhaseChange{Phase: ph.phase, At: r.at(ph.at)})
+		}
+		for _, ev := range p.events {
+			pl.Events = append(pl.Events, Mark{At: r.at(ev.at), Text: ev.text})
+		}
+		lives = append(lives, pl)
+		timeline[name] = perSecond(p.clientServed(nil))
+		longest = max(longest, len(timeline[name]))
+	}
+	for name, tl := range timeline {
+		timeline[name] = append(tl, make([]int64, longest-len(tl))...)
+	}
+	return timeline, lives
+}
+
+// selection narrows a window to some pods and clients: a zero selection is
+// every pod and every client.
+type selection struct {
+	service string // pods that back this Service ("" all)
+	group   string // calls, connections and errors of this group's clients ("" all)
+}
+
+func (s selection) pod(p *podSeries) bool {
+	return s.service == "" || slices.Contains(p.services, s.service)
+}
+
+func (s selection) client(c *clientSeries) bool { return s.group == "" || c.Group == s.group }
+
+// groupStats returns per-group windows when more than one group ran.
+func (r *Recorder) groupStats(windows []Window) []GroupStats {
+	var out []GroupStats
+	for _, c := range r.clients {
+		if c.Group != "" && !slices.ContainsFunc(out, func(g GroupStats) bool { return g.Name == c.Group }) {
+			out = append(out, GroupStats{Name: c.Group, Service: c.Service})
+		}
+	}
+	if len(out) < 2 {
+		return nil
+	}
+	slices.SortFunc(out, func(a, b GroupStats) int { return strings.Compare(a.Name, b.Name) })
+	for i := range out {
+		for _, w := range windows {
+			out[i].Windows = append(out[i].Windows, r.window(w, selection{service: out[i].Service, group: out[i].Name}))
+		}
+	}
+	return out
+}
+
+// serviceStats returns per-Service windows when clients targeted more than
+// one Service.
+func (r *Recorder) serviceStats(windows []Window) []ServiceStats {
+	groups := map[string][]string{}
+	for _, c := range r.clients {
+		if c.Service != "" && !slices.Contains(groups[c.Service], c.Group) {
+			groups[c.Service] = append(groups[c.Service], c.Group)
+		}
+	}
+	if len(groups) < 2 {
+		return nil
+	}
+	var out []ServiceStats
+	for _, svc := range sortedKeys(groups) {
+		ss := ServiceStats{Name: svc, Groups: groups[svc]}
+		slices.Sort(ss.Groups)
+		for _, w := range windows {
+			ss.Windows = append(ss.Windows, r.window(w, selection{service: svc}))
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// clientServed merges the served counts of every non-node peer for which
+// keep is true (nil keeps all).
+func (p *podSeries) clientServed(keep func(label string) bool) counts {
 	var all counts
 	for label, c := range p.served {
-		if label == "kubelet" {
+		if label == "kubelet" || keep != nil && !keep(label) {
 			continue
 		}
 		if len(*c) > len(all) {
@@ -237,13 +366,18 @@ func overlaps(ivs [][2]time.Duration, from, to time.Duration) bool {
 	return false
 }
 
-func (r *Recorder) window(w Window) WindowStats {
+// window summarises window w over the pods and clients sel selects.
+func (r *Recorder) window(w Window, sel selection) WindowStats {
 	ws := WindowStats{Name: w.Name, From: secs(w.From), To: secs(w.To), Errors: map[string]int64{}, ErrorCauses: map[string]int64{}}
 	b0, b1 := bucketOf(w.From), bucketOf(w.To)
 	length := w.To - w.From
+	fromGroup := func(label string) bool { return sel.group == "" || r.groups[label] == sel.group }
 	for i, name := range r.podOrder {
 		p := r.pods[name]
-		served := p.clientServed()
+		if !sel.pod(p) {
+			continue
+		}
+		served := p.clientServed(fromGroup)
 		calls := served.sum(b0, b1)
 		if calls == 0 && !overlaps(p.readyIntervals(r.start), w.From, w.To) {
 			continue
@@ -254,6 +388,7 @@ func (r *Recorder) window(w Window) WindowStats {
 			ps.ReadyAt = &v
 			ps.Added = at > 0
 		}
+		ps.State, ps.Changes = r.podState(p, w)
 		for b, v := range served {
 			if v > 0 {
 				f := secs(time.Duration(b) * Bucket)
@@ -262,12 +397,12 @@ func (r *Recorder) window(w Window) WindowStats {
 			}
 		}
 		for label, c := range p.served {
-			if n := c.sum(b0, b1); n > 0 && label != "kubelet" {
+			if n := c.sum(b0, b1); n > 0 && label != "kubelet" && fromGroup(label) {
 				ps.ByClient[label] = n
 			}
 		}
 		ps.Rate = float64(calls) / length.Seconds()
-		ps.Conns = avgOpen(p.conns, w.From, w.To, func(iv interval) bool { return iv.label != "kubelet" })
+		ps.Conns = r.avgOpen(p.conns, w, func(iv interval) bool { return iv.label != "kubelet" && fromGroup(iv.label) })
 		ws.Pods = append(ws.Pods, ps)
 		ws.Calls += calls
 	}
@@ -289,17 +424,53 @@ func (r *Recorder) window(w Window) WindowStats {
 	if ws.Calls == 0 {
 		ws.Jain = 0 // no calls: nothing was balanced, fairly or not
 	}
-	r.clientWindow(&ws, w)
+	r.clientWindow(&ws, w, sel)
 	return ws
 }
 
-func (r *Recorder) clientWindow(ws *WindowStats, w Window) {
+// podState returns p's state at the end of window w and its lifecycle
+// changes inside it (phases from the API, restarts from the kubelet).
+func (r *Recorder) podState(p *podSeries, w Window) (PodPhase, []PhaseChange) {
+	state := PodPhase("")
+	var changes []PhaseChange
+	inside := func(at time.Time) bool { d := at.Sub(r.start); return d >= w.From && d < w.To }
+	for _, ph := range p.phases {
+		d := ph.at.Sub(r.start)
+		if d >= w.To {
+			break
+		}
+		switch {
+		case state == PodTerminating && ph.phase != PodDeleted:
+			// Ready changes of a terminating pod do not undo termination.
+		case ph.phase != PodCreated || state == "":
+			state = ph.phase
+		}
+		if inside(ph.at) && ph.phase != PodCreated {
+			changes = append(changes, PhaseChange{Phase: ph.phase, At: r.at(ph.at)})
+		}
+	}
+	for _, ev := range p.events {
+		if ev.text == "restarted" && inside(ev.at) {
+			changes = append(changes, PhaseChange{Phase: PodRestarted, At: r.at(ev.at)})
+		}
+	}
+	slices.SortStableFunc(changes, func(a, b PhaseChange) int { return cmp.Compare(a.At, b.At) })
+	return state, changes
+}
+
+func (r *Recorder) clientWindow(ws *WindowStats, w Window, sel selection) {
 	b0, b1 := bucketOf(w.From), bucketOf(w.To)
 	var conns float64
+	clients := 0
+	var h Histogram
 	for _, c := range r.clients {
-		conns += avgOpen(c.conns, w.From, w.To, func(interval) bool { return true })
+		if !sel.client(c) {
+			continue
+		}
+		clients++
+		conns += r.avgOpen(c.conns, w, func(interval) bool { return true })
 		for _, iv := range c.conns {
-			if iv.from >= w.From && iv.from < w.To {
+			if d := iv.from.Sub(r.start); d >= w.From && d < w.To {
 				ws.ConnsOpened++
 			}
 		}
@@ -318,15 +489,19 @@ func (r *Recorder) clientWindow(ws *WindowStats, w Window) {
 			}
 		}
 	}
-	if len(r.clients) > 0 {
-		ws.ConnsPerClient = conns / float64(len(r.clients))
+	for group, hs := range r.latency {
+		if sel.group != "" && group != sel.group {
+			continue
+		}
+		for s := max(int(w.From/time.Second), 0); s < int((w.To+time.Second-1)/time.Second) && s < len(hs); s++ {
+			h.Merge(&hs[s])
+		}
+	}
+	if clients > 0 {
+		ws.ConnsPerClient = conns / float64(clients)
 	}
 	if w.To > w.From {
 		ws.ConnsOpenedPerSec = float64(ws.ConnsOpened) / (w.To - w.From).Seconds()
-	}
-	var h Histogram
-	for s := max(int(w.From/time.Second), 0); s < int((w.To+time.Second-1)/time.Second) && s < len(r.latency); s++ {
-		h.Merge(&r.latency[s])
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	ws.LatencyP50, ws.LatencyP90 = ms(h.Quantile(0.5)), ms(h.Quantile(0.9))
@@ -334,9 +509,9 @@ func (r *Recorder) clientWindow(ws *WindowStats, w Window) {
 }
 
 // avgOpen returns the time-averaged number of intervals (accepted by keep)
-// open during [from, to).
-func avgOpen(ivs []interval, from, to time.Duration, keep func(interval) bool) float64 {
-	if to <= from {
+// open during window w.
+func (r *Recorder) avgOpen(ivs []interval, w Window, keep func(interval) bool) float64 {
+	if w.To <= w.From {
 		return 0
 	}
 	var total time.Duration
@@ -344,25 +519,25 @@ func avgOpen(ivs []interval, from, to time.Duration, keep func(interval) bool) f
 		if !keep(iv) {
 			continue
 		}
-		end := iv.to
-		if end < 0 {
-			end = math.MaxInt64
+		end := time.Duration(math.MaxInt64)
+		if !iv.to.IsZero() {
+			end = iv.to.Sub(r.start)
 		}
-		lo, hi := max(iv.from, from), min(end, to)
+		lo, hi := max(iv.from.Sub(r.start), w.From), min(end, w.To)
 		if hi > lo {
 			total += hi - lo
 		}
 	}
-	return float64(total) / float64(to-from)
+	return float64(total) / float64(w.To-w.From)
 }
 
 func (r *Recorder) clientStats(c *clientSeries) ClientStats {
-	cs := ClientStats{Name: c.name, Errors: map[string]int64{}, Causes: map[string]int64{}, ByPod: map[string]int64{}, Opened: len(c.conns)}
+	cs := ClientStats{Name: c.Name, Group: c.Group, Service: c.Service, Errors: map[string]int64{}, Causes: map[string]int64{}, ByPod: map[string]int64{}, Opened: len(c.conns)}
 	for cause, k := range c.byCause {
 		cs.Causes[cause] = k.sum(0, len(*k))
 	}
-	if c.ip.IsValid() {
-		cs.IP = c.ip.String()
+	if c.IP.IsValid() {
+		cs.IP = c.IP.String()
 	}
 	for code, k := range c.byCode {
 		n := k.sum(0, len(*k))
@@ -376,10 +551,11 @@ func (r *Recorder) clientStats(c *clientSeries) ClientStats {
 		cs.ByPod[pod] = k.sum(0, len(*k))
 	}
 	for _, iv := range c.conns {
-		cs.OpenedAt = append(cs.OpenedAt, secs(iv.from))
+		cs.OpenedAt = append(cs.OpenedAt, secs(iv.from.Sub(r.start)))
+		cs.Conns = append(cs.Conns, Conn{Remote: iv.label, Opened: r.at(iv.from), GoAway: r.atOrNil(iv.goaway), Closed: r.atOrNil(iv.to), Reason: iv.reason})
 	}
 	for _, at := range c.restarts {
-		cs.Restarts = append(cs.Restarts, secs(at))
+		cs.Restarts = append(cs.Restarts, secs(at.Sub(r.start)))
 	}
 	sort.Float64s(cs.Restarts)
 	return cs

@@ -1,12 +1,12 @@
-package scenario
+package runner_test
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/scenario"
 	"github.com/pinlab/pinlab/scenarios"
 )
 
@@ -23,24 +23,18 @@ func TestBuiltinScenarios(t *testing.T) {
 	// 2 cores under the race detector.
 	sem := make(chan struct{}, 3)
 	for _, name := range scenarios.Names() {
-		b, _ := scenarios.Get(name)
-		f, err := Load("builtin:"+name, b)
+		p, err := scenario.Open(name)
 		if err != nil {
 			t.Fatalf("built-in %s does not load: %v", name, err)
 		}
-		if len(f.Scenario.Spec.Expect) == 0 || name == scenarios.Default {
+		if len(p.Variants[0].Expect) == 0 || name == scenarios.Default {
 			continue // the default (60s, 5000 calls/s) is covered by TestScaleOut
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			defer cancel()
-			res, err := Run(ctx, f, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := pipeline(t, p, 8*time.Minute)
 			failed := 0
 			for _, v := range res.Variants {
 				if v.Error != "" {

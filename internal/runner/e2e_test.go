@@ -1,75 +1,68 @@
-package scenario
+package runner_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/scenariotest"
 	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/verdict"
 )
 
-// objects is the pricing workload of the claims: Deployment pricing with
-// the given replicas, ClusterIP Service pricing, headless pricing-headless.
-func objects(replicas int) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: pricing, namespace: shop}
-spec:
-  replicas: %d
-  selector: {matchLabels: {app: pricing}}
-  template:
-    metadata: {labels: {app: pricing}}
-    spec:
-      containers:
-      - name: pricing
-        image: pinlab
-        args: [pod, pricing]
-        ports: [{name: grpc, containerPort: 8471}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: pricing, namespace: shop}
-spec:
-  selector: {app: pricing}
-  ports: [{name: grpc, port: 8471, targetPort: grpc}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: pricing-headless, namespace: shop}
-spec:
-  clusterIP: None
-  selector: {app: pricing}
-  ports: [{name: grpc, port: 8471, targetPort: grpc}]
-`, replicas)
-}
+var (
+	objects  = scenariotest.Pricing
+	headless = scenariotest.Headless
+)
 
-const headless = "dns:///pricing-headless.shop.svc.cluster.local:8471"
-
+// run loads yaml, runs every variant and returns each variant's report.
 func run(t *testing.T, yaml string) map[string]report.Variant {
 	t.Helper()
-	f, err := Load("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, f, Options{Seed: uint64(time.Now().UnixNano())})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := pipeline(t, scenariotest.Load(t, yaml), 2*time.Minute)
 	out := map[string]report.Variant{}
 	for _, v := range res.Variants {
 		if v.Error != "" {
 			t.Fatalf("variant %s failed: %s", v.Name, v.Error)
 		}
 		out[v.Name] = v
+	}
+	return out
+}
+
+// pipeline runs p and judges it, as pinlab lab run does.
+func pipeline(t *testing.T, p *plan.Plan, timeout time.Duration) *report.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r, err := runner.Run(ctx, p, runner.Options{Seed: uint64(time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := make([]verdict.Verdict, len(r.Variants))
+	for i, o := range r.Variants {
+		if o.Started {
+			verdicts[i] = verdict.Judge(p, p.Variants[i], o.Summary)
+		}
+	}
+	return report.New(p, r, verdicts)
+}
+
+// lookupRounds returns the start times of rounds of A queries for host
+// (queries less than a second apart are one round).
+func lookupRounds(qs []stats.DNSQuery, host string) []float64 {
+	var out []float64
+	last := -1e9
+	for _, q := range qs {
+		if q.Type == "A" && strings.EqualFold(strings.TrimSuffix(q.Name, "."), host) {
+			if at := q.At.Seconds(); at-last > 1 {
+				out = append(out, at)
+			}
+			last = q.At.Seconds()
+		}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package scenario
+package runner
 
 import (
 	"net/netip"
@@ -10,15 +10,50 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/proxy"
 	"github.com/pinlab/pinlab/internal/stats"
 	"github.com/pinlab/pinlab/internal/web"
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
+
+// tracker decides which pods a run measures: those behind the clients'
+// target Services (other workloads of the file are not counted in shares
+// and fairness). With no selector among the targets (hand-written
+// EndpointSlices), every pod is.
+type tracker []plan.Target
+
+// services returns the target Services ("namespace/name") pod p backs, and
+// whether the run measures it.
+func (t tracker) services(p *corev1.Pod) ([]string, bool) {
+	var out []string
+	selectors := 0
+	for _, target := range t {
+		if len(target.Selector) == 0 {
+			continue
+		}
+		selectors++
+		if p.Namespace == target.Namespace && labels.SelectorFromSet(target.Selector).Matches(labels.Set(p.Labels)) {
+			out = append(out, target.Key())
+		}
+	}
+	return out, selectors == 0 || len(out) > 0
+}
+
+// observer returns the kubelet's Observe hook: what tracked pods serve.
+func (t tracker) observer(rec *stats.Recorder) func(*corev1.Pod) pod.Observer {
+	return func(p *corev1.Pod) pod.Observer {
+		if _, ok := t.services(p); !ok {
+			return nil
+		}
+		return podObserver{rec: rec, name: p.Name}
+	}
+}
 
 // webCalls are the routes of the pods' HTTP/1.1 and WebSocket server that
 // count as calls (internal/web reports them so).
@@ -52,7 +87,7 @@ func (o clientObserver) Called(r load.Result) {
 }
 
 func (o clientObserver) Conn(remote netip.AddrPort, open bool) {
-	o.rec.ClientConn(o.name, remote, open, time.Now())
+	o.rec.ClientConn(o.name, remote, open, "", time.Now())
 }
 
 func dnsObserver(rec *stats.Recorder) func(clusterdns.QueryEvent) {
@@ -76,11 +111,15 @@ func proxyObserver(rec *stats.Recorder) func(proxy.Conn, proxy.ConnEvent) {
 	}
 }
 
+func podEvents(rec *stats.Recorder) func(*corev1.Pod, string, time.Time) {
+	return func(p *corev1.Pod, event string, at time.Time) { rec.PodEvent(p.Name, event, at) }
+}
+
 // podPhases turns pod informer events into lifecycle records: created,
 // ready / not-ready, terminating, deleted.
 type podPhases struct {
 	rec     *stats.Recorder
-	tracked func(*corev1.Pod) bool // pods to record
+	tracker tracker
 
 	mu    sync.Mutex
 	state map[types.UID]podState
@@ -90,8 +129,8 @@ type podState struct {
 	ready, terminating bool
 }
 
-func newPodPhases(rec *stats.Recorder, tracked func(*corev1.Pod) bool) *podPhases {
-	return &podPhases{rec: rec, tracked: tracked, state: map[types.UID]podState{}}
+func newPodPhases(rec *stats.Recorder, t tracker) *podPhases {
+	return &podPhases{rec: rec, tracker: t, state: map[types.UID]podState{}}
 }
 
 func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
@@ -102,7 +141,11 @@ func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if pod, ok := obj.(*corev1.Pod); ok && p.tracked(pod) {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			if _, tracked := p.tracker.services(pod); tracked {
 				p.mu.Lock()
 				delete(p.state, pod.UID)
 				p.mu.Unlock()
@@ -114,7 +157,11 @@ func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
 
 func (p *podPhases) update(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !p.tracked(pod) {
+	if !ok {
+		return
+	}
+	services, tracked := p.tracker.services(pod)
+	if !tracked {
 		return
 	}
 	p.mu.Lock()
@@ -122,6 +169,7 @@ func (p *podPhases) update(obj any) {
 	old, seen := p.state[pod.UID]
 	now := time.Now()
 	if !seen {
+		p.rec.PodServices(pod.Name, services)
 		p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodCreated, pod.CreationTimestamp.Time)
 	}
 	cur := podState{ready: cluster.IsPodReady(pod), terminating: pod.DeletionTimestamp != nil}

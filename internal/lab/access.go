@@ -1,0 +1,68 @@
+package lab
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Narrow views of a running lab for its users (the runner, the control
+// API), so that they need not reach through the cluster's informers.
+
+// Pod returns the pod namespace/name as the informer cache holds it.
+func (l *Lab) Pod(namespace, name string) (*corev1.Pod, error) {
+	return l.Cluster.Factory().Core().V1().Pods().Lister().Pods(namespace).Get(name)
+}
+
+// Pods returns the pods of namespace whose labels match selector, as the
+// informer cache holds them.
+func (l *Lab) Pods(namespace string, selector map[string]string) ([]*corev1.Pod, error) {
+	return l.Cluster.Factory().Core().V1().Pods().Lister().Pods(namespace).List(labels.SelectorFromSet(selector))
+}
+
+// Service returns the Service namespace/name as the informer cache holds
+// it.
+func (l *Lab) Service(namespace, name string) (*corev1.Service, error) {
+	return l.Cluster.Factory().Core().V1().Services().Lister().Services(namespace).Get(name)
+}
+
+// WatchPods calls h for every pod event from now on (and an add for each
+// pod already cached), on the informer's goroutine, until the lab stops.
+func (l *Lab) WatchPods(h cache.ResourceEventHandler) error {
+	_, err := l.Cluster.Factory().Core().V1().Pods().Informer().AddEventHandler(h)
+	return err
+}
+
+// DeletePod deletes a pod through the API, as kubectl delete pod: it
+// terminates gracefully; grace overrides its terminationGracePeriodSeconds
+// (nil keeps it).
+func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace *int64) error {
+	return l.Cluster.Client().CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: grace})
+}
+
+// AllocateIP takes a free address of the pod network, for a client that
+// should look like a pod (load clients, proxies). It is not returned.
+func (l *Lab) AllocateIP() (netip.Addr, error) { return l.Cluster.PodIPs().Allocate() }
+
+// PodCIDR is the lab's pod network.
+func (l *Lab) PodCIDR() netip.Prefix { return l.Cluster.Config().PodCIDR }
+
+// Informers returns the lab's informer factory, for components a user of
+// the lab starts beside it (an L7 proxy); call StartInformers after adding
+// informers.
+func (l *Lab) Informers() informers.SharedInformerFactory { return l.Cluster.Factory() }
+
+// StartInformers starts informers added since the lab started; they run
+// until the lab stops.
+func (l *Lab) StartInformers() { l.Cluster.Factory().Start(l.runCtx.Done()) }
+
+// RolloutRestart restarts a Deployment's or StatefulSet's (kind) pods as
+// kubectl rollout restart does: a new template annotation starts a rollout.
+func (l *Lab) RolloutRestart(ctx context.Context, kind, namespace, name string) error {
+	return l.Cluster.RolloutRestart(ctx, kind, namespace, name)
+}

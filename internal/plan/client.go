@@ -1,0 +1,154 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Group is a client group as a variant runs it.
+type Group struct {
+	Name string
+	// Clients is the number of clients, named <Name>-0 .. <Name>-(N-1).
+	Clients int
+	Target  Target
+	Policy  string
+	// Rate is calls (or streams) per second per client.
+	Rate     float64
+	Timeout  time.Duration
+	Settings Settings
+}
+
+// Client is one load client: a group member with the group's settings, as
+// changed by configureClient steps up to a point of the timeline.
+type Client struct {
+	Name, Group string
+	Target      Target
+	// Policy is pick_first or round_robin.
+	Policy string
+	// Rate is calls (or streams) per second; Timeout each call's deadline.
+	Rate     float64
+	Timeout  time.Duration
+	Settings Settings
+}
+
+// Target is the Service a client dials, resolved against the file.
+type Target struct {
+	Namespace, Service string
+	// Host is the Service's FQDN without the trailing dot.
+	Host string
+	// Port is the port the client dials: a Service port for a ClusterIP
+	// Service, the pods' port for a headless one.
+	Port int
+	// Headless is true for a Service with clusterIP None.
+	Headless bool
+	// Selector is the Service's selector; nil for a selector-less Service
+	// (hand-written EndpointSlices).
+	Selector map[string]string
+	// PortName names the Service port the client dials (the key
+	// EndpointSlice ports carry).
+	PortName string
+	// MaxConnectionAge is the grpc-go MaxConnectionAge the Service's pods
+	// are configured with at the start (0: none).
+	MaxConnectionAge time.Duration
+}
+
+// Key is "namespace/name" of the target Service.
+func (t Target) Key() string { return t.Namespace + "/" + t.Service }
+
+// Kind is "headless" or "ClusterIP".
+func (t Target) Kind() string {
+	if t.Headless {
+		return "headless"
+	}
+	return "ClusterIP"
+}
+
+// GRPCTarget returns the grpc-go target that resolves through the DNS
+// server at dnsAddr.
+func (t Target) GRPCTarget(dnsAddr string) string {
+	return fmt.Sprintf("dns://%s/%s:%d", dnsAddr, t.Host, t.Port)
+}
+
+// Protocols a client speaks.
+const (
+	ProtocolGRPC      = "grpc"
+	ProtocolHTTP      = "http"
+	ProtocolWebSocket = "websocket"
+)
+
+// Forever is the CacheTTL of a cache that never expires.
+const Forever = time.Duration(-1)
+
+// Settings model a client runtime, with every default applied.
+type Settings struct {
+	// Protocol is grpc, http or websocket.
+	Protocol string
+	// Resolver is how a gRPC client resolves: "grpc" (grpc-go's DNS
+	// resolver), "cached" (a JVM-like cache under grpc-go's re-resolution
+	// rule) or "once".
+	Resolver string
+	// CacheTTL (Forever: never expires) and MinResolutionInterval apply to
+	// the cached resolver.
+	CacheTTL              time.Duration
+	MinResolutionInterval time.Duration
+	HealthCheck           bool
+	WaitForReady          bool
+	// Retry is a gRPC retry policy; nil for none.
+	Retry *Retry
+	// Stream makes each call a server stream lasting StreamLength.
+	Stream       bool
+	StreamLength time.Duration
+	// L7Proxy puts a per-request proxy in front of the target; nil for none.
+	L7Proxy *L7Proxy
+	// MaxIdleConnsPerHost and MaxConnsPerHost size an HTTP client's pool
+	// (net/http's fields; 0 MaxConnsPerHost is no limit).
+	MaxIdleConnsPerHost int
+	MaxConnsPerHost     int
+	// Described lists the settings that differ from the defaults, for
+	// reports ("resolver cached", "cache TTL forever", ...).
+	Described []string
+}
+
+// Retry is gRPC's retryPolicy.
+type Retry struct {
+	MaxAttempts                int
+	InitialBackoff, MaxBackoff time.Duration
+	BackoffMultiplier          float64
+	RetryableStatusCodes       []codes.Code
+}
+
+// L7Proxy is the lab's L7 gRPC proxy in front of a group's target.
+type L7Proxy struct {
+	// Placement is "sidecar" or "gateway".
+	Placement string
+	// Policy is round_robin, least_request or peak_ewma.
+	Policy string
+	// Replicas is the number of gateway proxies (1 for sidecars).
+	Replicas int
+}
+
+// Path is how the group's calls reach the pods: "direct", "L7 sidecar" or
+// "L7 gateway".
+func (g Group) Path() string {
+	if x := g.Settings.L7Proxy; x != nil {
+		return "L7 " + x.Placement
+	}
+	return "direct"
+}
+
+// PolicyText describes how the group's calls are balanced, for reports.
+func (g Group) PolicyText() string {
+	s := g.Settings
+	switch {
+	case s.L7Proxy != nil:
+		return cmp.Or(s.L7Proxy.Policy, "round_robin") + " per call"
+	case s.Protocol == ProtocolHTTP:
+		return fmt.Sprintf("HTTP/1.1 keep-alive pool (MaxIdleConnsPerHost %d)", s.MaxIdleConnsPerHost)
+	case s.Protocol == ProtocolWebSocket:
+		return "one WebSocket"
+	}
+	return g.Policy
+}

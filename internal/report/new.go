@@ -1,0 +1,75 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/verdict"
+)
+
+// New assembles the result of a run from the plan, what the runner did
+// and the verdicts (index-aligned with run.Variants; a variant whose load
+// never started has a zero Verdict).
+func New(p *plan.Plan, run *runner.Result, verdicts []verdict.Verdict) *Result {
+	r := &Result{
+		Scenario: p.Name, Description: p.Description, Source: p.Source,
+		Duration: p.Duration.Seconds(), Seed: run.Seed, SideBySide: run.SideBySide,
+		MinResolve: p.MinResolutionInterval.Seconds(), DNSTTL: p.DNS.TTL.Seconds(),
+		Steps: p.Timeline,
+	}
+	for _, w := range p.Windows {
+		r.Windows = append(r.Windows, WindowSpec{Name: w.Name, From: w.From.Seconds(), To: w.To.Seconds()})
+	}
+	for i, o := range run.Variants {
+		v := p.Variants[i]
+		var vd verdict.Verdict
+		if i < len(verdicts) {
+			vd = verdicts[i]
+		}
+		r.Variants = append(r.Variants, variant(v, o, vd))
+	}
+	return r
+}
+
+func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
+	out := Variant{
+		Name: v.Name, Description: v.Description, Servers: v.Servers, Patches: v.Patches,
+		DNS: o.DNS, PodCIDR: o.PodCIDR, Summary: o.Summary, State: o.State, Error: o.Error,
+		CPUPer1000: o.CPUPer1000, Checks: vd.Checks,
+	}
+	if o.State == "interrupted" && o.Started {
+		out.Interrupted = o.Summary.End.Seconds()
+	}
+	for _, g := range v.Groups {
+		out.Groups = append(out.Groups, Group{
+			Name: g.Name, Clients: g.Clients, Target: fmt.Sprintf("%s:%d", g.Target.Host, g.Target.Port), ServiceKind: g.Target.Kind(),
+			ClusterIP: o.ClusterIPs[g.Target.Key()], Policy: g.PolicyText(), Rate: g.Rate, Settings: strings.Join(g.Settings.Described, ", "), Path: g.Path(),
+		})
+	}
+	for _, st := range o.Summary.Steps {
+		if st.Error != "" {
+			out.StepErrors = append(out.StepErrors, st.Text+": "+st.Error)
+		}
+		if st.Name != "" && st.Pod != "" {
+			if out.StepPods == nil {
+				out.StepPods = map[string]string{}
+			}
+			out.StepPods[st.Name] = st.Pod
+		}
+	}
+	switch len(vd.Why) {
+	case 0:
+	case 1:
+		out.Why = vd.Why[0].Line
+	default:
+		out.WhyByGroup = vd.Why
+		var lines []string
+		for _, w := range vd.Why {
+			lines = append(lines, w.Group+": "+w.Line)
+		}
+		out.Why = strings.Join(lines, "\n")
+	}
+	return out
+}

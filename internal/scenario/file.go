@@ -1,0 +1,216 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/pinlab/pinlab/internal/manifest"
+	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/scenarios"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Zone is the cluster domain of every lab.
+const Zone = "cluster.local"
+
+// Object is a Kubernetes object and the document it came from.
+type Object struct {
+	Doc manifest.Document
+	Obj runtime.Object
+	// patch is set on a variant's patched copy: errors about fields the
+	// patch wrote point at the patch.
+	patch *patchSite
+}
+
+// Errorf returns an error at field of the object: in the variant's patch
+// when the patch wrote that field, else in the object's document.
+func (o Object) Errorf(field, format string, args ...any) error {
+	if p := o.patch; p != nil {
+		if at, ok := p.locate(field); ok {
+			return p.doc.Errorf(at, "%s %s: "+format, append([]any{o.Doc.What(), "as patched"}, args...)...)
+		}
+		return o.Doc.Errorf(field, "in variant %s (patched): "+format, append([]any{p.variant}, args...)...)
+	}
+	return o.Doc.Errorf(field, format, args...)
+}
+
+// Namespace is the object's namespace ("default" when unset; "" for a
+// Namespace).
+func (o Object) Namespace() string {
+	if o.Doc.Kind == "Namespace" {
+		return ""
+	}
+	if o.Doc.Namespace == "" {
+		return metav1.NamespaceDefault
+	}
+	return o.Doc.Namespace
+}
+
+// File is a parsed manifest file: Kubernetes objects and at most one
+// Scenario document.
+type File struct {
+	Name     string
+	Scenario *Scenario
+	Objects  []Object
+	doc      manifest.Document // the Scenario document
+}
+
+// supported lists the object kinds a lab runs, by apiVersion/kind.
+var supported = map[string]bool{
+	"v1/Namespace":                      true,
+	"v1/Service":                        true,
+	"apps/v1/Deployment":                true,
+	"apps/v1/StatefulSet":               true,
+	"discovery.k8s.io/v1/EndpointSlice": true,
+}
+
+// ErrNotFound is returned by Open and OpenObjects for a path that is
+// neither a file nor a built-in.
+var ErrNotFound = errors.New("no such file or built-in")
+
+// Open reads a scenario from path, or a built-in scenario by name when no
+// such file exists and the name is a built-in's, and returns its plan; see
+// Load.
+func Open(path string) (*plan.Plan, error) {
+	name, data, err := read(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(name, data)
+}
+
+// OpenObjects reads manifests for a long-running lab from path or a
+// built-in by name; see LoadObjects.
+func OpenObjects(path string) (*File, error) {
+	name, data, err := read(path)
+	if err != nil {
+		return nil, err
+	}
+	return LoadObjects(name, data)
+}
+
+func read(path string) (name string, data []byte, err error) {
+	data, err = os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if b, ok := scenarios.Get(path); ok {
+			return "builtin:" + path, b, nil
+		}
+		return "", nil, fmt.Errorf("scenario: %s: %w (built-in scenarios: %s; lab manifests: %s)", path, ErrNotFound,
+			strings.Join(scenarios.Names(), ", "), strings.Join(labManifests(), ", "))
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("scenario: %w", err)
+	}
+	return path, data, nil
+}
+
+// labManifests lists the built-ins that are manifests for lab up only.
+func labManifests() []string {
+	var out []string
+	for _, m := range scenarios.Manifests() {
+		if !slices.Contains(scenarios.Names(), m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Load parses and checks a scenario file (Kubernetes objects plus exactly
+// one Scenario document, all strictly decoded) and resolves it into a
+// plan: every reference the scenario makes is looked up, every default
+// applied and every variant's overlays and patches applied and checked as
+// the API server and the lab would check them, so that a run cannot fail
+// on its input after it started. Errors are *manifest.Error, at the line
+// of the field.
+func Load(name string, data []byte) (*plan.Plan, error) {
+	f, err := parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if f.Scenario == nil {
+		return nil, &manifest.Error{File: name, Err: fmt.Errorf("no Scenario document; add one with apiVersion: %s and kind: %s", APIVersion, Kind)}
+	}
+	if err := checkObjects(f.Objects); err != nil {
+		return nil, err
+	}
+	return newPlanner(f).plan()
+}
+
+// LoadObjects parses and checks Kubernetes objects for a lab that runs
+// until stopped (pinlab lab up). A Scenario document may be present; it is
+// decoded strictly but otherwise ignored.
+func LoadObjects(name string, data []byte) (*File, error) {
+	f, err := parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkObjects(f.Objects); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parse decodes every document of a file.
+func parse(name string, data []byte) (*File, error) {
+	docs, err := manifest.Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{Name: name}
+	for _, d := range docs {
+		if d.Kind == Kind && strings.HasPrefix(d.APIVersion, "pinlab.dev/") {
+			if err := f.setScenario(d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !supported[d.APIVersion+"/"+d.Kind] {
+			return nil, d.Errorf("kind", "%s %s is not supported by the lab; expected Namespace or Service (v1), Deployment or StatefulSet (apps/v1), EndpointSlice (discovery.k8s.io/v1) or Scenario (%s)",
+				d.APIVersion, d.Kind, APIVersion)
+		}
+		obj, err := d.Object()
+		if err != nil {
+			return nil, err
+		}
+		f.Objects = append(f.Objects, Object{Doc: d, Obj: obj})
+	}
+	return f, nil
+}
+
+func (f *File) setScenario(d manifest.Document) error {
+	if d.APIVersion != APIVersion {
+		return d.Errorf("apiVersion", "%q is not served; expected %s", d.APIVersion, APIVersion)
+	}
+	if f.Scenario != nil {
+		return d.Errorf("", "a second Scenario document; a file holds exactly one (the first is document %d)", f.doc.Index)
+	}
+	s := new(Scenario)
+	if err := d.Decode(s); err != nil {
+		return err
+	}
+	f.Scenario, f.doc = s, d
+	return nil
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

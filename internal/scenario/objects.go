@@ -1,0 +1,299 @@
+package scenario
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/plan"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// objects is a set of objects to check or run: a file's, or a variant's
+// after its patches.
+type objects []Object
+
+// serviceRange is where ClusterIPs of every lab lie: range r of lab.Ranges
+// has 127.(95+r).0.0/16.
+var serviceRange = [2]netip.Addr{netip.MustParseAddr("127.96.0.0"), netip.MustParseAddr("127.107.255.255")}
+
+// checkObjects catches, before anything starts, what the API server would
+// reject and what the lab could start but never carry a call through:
+// duplicates, undeclared namespaces, invalid objects, pods the kubelet
+// cannot run, Services that select no pods, and ports that lead nowhere.
+func checkObjects(objs objects) error {
+	if err := objs.checkNames(); err != nil {
+		return err
+	}
+	for _, o := range objs {
+		var err error
+		switch obj := o.Obj.(type) {
+		case *appsv1.Deployment:
+			err = objs.checkDeployment(o, obj)
+		case *appsv1.StatefulSet:
+			err = objs.checkStatefulSet(o, obj)
+		case *corev1.Service:
+			err = objs.checkService(o, obj)
+		case *discoveryv1.EndpointSlice:
+			err = objs.checkEndpointSlice(o, obj)
+		default:
+			if verr := cluster.Validate(o.Obj); verr != nil {
+				err = apiError(o, verr)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNames reports unnamed and duplicate objects, objects in namespaces
+// the file does not declare, and workloads with more pods than a lab runs.
+func (objs objects) checkNames() error {
+	seen := map[string]Object{}
+	for _, o := range objs {
+		if o.Doc.Name == "" {
+			return o.Errorf("metadata.name", "required")
+		}
+		key := o.Doc.Kind + "/" + o.Namespace() + "/" + o.Doc.Name
+		if prev, ok := seen[key]; ok {
+			return o.Errorf("metadata.name", "%s is defined twice (first in document %d)", o.Doc.What(), prev.Doc.Index)
+		}
+		seen[key] = o
+		if w, ok := asWorkload(o.Obj); ok && w.Replicas > plan.MaxReplicas {
+			return o.Errorf("spec.replicas", "%d: expected at most %d pods per %s in a lab", w.Replicas, plan.MaxReplicas, w.Kind)
+		}
+		if o.Doc.Kind != "Namespace" && !objs.namespaceDeclared(o.Namespace()) {
+			return o.Errorf("metadata.namespace", "namespace %q is not defined in this file; add a Namespace document (the API server would reject the object)", o.Namespace())
+		}
+	}
+	return nil
+}
+
+func (objs objects) namespaceDeclared(ns string) bool {
+	if ns == metav1.NamespaceDefault {
+		return true
+	}
+	for _, o := range objs {
+		if o.Doc.Kind == "Namespace" && o.Doc.Name == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func (objs objects) checkDeployment(o Object, d *appsv1.Deployment) error {
+	d = d.DeepCopy()
+	cluster.DefaultDeployment(d)
+	if err := cluster.ValidateDeployment(d); err != nil {
+		return apiError(o, err)
+	}
+	return checkPodSpec(o, &d.Spec.Template.Spec)
+}
+
+// checkPodSpec reports a pod template the lab's kubelet cannot run or that
+// could never turn Ready.
+func checkPodSpec(o Object, spec *corev1.PodSpec) error {
+	w, err := kubelet.WorkloadFor(spec)
+	if err == nil {
+		err = kubelet.CheckProbePort(&spec.Containers[0], w.Port)
+	}
+	if err != nil {
+		var se *kubelet.SpecError
+		if errors.As(err, &se) {
+			return o.Errorf("spec.template.spec."+se.Field, "%s", se.Msg)
+		}
+		return o.Errorf("spec.template.spec", "%v", err)
+	}
+	return nil
+}
+
+func (objs objects) checkStatefulSet(o Object, s *appsv1.StatefulSet) error {
+	s = s.DeepCopy()
+	cluster.DefaultStatefulSet(s)
+	if err := cluster.ValidateStatefulSet(s); err != nil {
+		return apiError(o, err)
+	}
+	if err := checkPodSpec(o, &s.Spec.Template.Spec); err != nil {
+		return err
+	}
+	// The governing Service gives the pods their DNS names; without it the
+	// StatefulSet runs, but <pod>.<svc> never resolves.
+	if s.Spec.ServiceName == "" {
+		return o.Errorf("spec.serviceName", "required: the headless Service that gives the pods their DNS names")
+	}
+	if objs.service(o.Namespace(), s.Spec.ServiceName) == nil {
+		return o.Errorf("spec.serviceName", "no Service %q in namespace %q in this file; create the governing headless Service", s.Spec.ServiceName, o.Namespace())
+	}
+	return nil
+}
+
+// checkEndpointSlice checks a hand-written slice: it must name an existing
+// Service, which should have no selector (slices of a selector Service
+// belong to the EndpointSlice controller).
+func (objs objects) checkEndpointSlice(o Object, es *discoveryv1.EndpointSlice) error {
+	svc := es.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return o.Errorf("metadata.labels", "label %s is required: it names the Service these endpoints belong to", discoveryv1.LabelServiceName)
+	}
+	s := objs.service(o.Namespace(), svc)
+	if s == nil {
+		return o.Errorf("metadata.labels", "label %s=%s names no Service in namespace %q in this file", discoveryv1.LabelServiceName, svc, o.Namespace())
+	}
+	if len(s.Spec.Selector) > 0 {
+		return o.Errorf("metadata.labels", "Service %s has a selector, so the EndpointSlice controller publishes its endpoints; write slices only for Services without one", svc)
+	}
+	switch es.AddressType {
+	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
+	default:
+		return o.Errorf("addressType", "%q: expected IPv4 or IPv6", es.AddressType)
+	}
+	for i, ep := range es.Endpoints {
+		if len(ep.Addresses) == 0 {
+			return o.Errorf(fmt.Sprintf("endpoints[%d].addresses", i), "at least one address is required")
+		}
+		for j, a := range ep.Addresses {
+			ip, err := netip.ParseAddr(a)
+			if err != nil || ip.Is4() != (es.AddressType == discoveryv1.AddressTypeIPv4) {
+				return o.Errorf(fmt.Sprintf("endpoints[%d].addresses[%d]", i, j), "%q is not an %s address", a, es.AddressType)
+			}
+		}
+	}
+	if err := cluster.Validate(es); err != nil {
+		return apiError(o, err)
+	}
+	return nil
+}
+
+// apiError reports the first field cause of an API validation error.
+func apiError(o Object, err error) error {
+	var se *apierrors.StatusError
+	if errors.As(err, &se) && se.ErrStatus.Details != nil && len(se.ErrStatus.Details.Causes) > 0 {
+		c := se.ErrStatus.Details.Causes[0]
+		return o.Errorf(c.Field, "%s (the API server would reject it)", c.Message)
+	}
+	return o.Errorf("", "%v", err)
+}
+
+func (objs objects) checkService(o Object, s *corev1.Service) error {
+	s = s.DeepCopy()
+	cluster.DefaultService(s)
+	if err := cluster.ValidateService(s); err != nil {
+		return apiError(o, err)
+	}
+	if ip, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && (ip.Less(serviceRange[0]) || serviceRange[1].Less(ip)) {
+		return o.Errorf("spec.clusterIP", "%s is outside the lab's service ranges (%s to %s, one /16 per lab): the API server allocates ClusterIPs only from its service-cluster-ip-range; leave it empty to get one",
+			ip, serviceRange[0], serviceRange[1])
+	}
+	if len(s.Spec.Selector) == 0 || s.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	backends := objs.backends(o.Namespace(), s)
+	if len(backends) == 0 {
+		return o.Errorf("spec.selector", "selects no pods: no workload in namespace %q has pod labels matching %v (pod labels here: %s)",
+			o.Namespace(), labels.Set(s.Spec.Selector), objs.podLabels(o.Namespace()))
+	}
+	for i, sp := range s.Spec.Ports {
+		if sp.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		for _, w := range backends {
+			if err := checkTargetPort(w, sp); err != nil {
+				return o.Errorf(fmt.Sprintf("spec.ports[%d].targetPort", i), "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (objs objects) service(ns, name string) *corev1.Service {
+	for _, o := range objs {
+		if s, ok := o.Obj.(*corev1.Service); ok && s.Name == name && o.Namespace() == ns {
+			return s
+		}
+	}
+	return nil
+}
+
+// backends returns the workloads in namespace ns whose pods the Service
+// selects.
+func (objs objects) backends(ns string, s *corev1.Service) []workload {
+	if len(s.Spec.Selector) == 0 {
+		return nil
+	}
+	sel := labels.SelectorFromSet(s.Spec.Selector)
+	var out []workload
+	for _, w := range objs.workloads() {
+		if w.Namespace == ns && sel.Matches(labels.Set(w.Template.Labels)) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (objs objects) podLabels(ns string) string {
+	var out []string
+	for _, w := range objs.workloads() {
+		if w.Namespace == ns {
+			out = append(out, fmt.Sprintf("%s: %v", w.Name, labels.Set(w.Template.Labels)))
+		}
+	}
+	sort.Strings(out)
+	return listOrNone(out)
+}
+
+// podPort resolves a Service port's targetPort against a workload's pods
+// (a name is looked up among the container ports, as the EndpointSlice
+// controller does).
+func podPort(w workload, sp corev1.ServicePort) (int, error) {
+	if sp.TargetPort.Type == intstr.Int {
+		if sp.TargetPort.IntVal == 0 {
+			return int(sp.Port), nil
+		}
+		return int(sp.TargetPort.IntVal), nil
+	}
+	var names []string
+	for _, c := range w.Template.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == sp.TargetPort.StrVal && (cp.Protocol == "" || cp.Protocol == sp.Protocol) {
+				return int(cp.ContainerPort), nil
+			}
+			if cp.Name != "" {
+				names = append(names, fmt.Sprintf("%s (%s)", cp.Name, cmp.Or(string(cp.Protocol), "TCP")))
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s container port named %q in the pods of %s %s (named ports: %s)", sp.Protocol, sp.TargetPort.StrVal, w.Kind, w.Name, listOrNone(names))
+}
+
+// checkTargetPort reports a Service port whose traffic the selected pods
+// would refuse.
+func checkTargetPort(w workload, sp corev1.ServicePort) error {
+	port, err := podPort(w, sp)
+	if err != nil {
+		return err
+	}
+	wl, err := kubelet.WorkloadFor(&w.Template.Spec)
+	if err != nil {
+		return nil // reported on the workload
+	}
+	if port != wl.Port && port != wl.HTTPPort {
+		listen := fmt.Sprint(wl.Port)
+		if wl.HTTPPort != 0 {
+			listen = fmt.Sprintf("%d (gRPC) and %d (HTTP)", wl.Port, wl.HTTPPort)
+		}
+		return fmt.Errorf("resolves to port %d, but the pods of %s %s listen on %s, so every connection would be refused", port, w.Kind, w.Name, listen)
+	}
+	return nil
+}
