@@ -253,7 +253,7 @@ func printUp(w io.Writer, l *lab.Lab, ctl string, f *scenario.File) {
 	o := control.Snapshot(l)
 	dns := l.DNSAddr()
 	host, port := splitHostPort(dns)
-	fmt.Fprintf(w, "lab is up: pods %v, Services %v\n", l.Cluster.Config().PodCIDR, l.Cluster.Config().ServiceCIDR)
+	fmt.Fprintf(w, "lab is up: pods %v, Services %v\n", l.PodCIDR(), l.ServiceCIDR())
 	fmt.Fprintf(w, "cluster DNS %s, control API %s\n\n", dns, ctl)
 	printServices(w, o.Services)
 	fmt.Fprintf(w, "\ntry:\n")

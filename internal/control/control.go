@@ -23,8 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // DefaultAddr is where `pinlab lab up` serves its control API.
@@ -134,8 +132,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 	l := s.lab.Load()
-	cfg := l.Cluster.Config()
-	reply(w, http.StatusOK, Info{DNS: l.DNSAddr(), PodCIDR: cfg.PodCIDR.String(), ServiceCIDR: cfg.ServiceCIDR.String()})
+	reply(w, http.StatusOK, Info{DNS: l.DNSAddr(), PodCIDR: l.PodCIDR().String(), ServiceCIDR: l.ServiceCIDR().String()})
 }
 
 func (s *Server) objects(w http.ResponseWriter, _ *http.Request) {
@@ -144,30 +141,8 @@ func (s *Server) objects(w http.ResponseWriter, _ *http.Request) {
 
 // Snapshot lists a lab's objects from its informer caches.
 func Snapshot(l *lab.Lab) Objects {
-	f := l.Cluster.Factory()
-	var o Objects
-	all := labels.Everything()
-	svcs, _ := f.Core().V1().Services().Lister().List(all)
-	for _, x := range svcs {
-		o.Services = append(o.Services, *x)
-	}
-	pods, _ := f.Core().V1().Pods().Lister().List(all)
-	for _, x := range pods {
-		o.Pods = append(o.Pods, *x)
-	}
-	slices, _ := f.Discovery().V1().EndpointSlices().Lister().List(all)
-	for _, x := range slices {
-		o.EndpointSlices = append(o.EndpointSlices, *x)
-	}
-	ds, _ := f.Apps().V1().Deployments().Lister().List(all)
-	for _, x := range ds {
-		o.Deployments = append(o.Deployments, *x)
-	}
-	ss, _ := f.Apps().V1().StatefulSets().Lister().List(all)
-	for _, x := range ss {
-		o.StatefulSets = append(o.StatefulSets, *x)
-	}
-	return o
+	c := l.Objects()
+	return Objects{Services: c.Services, Pods: c.Pods, EndpointSlices: c.EndpointSlices, Deployments: c.Deployments, StatefulSets: c.StatefulSets}
 }
 
 func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
@@ -187,7 +162,7 @@ func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	result(w, s.lab.Load().Cluster.Client().CoreV1().Pods(req.Namespace).Delete(r.Context(), req.Name, metav1.DeleteOptions{}))
+	result(w, s.lab.Load().DeletePod(r.Context(), req.Namespace, req.Name, nil))
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/netip"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -66,3 +68,43 @@ func (l *Lab) StartInformers() { l.Cluster.Factory().Start(l.runCtx.Done()) }
 func (l *Lab) RolloutRestart(ctx context.Context, kind, namespace, name string) error {
 	return l.Cluster.RolloutRestart(ctx, kind, namespace, name)
 }
+
+// Snapshot is a lab's objects as its informer caches hold them.
+type Snapshot struct {
+	Services       []corev1.Service
+	Pods           []corev1.Pod
+	EndpointSlices []discoveryv1.EndpointSlice
+	Deployments    []appsv1.Deployment
+	StatefulSets   []appsv1.StatefulSet
+}
+
+// Objects lists the lab's objects from its informer caches (copies).
+func (l *Lab) Objects() Snapshot {
+	f := l.Cluster.Factory()
+	var o Snapshot
+	all := labels.Everything()
+	svcs, _ := f.Core().V1().Services().Lister().List(all)
+	for _, x := range svcs {
+		o.Services = append(o.Services, *x)
+	}
+	pods, _ := f.Core().V1().Pods().Lister().List(all)
+	for _, x := range pods {
+		o.Pods = append(o.Pods, *x)
+	}
+	slices, _ := f.Discovery().V1().EndpointSlices().Lister().List(all)
+	for _, x := range slices {
+		o.EndpointSlices = append(o.EndpointSlices, *x)
+	}
+	ds, _ := f.Apps().V1().Deployments().Lister().List(all)
+	for _, x := range ds {
+		o.Deployments = append(o.Deployments, *x)
+	}
+	ss, _ := f.Apps().V1().StatefulSets().Lister().List(all)
+	for _, x := range ss {
+		o.StatefulSets = append(o.StatefulSets, *x)
+	}
+	return o
+}
+
+// ServiceCIDR is the lab's Service network.
+func (l *Lab) ServiceCIDR() netip.Prefix { return l.Cluster.Config().ServiceCIDR }
