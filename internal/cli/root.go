@@ -105,13 +105,3 @@ func groupCmd(cmd *cobra.Command) {
 	}
 	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 }
-
-// usageArgs makes the errors of an argument check usage errors (exit 2).
-func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return usageError{err}
-		}
-		return nil
-	}
-}

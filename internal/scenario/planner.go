@@ -35,9 +35,7 @@ func (pl *planner) siteOf(path, note string) site {
 	return s
 }
 
-// plan checks the scenario and builds the plan, variant by variant. The
-// scenario's own groups and timeline are checked first against the file's
-// objects, so that their errors are reported without a variant's name.
+// plan checks the scenario and builds the plan, variant by variant.
 func (pl *planner) plan() (*plan.Plan, error) {
 	sp := pl.sp
 	top := at(pl.doc, "spec")
@@ -65,20 +63,34 @@ func (pl *planner) plan() (*plan.Plan, error) {
 	if p.MinResolutionInterval, err = pl.minResolution(); err != nil {
 		return nil, err
 	}
-	base, err := pl.variant(-1, Variant{Name: defaultVariantName})
-	if err != nil {
-		return nil, err
-	}
 	expects, err := pl.expectations(windows)
 	if err != nil {
 		return nil, err
 	}
-	if len(sp.Variants) == 0 {
-		base.Expect = forVariant(expects, base.Name)
-		p.Variants = []plan.Variant{base}
+	if p.Variants, err = pl.variants(expects); err != nil {
+		return nil, err
 	}
+	for _, st := range p.Variants[0].Steps {
+		p.Timeline = append(p.Timeline, st.Describe())
+	}
+	return p, nil
+}
+
+// variants resolves every variant; with none, the scenario itself is the
+// one variant "base". The scenario without overlays is checked first, so
+// that its own errors are reported without a variant's name.
+func (pl *planner) variants(expects []expectation) ([]plan.Variant, error) {
+	base, err := pl.variant(-1, Variant{Name: defaultVariantName})
+	if err != nil {
+		return nil, err
+	}
+	if len(pl.sp.Variants) == 0 {
+		base.Expect = forVariant(expects, base.Name)
+		return []plan.Variant{base}, nil
+	}
+	var out []plan.Variant
 	names := map[string]bool{}
-	for i, v := range sp.Variants {
+	for i, v := range pl.sp.Variants {
 		s := at(pl.doc, fmt.Sprintf("spec.variants[%d]", i))
 		if !isDNSLabel(v.Name) {
 			return nil, s.Errorf("name", "%q: expected a lowercase name such as headless-rr", v.Name)
@@ -92,12 +104,9 @@ func (pl *planner) plan() (*plan.Plan, error) {
 			return nil, err
 		}
 		pv.Expect = forVariant(expects, v.Name)
-		p.Variants = append(p.Variants, pv)
+		out = append(out, pv)
 	}
-	for _, st := range p.Variants[0].Steps {
-		p.Timeline = append(p.Timeline, st.Describe())
-	}
-	return p, nil
+	return out, nil
 }
 
 func (pl *planner) checkGroupNames() error {

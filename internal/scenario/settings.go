@@ -258,25 +258,8 @@ func checkSettings(at site, s ClientSettings) error {
 	if m := s.MinResolutionInterval; m != nil && (m.Duration < 0 || s.Resolver != "cached") {
 		return at.Errorf("minResolutionInterval", "applies only with resolver: cached (grpc-go's own resolver takes spec.grpc.minResolutionInterval), and must not be negative")
 	}
-	if r := s.Retry; r != nil {
-		q := "retry"
-		if r.MaxAttempts < 2 || r.MaxAttempts > 5 {
-			return at.Errorf(q+".maxAttempts", "%d: expected 2 to 5 (grpc-go caps attempts at 5)", r.MaxAttempts)
-		}
-		if r.InitialBackoff.Duration <= 0 || r.MaxBackoff.Duration < r.InitialBackoff.Duration {
-			return at.Errorf(q, "expected initialBackoff > 0 and maxBackoff >= initialBackoff")
-		}
-		if r.BackoffMultiplier <= 0 {
-			return at.Errorf(q+".backoffMultiplier", "%v: expected > 0", r.BackoffMultiplier)
-		}
-		if len(r.RetryableStatusCodes) == 0 {
-			return at.Errorf(q+".retryableStatusCodes", "required, e.g. [Unavailable]")
-		}
-		for i, c := range r.RetryableStatusCodes {
-			if statusCodes[c] == codes.OK {
-				return at.Errorf(fmt.Sprintf("%s.retryableStatusCodes[%d]", q, i), "%q: expected a gRPC status code name such as Unavailable", c)
-			}
-		}
+	if err := checkRetry(at.child("retry"), s.Retry); err != nil {
+		return err
 	}
 	switch s.Call {
 	case "", "unary", "stream":
@@ -303,17 +286,47 @@ func checkSettings(at site, s ClientSettings) error {
 			return at.Errorf(name, "%d: 0 to 1000, only with protocol: http", *v)
 		}
 	}
-	if x := s.L7Proxy; x != nil {
-		q := "l7Proxy"
-		if x.Placement != "" && !slices.Contains(placements, x.Placement) {
-			return at.Errorf(q+".placement", "%q: expected sidecar or gateway", x.Placement)
+	return checkL7Proxy(at.child("l7Proxy"), s.L7Proxy)
+}
+
+// checkRetry validates a retry policy (nil: none).
+func checkRetry(at site, r *RetryPolicy) error {
+	if r == nil {
+		return nil
+	}
+	if r.MaxAttempts < 2 || r.MaxAttempts > 5 {
+		return at.Errorf("maxAttempts", "%d: expected 2 to 5 (grpc-go caps attempts at 5)", r.MaxAttempts)
+	}
+	if r.InitialBackoff.Duration <= 0 || r.MaxBackoff.Duration < r.InitialBackoff.Duration {
+		return at.Errorf("", "expected initialBackoff > 0 and maxBackoff >= initialBackoff")
+	}
+	if r.BackoffMultiplier <= 0 {
+		return at.Errorf("backoffMultiplier", "%v: expected > 0", r.BackoffMultiplier)
+	}
+	if len(r.RetryableStatusCodes) == 0 {
+		return at.Errorf("retryableStatusCodes", "required, e.g. [Unavailable]")
+	}
+	for i, c := range r.RetryableStatusCodes {
+		if statusCodes[c] == codes.OK {
+			return at.Errorf(fmt.Sprintf("retryableStatusCodes[%d]", i), "%q: expected a gRPC status code name such as Unavailable", c)
 		}
-		if x.Policy != "" && !slices.Contains(l7proxy.Policies, x.Policy) {
-			return at.Errorf(q+".policy", "%q: expected one of %s", x.Policy, strings.Join(l7proxy.Policies, ", "))
-		}
-		if x.Replicas < 0 || x.Replicas > 10 || x.Replicas > 0 && x.Placement != "gateway" {
-			return at.Errorf(q+".replicas", "%d: gateway replicas, 1 to 10, only with placement: gateway", x.Replicas)
-		}
+	}
+	return nil
+}
+
+// checkL7Proxy validates an L7 proxy setting (nil: none).
+func checkL7Proxy(at site, x *L7Proxy) error {
+	if x == nil {
+		return nil
+	}
+	if x.Placement != "" && !slices.Contains(placements, x.Placement) {
+		return at.Errorf("placement", "%q: expected sidecar or gateway", x.Placement)
+	}
+	if x.Policy != "" && !slices.Contains(l7proxy.Policies, x.Policy) {
+		return at.Errorf("policy", "%q: expected one of %s", x.Policy, strings.Join(l7proxy.Policies, ", "))
+	}
+	if x.Replicas < 0 || x.Replicas > 10 || x.Replicas > 0 && x.Placement != "gateway" {
+		return at.Errorf("replicas", "%d: gateway replicas, 1 to 10, only with placement: gateway", x.Replicas)
 	}
 	return nil
 }
@@ -339,26 +352,25 @@ func checkCluster(at site, c ClusterSettings) error {
 
 // Defaults of client settings, as the runtimes they model.
 const (
-	defaultCacheTTL        = 30 * time.Second // the JVM's without a security manager
-	defaultMinResolution   = 30 * time.Second // grpc-go's
-	defaultStreamLength    = 10 * time.Second
-	defaultMaxIdleConns    = 2 // net/http's DefaultMaxIdleConnsPerHost
-	defaultRestartBackoff  = 10 * time.Second
-	defaultDNSTTL          = 5 * time.Second // CoreDNS's kubernetes plugin
-	defaultCallTimeout     = time.Second
-	defaultPolicy          = "pick_first"
-	defaultL7Placement     = "sidecar"
-	defaultL7Policy        = "round_robin"
-	defaultProxyMode       = "iptables"
-	defaultDeadAddress     = "refuse"
-	defaultResolver        = "grpc"
-	defaultProtocol        = "grpc"
-	defaultPodPick         = "busiest"
-	defaultPatchType       = "strategic"
-	defaultDNSPodsMode     = "disabled"
-	defaultRunWindowName   = "run"
-	defaultVariantName     = "base"
-	defaultClientNamespace = "default"
+	defaultCacheTTL       = 30 * time.Second // the JVM's without a security manager
+	defaultMinResolution  = 30 * time.Second // grpc-go's
+	defaultStreamLength   = 10 * time.Second
+	defaultMaxIdleConns   = 2 // net/http's DefaultMaxIdleConnsPerHost
+	defaultRestartBackoff = 10 * time.Second
+	defaultDNSTTL         = 5 * time.Second // CoreDNS's kubernetes plugin
+	defaultCallTimeout    = time.Second
+	defaultPolicy         = "pick_first"
+	defaultL7Placement    = "sidecar"
+	defaultL7Policy       = "round_robin"
+	defaultProxyMode      = "iptables"
+	defaultDeadAddress    = "refuse"
+	defaultResolver       = "grpc"
+	defaultProtocol       = "grpc"
+	defaultPodPick        = "busiest"
+	defaultPatchType      = "strategic"
+	defaultDNSPodsMode    = "disabled"
+	defaultRunWindowName  = "run"
+	defaultVariantName    = "base"
 )
 
 // resolve returns s, checked, with every default applied.

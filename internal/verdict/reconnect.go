@@ -13,7 +13,6 @@ const (
 	causeGracefulStop = "goaway graceful_stop"
 	causeRestart      = "restart"
 	causeNewAddress   = "new address"
-	causeUnknown      = ""
 )
 
 // reconnectLag bounds how long after a connection ended a new one still
