@@ -33,7 +33,7 @@ func dial(cfg Config) (*channel, error) {
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, addr) }),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpc.WithDefaultServiceConfig(sc),
-		grpc.WithStatsHandler(&connObserver{obs: cfg.Observer}),
+		grpc.WithStatsHandler(statsHandler(cfg.Observer)),
 	}
 	rb, err := resolverFor(cfg)
 	if err != nil {
