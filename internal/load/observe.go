@@ -3,10 +3,15 @@ package load
 import "github.com/pinlab/pinlab/internal/grpcconn"
 
 // statsHandler reports the channel's connections to obs, keyed by the
-// remote address.
-func statsHandler(obs Observer) *grpcconn.Handler {
+// remote address, with each close's reason from conns.
+func statsHandler(obs Observer, conns *connTable) *grpcconn.Handler {
 	return &grpcconn.Handler{
-		Opened: func(c grpcconn.Conn) { obs.Conn(c.Remote, true) },
-		Closed: func(c grpcconn.Conn) { obs.Conn(c.Remote, false) },
+		Opened: func(c grpcconn.Conn) {
+			conns.opened(c)
+			obs.Conn(ConnEvent{Remote: c.Remote, Open: true})
+		},
+		Closed: func(c grpcconn.Conn) {
+			obs.Conn(ConnEvent{Remote: c.Remote, Reason: conns.closed(c)})
+		},
 	}
 }

@@ -51,8 +51,10 @@ func (o clientObserver) Called(r load.Result) {
 	o.rec.Call(o.name, r.Pod, r.Code, string(r.Cause), r.Latency, r.Due)
 }
 
-func (o clientObserver) Conn(remote netip.AddrPort, open bool) {
-	o.rec.ClientConn(o.name, remote, open, time.Now())
+// Conn records the connection. ev.Reason is ignored: explain.go still
+// attributes reconnects to the configured MaxConnectionAge.
+func (o clientObserver) Conn(ev load.ConnEvent) {
+	o.rec.ClientConn(o.name, ev.Remote, ev.Open, time.Now())
 }
 
 func dnsObserver(rec *stats.Recorder) func(clusterdns.QueryEvent) {
