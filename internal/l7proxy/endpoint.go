@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pinlab/pinlab/internal/endpoints"
 )
 
 // endpoint is one pod address in the routing table, with its own pool of
@@ -29,9 +31,9 @@ type endpoint struct {
 	conns []*upConn
 }
 
-// newEndpoint returns t's endpoint.
-func (p *Proxy) newEndpoint(t target) *endpoint {
-	ep := &endpoint{addr: t.addr, host: t.addr.String(), pod: t.pod}
+// newEndpoint returns e's endpoint.
+func (p *Proxy) newEndpoint(e endpoints.Endpoint) *endpoint {
+	ep := &endpoint{addr: e.Addr, host: e.Addr.String(), pod: e.Pod}
 	ep.rtt.rtt = float64(p.ewma.DefaultRTT)
 	ep.rtt.at = p.now()
 	return ep

@@ -57,6 +57,7 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/loopback"
 )
 
@@ -415,15 +416,15 @@ func meta(obj any) (interface {
 func (p *Proxy) sync() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ts := p.eligibleTargets()
-	next := make(map[netip.AddrPort]*endpoint, len(ts))
-	eps := make([]*endpoint, 0, len(ts))
-	for _, t := range ts {
-		ep := p.eps[t.addr]
-		if ep == nil || ep.pod != t.pod {
-			ep = p.newEndpoint(t)
+	es := p.eligible()
+	next := make(map[netip.AddrPort]*endpoint, len(es))
+	eps := make([]*endpoint, 0, len(es))
+	for _, e := range es {
+		ep := p.eps[e.Addr]
+		if ep == nil || ep.pod != e.Pod {
+			ep = p.newEndpoint(e)
 		}
-		next[t.addr] = ep
+		next[e.Addr] = ep
 		eps = append(eps, ep)
 	}
 	p.table.Store(&table{eps: eps})
@@ -435,9 +436,10 @@ func (p *Proxy) sync() {
 	p.eps = next
 }
 
-// eligibleTargets reads the routed port's eligible endpoints from the
-// listers.
-func (p *Proxy) eligibleTargets() []target {
+// eligible reads the routed port's eligible endpoints from the listers.
+// Slices labelled headless count: unlike kube-proxy, a mesh proxy routes
+// to a headless Service's pods.
+func (p *Proxy) eligible() []endpoints.Endpoint {
 	name, ok := p.portName()
 	if !ok {
 		return nil
@@ -447,11 +449,11 @@ func (p *Proxy) eligibleTargets() []target {
 	if err != nil {
 		return nil
 	}
-	ts, outside := targets(ss, name, func(a netip.Addr) bool { return loopback.CheckIP(a) == nil })
+	eps, outside := endpoints.Filter{Port: name, Headless: true}.Endpoints(ss)
 	for _, a := range outside {
 		p.warnOnce("outside/"+a.String(), "endpoint skipped: outside the lab network", "endpoint", a)
 	}
-	return eligible(ts)
+	return endpoints.Eligible(eps)
 }
 
 // portName is the slice port name of the routed port; false when Port is a
@@ -464,7 +466,7 @@ func (p *Proxy) portName() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	name, ok := servicePortName(svc, p.portNum)
+	name, ok := endpoints.ServicePortName(svc, p.portNum)
 	if !ok {
 		p.warnOnce("port/"+p.cfg.Port, "Service has no TCP port with this number; nothing to route to", "port", p.portNum)
 	}

@@ -90,7 +90,7 @@ func (c *tally) Called(r load.Result) {
 		c.pods[r.Pod]++
 	}
 }
-func (c *tally) Conn(netip.AddrPort, bool) {}
+func (c *tally) Conn(load.ConnEvent) {}
 
 func runClient(t *testing.T, l *Lab, target, policy string, d time.Duration) *tally {
 	t.Helper()

@@ -46,7 +46,22 @@ type Result struct {
 // concurrently from call goroutines and grpc-go transports.
 type Observer interface {
 	Called(Result)
-	Conn(remote netip.AddrPort, open bool)
+	Conn(ConnEvent)
+}
+
+// ConnEvent is one of the client's connections opening or closing.
+type ConnEvent struct {
+	// Remote is the server's address (a pod, or a Service VIP).
+	Remote netip.AddrPort
+	// Open is true when grpc-go took the connection up (stats.ConnBegin,
+	// right after the TCP connect), false when it closed (stats.ConnEnd).
+	Open bool
+	// Reason says why it closed, as observed; "" for an open.
+	Reason CloseReason
+	// GoAwayAt is when the GOAWAY that ended the connection arrived, for a
+	// close whose Reason is a GOAWAY (the connection then drained, and
+	// closed later); zero otherwise.
+	GoAwayAt time.Time
 }
 
 // Client is one load generator. Run it once.
@@ -320,5 +335,5 @@ func (c *Client) shutdown() {
 
 type discard struct{}
 
-func (discard) Called(Result)             {}
-func (discard) Conn(netip.AddrPort, bool) {}
+func (discard) Called(Result)  {}
+func (discard) Conn(ConnEvent) {}

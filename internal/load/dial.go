@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
@@ -27,13 +26,13 @@ func dial(cfg Config) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
 	}
-	d := loopback.Dialer{Source: cfg.Source}
+	conns := newConnTable()
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, addr) }),
+		grpc.WithContextDialer(conns.dialer(loopback.Dialer{Source: cfg.Source})),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpc.WithDefaultServiceConfig(sc),
-		grpc.WithStatsHandler(&connObserver{obs: cfg.Observer}),
+		grpc.WithStatsHandler(statsHandler(cfg.Observer, conns)),
 	}
 	rb, err := resolverFor(cfg)
 	if err != nil {

@@ -22,11 +22,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// collector records every result a client reports.
+// collector records every result and connection event a client reports;
+// events, if not nil, gets each connection event too.
 type collector struct {
 	mu      sync.Mutex
 	results []Result
 	opened  int
+	events  chan ConnEvent
 }
 
 func (c *collector) Called(r Result) {
@@ -35,11 +37,15 @@ func (c *collector) Called(r Result) {
 	c.results = append(c.results, r)
 }
 
-func (c *collector) Conn(_ netip.AddrPort, open bool) {
+func (c *collector) Conn(ev ConnEvent) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if open {
+	if ev.Open {
 		c.opened++
+	}
+	c.mu.Unlock()
+	select {
+	case c.events <- ev: // a nil events blocks: the default drops it
+	default: // full: tests read the first few only
 	}
 }
 
@@ -143,13 +149,19 @@ type backend struct {
 
 // startBackend serves on addr ("ip:port", port 0 for any) until the test
 // ends.
-func startBackend(t *testing.T, name, addr string) *backend {
+func startBackend(t *testing.T, name, addr string, opts ...grpc.ServerOption) *backend {
 	t.Helper()
 	ln, err := loopback.Listen(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &backend{name: name, addr: loopback.AddrPort(ln.Addr()), srv: grpc.NewServer(), health: health.NewServer(), entered: make(chan struct{}, 1)}
+	return serveBackend(t, name, ln, opts...)
+}
+
+// serveBackend serves on ln with opts until the test ends.
+func serveBackend(t *testing.T, name string, ln net.Listener, opts ...grpc.ServerOption) *backend {
+	t.Helper()
+	b := &backend{name: name, addr: loopback.AddrPort(ln.Addr()), srv: grpc.NewServer(opts...), health: health.NewServer(), entered: make(chan struct{}, 1)}
 	b.ip = b.addr.Addr().String()
 	pricingv1.RegisterPricingServer(b.srv, b)
 	healthpb.RegisterHealthServer(b.srv, b.health)

@@ -1,32 +1,18 @@
 package load
 
-import (
-	"context"
-	"net/netip"
+import "github.com/pinlab/pinlab/internal/grpcconn"
 
-	"github.com/pinlab/pinlab/internal/loopback"
-
-	"google.golang.org/grpc/stats"
-)
-
-// connObserver is a client-side grpc stats.Handler reporting connections.
-type connObserver struct{ obs Observer }
-
-type remoteKey struct{}
-
-func (h *connObserver) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, remoteKey{}, loopback.AddrPort(info.RemoteAddr))
-}
-
-func (h *connObserver) HandleConn(ctx context.Context, s stats.ConnStats) {
-	remote, _ := ctx.Value(remoteKey{}).(netip.AddrPort)
-	switch s.(type) {
-	case *stats.ConnBegin:
-		h.obs.Conn(remote, true)
-	case *stats.ConnEnd:
-		h.obs.Conn(remote, false)
+// statsHandler reports the channel's connections to obs, keyed by the
+// remote address, with each close's reason from conns.
+func statsHandler(obs Observer, conns *connTable) *grpcconn.Handler {
+	return &grpcconn.Handler{
+		Opened: func(c grpcconn.Conn) {
+			conns.opened(c)
+			obs.Conn(ConnEvent{Remote: c.Remote, Open: true})
+		},
+		Closed: func(c grpcconn.Conn) {
+			reason, goAway := conns.closed(c)
+			obs.Conn(ConnEvent{Remote: c.Remote, Reason: reason, GoAwayAt: goAway})
+		},
 	}
 }
-
-func (h *connObserver) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (h *connObserver) HandleRPC(context.Context, stats.RPCStats)                       {}

@@ -98,7 +98,7 @@ type Server struct {
 // New returns a server for cfg; nothing listens until Start.
 func New(cfg Config) *Server {
 	opts := []grpc.ServerOption{
-		grpc.StatsHandler(&connObserver{obs: cfg.Observer}),
+		grpc.StatsHandler(statsHandler(cfg.Observer)),
 	}
 	if cfg.MaxConnectionAge > 0 || cfg.MaxConnectionAgeGrace > 0 {
 		kp := keepalive.ServerParameters{

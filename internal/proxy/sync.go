@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/loopback"
 )
 
@@ -116,15 +117,16 @@ func (p *Proxier) desired(key types.NamespacedName) map[netip.AddrPort]*table {
 	affinity := p.affinityTimeout(key, svc)
 	want := map[netip.AddrPort]*table{}
 	for _, port := range svc.Spec.Ports {
-		if !isTCP(port.Protocol) || port.Port <= 0 || port.Port > 65535 {
+		if !endpoints.IsTCP(port.Protocol) || port.Port <= 0 || port.Port > 65535 {
 			continue
 		}
 		vip := netip.AddrPortFrom(ip, uint16(port.Port))
-		cands, outside := candidates(slices, port.Name, func(a netip.Addr) bool { return loopback.CheckIP(a) == nil })
+		// kube-proxy does not watch slices labelled headless (Filter's default).
+		eps, outside := endpoints.Filter{Port: port.Name}.Endpoints(slices)
 		for _, ep := range outside {
 			p.warnOnce(key.String()+"/"+ep.String(), "endpoint skipped: outside the lab network", "service", key, "endpoint", ep)
 		}
-		want[vip] = &table{svc: key, port: port.Name, eps: eligible(cands), affinity: affinity}
+		want[vip] = &table{svc: key, port: port.Name, eps: backends(endpoints.Eligible(eps)), affinity: affinity}
 	}
 	return want
 }

@@ -86,8 +86,14 @@ func (o clientObserver) Called(r load.Result) {
 	o.rec.Call(o.name, r.Pod, r.Code, string(r.Cause), r.Latency, r.Due)
 }
 
-func (o clientObserver) Conn(remote netip.AddrPort, open bool) {
-	o.rec.ClientConn(o.name, remote, open, "", time.Now())
+// Conn records a connection opening or closing, with why it closed and when
+// a GOAWAY arrived on it, as the client observed them.
+func (o clientObserver) Conn(ev load.ConnEvent) {
+	at := time.Now()
+	if !ev.GoAwayAt.IsZero() {
+		o.rec.ClientGoAway(o.name, ev.Remote, ev.GoAwayAt)
+	}
+	o.rec.ClientConn(o.name, ev.Remote, ev.Open, string(ev.Reason), at)
 }
 
 func dnsObserver(rec *stats.Recorder) func(clusterdns.QueryEvent) {

@@ -136,21 +136,47 @@ func (d *dialer) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 
 func (d *dialer) observe(c net.Conn) net.Conn {
 	oc := &observedConn{Conn: c, obs: d.obs, remote: loopback.AddrPort(c.RemoteAddr())}
-	d.obs.Conn(oc.remote, true)
+	d.obs.Conn(load.ConnEvent{Remote: oc.remote, Open: true})
 	return oc
 }
 
-// observedConn reports its first Close to the Observer.
+// observedConn reports its first Close to the Observer, with the reason of
+// the first failed read before it (load.ReadCloseReason: the server closed
+// or reset it), else load.ReasonClient. Without HTTP/2 there is no GOAWAY
+// to see.
 type observedConn struct {
 	net.Conn
 	obs    load.Observer
 	remote netip.AddrPort
 	once   sync.Once
+
+	mu      sync.Mutex
+	readEnd load.CloseReason // the first failed read's; "" if none
+}
+
+func (c *observedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		if r, ok := load.ReadCloseReason(err); ok {
+			c.mu.Lock()
+			if c.readEnd == "" {
+				c.readEnd = r
+			}
+			c.mu.Unlock()
+		}
+	}
+	return n, err
 }
 
 func (c *observedConn) Close() error {
+	c.mu.Lock()
+	reason := c.readEnd
+	c.mu.Unlock()
+	if reason == "" {
+		reason = load.ReasonClient
+	}
 	err := c.Conn.Close()
-	c.once.Do(func() { c.obs.Conn(c.remote, false) })
+	c.once.Do(func() { c.obs.Conn(load.ConnEvent{Remote: c.remote, Reason: reason}) })
 	return err
 }
 
@@ -179,5 +205,5 @@ func pace(ctx context.Context, rate float64, fn func(due time.Time)) {
 
 type discard struct{}
 
-func (discard) Called(load.Result)        {}
-func (discard) Conn(netip.AddrPort, bool) {}
+func (discard) Called(load.Result)  {}
+func (discard) Conn(load.ConnEvent) {}

@@ -78,6 +78,7 @@ type collector struct {
 	opened  int
 	closed  int
 	remotes map[netip.AddrPort]bool
+	reasons map[load.CloseReason]int
 	last    string // pod of the latest OK result
 }
 
@@ -94,18 +95,30 @@ func (c *collector) Called(r load.Result) {
 	}
 }
 
-func (c *collector) Conn(remote netip.AddrPort, open bool) {
+func (c *collector) Conn(ev load.ConnEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.remotes == nil {
-		c.remotes = map[netip.AddrPort]bool{}
+		c.remotes, c.reasons = map[netip.AddrPort]bool{}, map[load.CloseReason]int{}
 	}
-	if open {
+	if ev.Open {
 		c.opened++
-		c.remotes[remote] = true
+		c.remotes[ev.Remote] = true
 	} else {
 		c.closed++
+		c.reasons[ev.Reason]++
 	}
+}
+
+// closeReasons returns how many connections closed for each reason.
+func (c *collector) closeReasons() map[load.CloseReason]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[load.CloseReason]int{}
+	for k, v := range c.reasons {
+		out[k] = v
+	}
+	return out
 }
 
 func (c *collector) snapshot() (map[codes.Code]int, map[string]int) {
