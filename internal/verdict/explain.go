@@ -182,6 +182,9 @@ func (f facts) connectionLine() string {
 		causes = append(causes, fmt.Sprintf("%d %s", counts[c], f.causeText(c)))
 	}
 	line := fmt.Sprintf("clients opened %s after start-up (first at %.1fs): %s", plural(n, "new connection"), f.reconnects[0].at, strings.Join(causes, ", "))
+	if w := longestWait(f.reconnects); w.at-w.since > 1 {
+		line += fmt.Sprintf(" (the longest wait for a replacement: %.1fs, from %.1fs to %.1fs)", w.at-w.since, w.since, w.at)
+	}
 	switch {
 	case f.g.Target.Headless && anyGoAway(order):
 		line += "; each GOAWAY also asked the resolver to re-resolve"
@@ -189,6 +192,17 @@ func (f facts) connectionLine() string {
 		line += "; each a fresh random kube-proxy pick"
 	}
 	return line
+}
+
+// longestWait returns the reconnect that came longest after its cause.
+func longestWait(rs []reconnect) reconnect {
+	var w reconnect
+	for _, r := range rs {
+		if r.at-r.since > w.at-w.since {
+			w = r
+		}
+	}
+	return w
 }
 
 func anyGoAway(causes []string) bool {

@@ -20,10 +20,11 @@ const (
 // a blackholed dial takes its connect timeout.
 const reconnectLag = 30.0 // seconds
 
-// reconnect is a client connection opened after start-up and why.
+// reconnect is a client connection opened after start-up, why, and when
+// what caused it happened (the open's own time for a new address).
 type reconnect struct {
-	at    float64
-	cause string
+	at, since float64
+	cause     string
 }
 
 // reconnects returns the connections the clients opened after start-up,
@@ -86,10 +87,10 @@ func clientReconnects(c stats.ClientStats, end stats.Offset) []reconnect {
 				best = i
 			}
 		}
-		r := reconnect{at: at, cause: causeNewAddress}
+		r := reconnect{at: at, since: at, cause: causeNewAddress}
 		if best >= 0 {
 			ends[best].used = true
-			r.cause = ends[best].cause
+			r.cause, r.since = ends[best].cause, ends[best].at
 		}
 		out = append(out, r)
 	}
