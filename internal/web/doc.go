@@ -15,30 +15,8 @@
 // channel; a WebSocket is one long-lived connection and pins to one pod like
 // gRPC does.
 //
-// # Wire shapes
-//
-//   - GET /v1/price?sku=X: 200 with a Quote in JSON; 400 without sku.
-//   - GET /healthz: 200 "ok"; 503 once Stop has begun.
-//   - GET /v1/watch: upgrades to a WebSocket (RFC 6455). Each client text
-//     message is a WatchRequest in JSON ({"id":7,"sku":"a"}; text that is
-//     not a JSON object is taken as the SKU with id 0) and gets one Quote
-//     in reply, carrying the request's id. Binary messages close the
-//     connection with 1003 (unsupported data).
-//
-// Errors are JSON too ({"error": "...", "pod": "...", "podIp": "..."}).
-// HTTP statuses become gRPC codes with CodeOf, on both sides.
-//
-// # WebSocket library
-//
-// github.com/coder/websocket (formerly nhooyr.io/websocket), chosen over
-// github.com/gorilla/websocket because its API takes a context on every
-// blocking call (Dial, Read, Write), which fits Run(ctx) and the lab's
-// bounded waits without per-call deadlines; Write is safe for concurrent
-// use (gorilla allows one writer at a time); Close performs the RFC 6455
-// close handshake with its own bounded waits (5 s to write, 5 s for the
-// peer's reply); it dials through a caller's *http.Client, so the clients'
-// http.Transport with the lab's source-IP dialer and resolver serves the
-// handshake too; and it has no dependencies. Both are maintained.
+// The wire shapes, the status-to-code mapping and the choice of WebSocket
+// library are in internal/webapi, which both sides share.
 //
 // # Name resolution
 //

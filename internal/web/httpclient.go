@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -75,7 +76,7 @@ type HTTPConfig struct {
 	// 1000.
 	MaxInFlight int
 	// Observer receives every request's result (Pod from the reply's JSON;
-	// Code from CodeOf for a status, or DeadlineExceeded, Canceled or
+	// Code from webapi.CodeOf for a status, or DeadlineExceeded, Canceled or
 	// Unavailable for a failure without one) and every TCP connection
 	// (remote is the address dialled: the VIP or pod IP). Methods are
 	// called concurrently. Nil discards.
@@ -251,12 +252,12 @@ func (c *HTTPClient) call(p *pool, due time.Time) load.Result {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	r.Latency, r.Code = time.Since(due), CodeOf(resp.StatusCode)
+	r.Latency, r.Code = time.Since(due), webapi.CodeOf(resp.StatusCode)
 	switch {
 	case err != nil:
 		r.Code = errCode(err)
 	case r.Code == codes.OK:
-		var q Quote
+		var q webapi.Quote
 		if json.Unmarshal(body, &q) != nil {
 			r.Code = codes.Internal
 			break

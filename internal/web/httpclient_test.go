@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -75,10 +76,10 @@ func TestHTTPClientCodes(t *testing.T) {
 		wantRoute string // on the server; "" when it sees nothing
 		wantPod   string
 	}{
-		{name: "ok", path: "/v1/price?sku=a", want: codes.OK, wantRoute: RoutePrice, wantPod: "pod-127.244.0.31"},
-		{name: "400 missing sku", path: "/v1/price", want: codes.InvalidArgument, wantRoute: RoutePrice},
-		{name: "404 unknown path", path: "/nope", want: codes.NotFound, wantRoute: RouteUnmatched},
-		{name: "426 watch without upgrade", path: "/v1/watch", want: codes.FailedPrecondition, wantRoute: RouteWatch},
+		{name: "ok", path: "/v1/price?sku=a", want: codes.OK, wantRoute: webapi.RoutePrice, wantPod: "pod-127.244.0.31"},
+		{name: "400 missing sku", path: "/v1/price", want: codes.InvalidArgument, wantRoute: webapi.RoutePrice},
+		{name: "404 unknown path", path: "/nope", want: codes.NotFound, wantRoute: webapi.RouteUnmatched},
+		{name: "426 watch without upgrade", path: "/v1/watch", want: codes.FailedPrecondition, wantRoute: webapi.RouteWatch},
 		{name: "nothing listening", url: "http://127.244.0.32:1", path: "/v1/price?sku=a", want: codes.Unavailable},
 	}
 	for i, tt := range tests {

@@ -13,17 +13,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
-)
-
-// Routes as reported to pod.Observer.Served: the ServeMux pattern of each
-// HTTP request, RouteWatchMessage for each WebSocket message, and
-// RouteUnmatched for requests no pattern matched (404, 405).
-const (
-	RoutePrice        = "GET /v1/price"
-	RouteHealth       = "GET /healthz"
-	RouteWatch        = "GET /v1/watch"
-	RouteWatchMessage = "WS /v1/watch"
-	RouteUnmatched    = "unmatched"
+	"github.com/pinlab/pinlab/internal/webapi"
 )
 
 // ReadHeaderTimeout bounds how long a connection may take to send a
@@ -52,7 +42,7 @@ type Config struct {
 // once; Stop or Kill it once (Kill after Stop is allowed).
 //
 // The Observer gets Served(peer, route, code) once per finished HTTP request
-// (code from CodeOf of the status written; a successful WebSocket upgrade is
+// (code from webapi.CodeOf of the status written; a successful WebSocket upgrade is
 // not a request: its messages are) and once per answered WebSocket message
 // (codes.OK), and Conn(peer, open) when a TCP connection opens and when it
 // closes (from http.Server's ConnState; a connection upgraded to a
@@ -89,9 +79,9 @@ func NewServer(cfg Config) *Server {
 		s.obs = nopServerObserver{}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	s.mux.HandleFunc(RoutePrice, s.price)
-	s.mux.HandleFunc(RouteHealth, s.health)
-	s.mux.HandleFunc(RouteWatch, s.watch)
+	s.mux.HandleFunc(webapi.RoutePrice, s.price)
+	s.mux.HandleFunc(webapi.RouteHealth, s.health)
+	s.mux.HandleFunc(webapi.RouteWatch, s.watch)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	s.http = &http.Server{
@@ -214,7 +204,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	h, route := s.mux.Handler(r)
 	if route == "" {
-		route = RouteUnmatched
+		route = webapi.RouteUnmatched
 	}
 	if !s.enter() {
 		s.fail(sw, http.StatusServiceUnavailable, "pod stopping")
@@ -228,7 +218,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
-	s.obs.Served(peer, route, CodeOf(sw.status))
+	s.obs.Served(peer, route, webapi.CodeOf(sw.status))
 }
 
 func (s *Server) price(w http.ResponseWriter, r *http.Request) {
@@ -274,8 +264,8 @@ func (s *Server) work(ctx context.Context) error {
 	}
 }
 
-func (s *Server) quote(sku string, id int64) Quote {
-	return Quote{
+func (s *Server) quote(sku string, id int64) webapi.Quote {
+	return webapi.Quote{
 		ID:         id,
 		Pod:        s.cfg.Name,
 		PodIP:      s.cfg.Addr.Addr().String(),
@@ -292,7 +282,7 @@ func (s *Server) reply(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
-	s.reply(w, status, errorReply{Error: msg, Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()})
+	s.reply(w, status, webapi.ErrorReply{Error: msg, Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()})
 }
 
 func (s *Server) connState(c net.Conn, state http.ConnState) {

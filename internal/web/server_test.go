@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -28,28 +28,6 @@ func plainClient(t *testing.T, src string) *http.Client {
 	tr := &http.Transport{Protocols: &p, DialContext: func(ctx context.Context, _, a string) (net.Conn, error) { return d.DialContext(ctx, a) }}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
-}
-
-func TestCodeOf(t *testing.T) {
-	tests := []struct {
-		status int
-		want   codes.Code
-	}{
-		{200, codes.OK}, {204, codes.OK}, {101, codes.Unknown}, {302, codes.Unknown},
-		{400, codes.InvalidArgument}, {401, codes.Unauthenticated}, {403, codes.PermissionDenied},
-		{404, codes.NotFound}, {405, codes.FailedPrecondition}, {408, codes.DeadlineExceeded},
-		{409, codes.Aborted}, {416, codes.OutOfRange}, {426, codes.FailedPrecondition},
-		{429, codes.ResourceExhausted}, {499, codes.Canceled}, {500, codes.Internal},
-		{501, codes.Unimplemented}, {502, codes.Unavailable}, {503, codes.Unavailable},
-		{504, codes.DeadlineExceeded}, {505, codes.Unknown}, {0, codes.Unknown}, {999, codes.Unknown},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
-			if got := CodeOf(tt.status); got != tt.want {
-				t.Errorf("CodeOf(%d) = %v, want %v", tt.status, got, tt.want)
-			}
-		})
-	}
 }
 
 func TestServerRoutes(t *testing.T) {
@@ -65,16 +43,16 @@ func TestServerRoutes(t *testing.T) {
 		wantRoute  string
 		wantBody   string // substring
 	}{
-		{name: "price", method: "GET", path: "/v1/price?sku=a", wantStatus: 200, wantRoute: RoutePrice, wantBody: `"pod":"pod-127.244.0.21","podIp":"127.244.0.21","namespace":"shop","sku":"a"`},
-		{name: "price without sku", method: "GET", path: "/v1/price", wantStatus: 400, wantRoute: RoutePrice, wantBody: `"error":"missing query parameter sku","pod":"pod-127.244.0.21"`},
-		{name: "health", method: "GET", path: "/healthz", wantStatus: 200, wantRoute: RouteHealth, wantBody: "ok"},
-		{name: "unknown path", method: "GET", path: "/nope", wantStatus: 404, wantRoute: RouteUnmatched},
-		{name: "wrong method", method: "POST", path: "/v1/price?sku=a", wantStatus: 405, wantRoute: RouteUnmatched},
-		{name: "watch without upgrade", method: "GET", path: "/v1/watch", wantStatus: 426, wantRoute: RouteWatch},
+		{name: "price", method: "GET", path: "/v1/price?sku=a", wantStatus: 200, wantRoute: webapi.RoutePrice, wantBody: `"pod":"pod-127.244.0.21","podIp":"127.244.0.21","namespace":"shop","sku":"a"`},
+		{name: "price without sku", method: "GET", path: "/v1/price", wantStatus: 400, wantRoute: webapi.RoutePrice, wantBody: `"error":"missing query parameter sku","pod":"pod-127.244.0.21"`},
+		{name: "health", method: "GET", path: "/healthz", wantStatus: 200, wantRoute: webapi.RouteHealth, wantBody: "ok"},
+		{name: "unknown path", method: "GET", path: "/nope", wantStatus: 404, wantRoute: webapi.RouteUnmatched},
+		{name: "wrong method", method: "POST", path: "/v1/price?sku=a", wantStatus: 405, wantRoute: webapi.RouteUnmatched},
+		{name: "watch without upgrade", method: "GET", path: "/v1/watch", wantStatus: 426, wantRoute: webapi.RouteWatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := rec.count(tt.wantRoute, CodeOf(tt.wantStatus))
+			before := rec.count(tt.wantRoute, webapi.CodeOf(tt.wantStatus))
 			req, _ := http.NewRequest(tt.method, base+tt.path, nil)
 			resp, err := hc.Do(req)
 			if err != nil {
@@ -85,7 +63,7 @@ func TestServerRoutes(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus || resp.Proto != "HTTP/1.1" || !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("%s %s = %s %d %q; want HTTP/1.1 %d containing %q", tt.method, tt.path, resp.Proto, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 			}
-			waitFor(t, "the request observed", func() bool { return rec.count(tt.wantRoute, CodeOf(tt.wantStatus)) == before+1 })
+			waitFor(t, "the request observed", func() bool { return rec.count(tt.wantRoute, webapi.CodeOf(tt.wantStatus)) == before+1 })
 		})
 	}
 	if opened, _ := rec.conns(); opened != 1 {
@@ -181,7 +159,7 @@ func TestWebSocketReplies(t *testing.T) {
 	// The server reports a message once its reply is written, which may
 	// be after the client read it.
 	waitFor(t, "2 OK and 1 INVALID_ARGUMENT messages observed", func() bool {
-		return rec.count(RouteWatchMessage, codes.OK) == 2 && rec.count(RouteWatchMessage, codes.InvalidArgument) == 1
+		return rec.count(webapi.RouteWatchMessage, codes.OK) == 2 && rec.count(webapi.RouteWatchMessage, codes.InvalidArgument) == 1
 	})
 	ws.Write(ctx, websocket.MessageBinary, []byte{1})
 	_, _, err = ws.Read(ctx)

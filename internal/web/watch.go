@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -21,14 +22,6 @@ const (
 	// writeTimeout bounds writing one reply.
 	writeTimeout = 5 * time.Second
 )
-
-// watchError is the reply to a message that cannot be priced.
-type watchError struct {
-	ID    int64  `json:"id,omitempty"`
-	Error string `json:"error"`
-	Pod   string `json:"pod"`
-	PodIP string `json:"podIp"`
-}
 
 // watch upgrades to a WebSocket and answers its messages until the client
 // leaves, Stop sends 1001 or Kill closes it.
@@ -75,7 +68,7 @@ func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 			return
 		}
 		if typ != websocket.MessageText {
-			s.obs.Served(peer, RouteWatchMessage, codes.InvalidArgument)
+			s.obs.Served(peer, webapi.RouteWatchMessage, codes.InvalidArgument)
 			c.Close(websocket.StatusUnsupportedData, "text messages only")
 			return
 		}
@@ -83,7 +76,7 @@ func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 		var reply any = s.quote(req.SKU, req.ID)
 		code := codes.OK
 		if req.SKU == "" {
-			reply = watchError{ID: req.ID, Error: "missing sku", Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()}
+			reply = webapi.ErrorReply{ID: req.ID, Error: "missing sku", Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()}
 			code = codes.InvalidArgument
 		} else if err := s.work(s.base); err != nil {
 			return
@@ -91,7 +84,7 @@ func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 		if err := s.send(c, reply); err != nil {
 			return
 		}
-		s.obs.Served(peer, RouteWatchMessage, code)
+		s.obs.Served(peer, webapi.RouteWatchMessage, code)
 	}
 }
 
@@ -105,16 +98,16 @@ func (s *Server) send(c *websocket.Conn, v any) error {
 	return c.Write(ctx, websocket.MessageText, b)
 }
 
-// parseWatchRequest reads a WatchRequest; text that is not a JSON object
+// parseWatchRequest reads a webapi.WatchRequest; text that is not a JSON object
 // is the SKU itself.
-func parseWatchRequest(data []byte) WatchRequest {
-	var req WatchRequest
+func parseWatchRequest(data []byte) webapi.WatchRequest {
+	var req webapi.WatchRequest
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
 		if json.Unmarshal(t, &req) == nil {
 			return req
 		}
 	}
-	return WatchRequest{SKU: string(data)}
+	return webapi.WatchRequest{SKU: string(data)}
 }
 
 type nopServerObserver struct{}

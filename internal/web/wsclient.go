@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -258,7 +259,7 @@ func (c *WSClient) take(id int64, p *wsPending, code codes.Code, now time.Time) 
 }
 
 // finish records the outcome of message id if it is still pending.
-func (c *WSClient) finish(id int64, code codes.Code, q Quote) {
+func (c *WSClient) finish(id int64, code codes.Code, q webapi.Quote) {
 	now := time.Now()
 	c.mu.Lock()
 	p, ok := c.pending[id]
@@ -295,12 +296,12 @@ func (c *WSClient) write() {
 		if conn == nil {
 			continue
 		}
-		b, _ := json.Marshal(WatchRequest{ID: m.id, SKU: "sku-1"})
+		b, _ := json.Marshal(webapi.WatchRequest{ID: m.id, SKU: "sku-1"})
 		ctx, cancel := context.WithDeadline(c.ctx, m.due.Add(c.cfg.Timeout))
 		err := conn.ws.Write(ctx, websocket.MessageText, b)
 		cancel()
 		if err != nil {
-			c.finish(m.id, errCode(err), Quote{})
+			c.finish(m.id, errCode(err), webapi.Quote{})
 			conn.ws.CloseNow()
 		}
 	}
@@ -328,7 +329,7 @@ func (c *WSClient) assign(m wsMsg, timer *time.Timer) *wsConn {
 		select {
 		case <-up:
 		case <-timer.C:
-			c.finish(m.id, codes.DeadlineExceeded, Quote{})
+			c.finish(m.id, codes.DeadlineExceeded, webapi.Quote{})
 			return nil
 		case <-c.quit:
 			return nil
@@ -506,7 +507,7 @@ func (c *WSClient) read(conn *wsConn) {
 			return
 		}
 		var reply struct {
-			Quote
+			webapi.Quote
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(data, &reply) != nil {
