@@ -251,7 +251,7 @@ func (k *Kubelet) worker(namespace, name string) (*podWorker, error) {
 // Kill crashes a pod's container, as SIGKILL or the OOM killer would: its
 // servers stop at once: every gRPC connection is reset (RST, no GOAWAY), so
 // in-flight calls fail with UNAVAILABLE, and the web server's connections
-// and WebSockets close without a reply or close frame (web.Server.Kill).
+// and WebSockets close without a reply or close frame (pod.WebServer.Kill).
 // The container then ends with exit code 137 and restarts per
 // restartPolicy after the crash-loop back-off, on the same pod IP; it is
 // not Ready until its probes pass again. Errors wrap ErrNoPod or

@@ -22,7 +22,6 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
-	"github.com/pinlab/pinlab/internal/web"
 	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -411,7 +410,7 @@ func TestProcessWebCannotListen(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProcess(processConfig{
 				grpc: pod.Config{Name: "p", Addr: netip.AddrPortFrom(ip, 0), StartupDelay: tt.delay},
-				web:  &web.Config{Name: "p", Addr: busy},
+				web:  &pod.WebConfig{Name: "p", Addr: busy},
 			})
 			err := p.Start(context.Background())
 			if tt.delay == 0 {

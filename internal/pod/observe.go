@@ -6,6 +6,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/loopback"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
@@ -49,3 +50,9 @@ func (h *connObserver) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	method, _ := ctx.Value(methodKey{}).(string)
 	h.obs.Served(peer, method, status.Code(end.Error))
 }
+
+// nopObserver discards what a server reports.
+type nopObserver struct{}
+
+func (nopObserver) Served(netip.AddrPort, string, codes.Code) {}
+func (nopObserver) Conn(netip.AddrPort, bool)                 {}

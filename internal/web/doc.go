@@ -1,11 +1,9 @@
-// Package web is the lab's HTTP/1.1 and WebSocket workload, beside the gRPC
-// one in internal/pod and internal/load: a pod server (Server) answering
-// price requests over HTTP/1.1 and price messages over a WebSocket, and two
-// open-loop load clients, HTTPClient (a net/http.Transport keep-alive pool)
-// and WSClient (one WebSocket connection). Every reply names the pod that
-// served it, and results go to the same observers as the gRPC workload
-// (pod.Observer on the server side, load.Observer on the client side), so
-// per-pod rates are reported the same way.
+// Package web holds the lab's HTTP/1.1 and WebSocket load clients, beside
+// the gRPC one in internal/load: HTTPClient (a net/http.Transport
+// keep-alive pool) and WSClient (one WebSocket connection), both open-loop.
+// Their pod server is internal/pod's WebServer. Every reply names the pod
+// that served it, and results go to load.Observer as the gRPC client's do,
+// so per-pod rates are reported the same way.
 //
 // The point, as in the gRPC case: a ClusterIP Service balances connections,
 // not requests. An HTTP/1.1 client spreads its requests over the several

@@ -16,60 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 10s waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// serverRecorder is a pod.Observer keeping what it was told.
-type serverRecorder struct {
-	mu     sync.Mutex
-	served map[string]map[codes.Code]int // route -> code -> count
-	opened int
-	closed int
-}
-
-func (r *serverRecorder) Served(_ netip.AddrPort, route string, code codes.Code) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.served == nil {
-		r.served = map[string]map[codes.Code]int{}
-	}
-	if r.served[route] == nil {
-		r.served[route] = map[codes.Code]int{}
-	}
-	r.served[route][code]++
-}
-
-func (r *serverRecorder) Conn(_ netip.AddrPort, open bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if open {
-		r.opened++
-	} else {
-		r.closed++
-	}
-}
-
-func (r *serverRecorder) count(route string, code codes.Code) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.served[route][code]
-}
-
-func (r *serverRecorder) conns() (opened, closed int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.opened, r.closed
-}
-
 // collector is a load.Observer keeping what it was told.
 type collector struct {
 	mu      sync.Mutex
@@ -131,20 +77,6 @@ func (c *collector) ok(pod string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pods[pod]
-}
-
-// startServer starts a pod server named "pod-<ip>" on ip:port and kills it
-// at cleanup.
-func startServer(t *testing.T, ip string, port uint16, cfg Config) *Server {
-	t.Helper()
-	cfg.Name, cfg.Namespace = "pod-"+ip, "shop"
-	cfg.Addr = netip.AddrPortFrom(netip.MustParseAddr(ip), port)
-	s := NewServer(cfg)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Kill)
-	return s
 }
 
 // forwarder stands in for a ClusterIP VIP as kube-proxy's IPVS "rr" mode

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
@@ -66,8 +68,8 @@ func runFor(run func(context.Context) error, d time.Duration) {
 // TestHTTPClientCodes: statuses reach the client's Observer as codes, the
 // server's too, and failures without a status get a code as well.
 func TestHTTPClientCodes(t *testing.T) {
-	rec := &serverRecorder{}
-	s := startServer(t, "127.244.0.31", 0, Config{Observer: rec})
+	rec := &podtest.Recorder{}
+	s := podtest.StartWeb(t, "127.244.0.31", 0, pod.WebConfig{Observer: rec})
 	tests := []struct {
 		name      string
 		url       string
@@ -92,7 +94,7 @@ func TestHTTPClientCodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := rec.count(tt.wantRoute, tt.want)
+			before := rec.Count(tt.wantRoute, tt.want)
 			runFor(c.Run, 200*time.Millisecond)
 			got, pods := obs.snapshot()
 			n := got[tt.want]
@@ -103,7 +105,7 @@ func TestHTTPClientCodes(t *testing.T) {
 				t.Errorf("replies by pod %v, want all %d from %s", pods, n, tt.wantPod)
 			}
 			if tt.wantRoute != "" {
-				if served := rec.count(tt.wantRoute, tt.want) - before; served != n {
+				if served := rec.Count(tt.wantRoute, tt.want) - before; served != n {
 					t.Errorf("server observer counted %d %v on %q, client %d", served, tt.want, tt.wantRoute, n)
 				}
 			}
@@ -115,7 +117,7 @@ func TestHTTPClientCodes(t *testing.T) {
 }
 
 func TestHTTPClientRestart(t *testing.T) {
-	s := startServer(t, "127.244.0.33", 0, Config{})
+	s := podtest.StartWeb(t, "127.244.0.33", 0, pod.WebConfig{})
 	var obs collector
 	c, err := NewHTTPClient(HTTPConfig{Source: netip.MustParseAddr("127.206.3.1"), URL: "http://" + s.Addr().String(), Rate: 200, Observer: &obs})
 	if err != nil {
@@ -127,12 +129,12 @@ func TestHTTPClientRestart(t *testing.T) {
 		defer close(done)
 		c.Run(ctx)
 	}()
-	waitFor(t, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
+	podtest.WaitFor(t, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
 	opened, _ := obs.conns()
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
+	podtest.WaitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
 	cancel()
 	<-done
 	if got, _ := obs.snapshot(); len(got) != 1 || got[codes.OK] == 0 {
@@ -148,7 +150,7 @@ func TestHTTPClientRestart(t *testing.T) {
 // cache), so a client without keep-alives reaches all four pods, and a
 // keep-alive client with one connection resolves once.
 func TestDNSResolvesEveryNewConnection(t *testing.T) {
-	pods := startPodsOnOnePort(t, "127.244.0.", 41, 4, Config{})
+	pods := startPodsOnOnePort(t, "127.244.0.", 41, 4, pod.WebConfig{})
 	ips, port := podIPs(pods), strconv.Itoa(int(pods[0].Addr().Port()))
 	tests := []struct {
 		name          string
@@ -194,16 +196,16 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 
 // startPodsOnOnePort starts n servers on prefix+first... sharing one port,
 // as a Deployment's pods do.
-func startPodsOnOnePort(t *testing.T, prefix string, first, n int, cfg Config) []*Server {
+func startPodsOnOnePort(t *testing.T, prefix string, first, n int, cfg pod.WebConfig) []*pod.WebServer {
 	t.Helper()
 	for attempt := 0; attempt < 5; attempt++ {
-		var servers []*Server
+		var servers []*pod.WebServer
 		var port uint16
 		for k := range n {
 			ip := netip.MustParseAddr(prefix + strconv.Itoa(first+k))
 			c := cfg
 			c.Name, c.Namespace, c.Addr = "pod-"+ip.String(), "shop", netip.AddrPortFrom(ip, port)
-			s := NewServer(c)
+			s := pod.NewWebServer(c)
 			if err := s.Start(context.Background()); err != nil {
 				break
 			}
@@ -224,7 +226,7 @@ func startPodsOnOnePort(t *testing.T, prefix string, first, n int, cfg Config) [
 	return nil
 }
 
-func podIPs(servers []*Server) (ips []netip.Addr) {
+func podIPs(servers []*pod.WebServer) (ips []netip.Addr) {
 	for _, s := range servers {
 		ips = append(ips, s.Addr().Addr())
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/stats"
 	"google.golang.org/grpc/codes"
 )
@@ -26,7 +28,7 @@ import (
 func TestKeepAlivePoolSkewsLessThanOneConnection(t *testing.T) {
 	var backends []netip.AddrPort
 	for i := range 4 {
-		s := startServer(t, fmt.Sprintf("127.244.0.%d", 51+i), 0, Config{ServiceTime: 20 * time.Millisecond})
+		s := podtest.StartWeb(t, fmt.Sprintf("127.244.0.%d", 51+i), 0, pod.WebConfig{ServiceTime: 20 * time.Millisecond})
 		backends = append(backends, s.Addr())
 	}
 	type result struct {

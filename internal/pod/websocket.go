@@ -1,4 +1,4 @@
-package web
+package pod
 
 import (
 	"bytes"
@@ -14,18 +14,18 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// Bounds of the server's WebSocket side.
+// Bounds of WebServer's WebSocket side.
 const (
-	// MaxMessageBytes is the largest client message read; a bigger one
-	// closes the connection with 1009 (message too big).
-	MaxMessageBytes = 4096
-	// writeTimeout bounds writing one reply.
-	writeTimeout = 5 * time.Second
+	// MaxWatchMessageBytes is the largest client message read; a bigger
+	// one closes the connection with 1009 (message too big).
+	MaxWatchMessageBytes = 4096
+	// watchWriteTimeout bounds writing one reply.
+	watchWriteTimeout = 5 * time.Second
 )
 
 // watch upgrades to a WebSocket and answers its messages until the client
 // leaves, Stop sends 1001 or Kill closes it.
-func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+func (s *WebServer) watch(w http.ResponseWriter, r *http.Request) {
 	if s.isStopping() {
 		s.fail(w, http.StatusServiceUnavailable, "pod stopping")
 		return
@@ -38,7 +38,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	// its close is ours to report.
 	peer := peerOf(r)
 	defer s.obs.Conn(peer, false)
-	c.SetReadLimit(MaxMessageBytes)
+	c.SetReadLimit(MaxWatchMessageBytes)
 
 	done := make(chan struct{})
 	var closer sync.WaitGroup
@@ -61,7 +61,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 
 // serveMessages answers text messages one at a time until reading or
 // writing fails.
-func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
+func (s *WebServer) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 	for {
 		typ, data, err := c.Read(s.base)
 		if err != nil {
@@ -88,12 +88,12 @@ func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 	}
 }
 
-func (s *Server) send(c *websocket.Conn, v any) error {
+func (s *WebServer) send(c *websocket.Conn, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(s.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(s.base, watchWriteTimeout)
 	defer cancel()
 	return c.Write(ctx, websocket.MessageText, b)
 }
@@ -109,8 +109,3 @@ func parseWatchRequest(data []byte) webapi.WatchRequest {
 	}
 	return webapi.WatchRequest{SKU: string(data)}
 }
-
-type nopServerObserver struct{}
-
-func (nopServerObserver) Served(netip.AddrPort, string, codes.Code) {}
-func (nopServerObserver) Conn(netip.AddrPort, bool)                 {}
