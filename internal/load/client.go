@@ -1,13 +1,3 @@
-// Package load drives the lab's traffic: each Client is a real grpc-go
-// channel (grpc.NewClient) with a target and load-balancing policy, calling
-// pricing.v1.Pricing/GetPrice open-loop at a fixed rate, so a slow pod never
-// slows the offered load (no coordinated omission). Every call's result,
-// including which pod answered and why a call failed, goes to an Observer.
-//
-// Clients can model different real runtimes: how they resolve names
-// (grpc-go's resolver, a JVM-like cached resolver, or a static list
-// resolved at start-up), client-side health checking, wait-for-ready and a
-// retry policy; Reconfigure changes these on a running client.
 package load
 
 import (

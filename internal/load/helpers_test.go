@@ -22,11 +22,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// collector records every result a client reports.
+// collector records every result a client reports and counts its
+// connections.
 type collector struct {
 	mu      sync.Mutex
 	results []Result
 	opened  int
+	closed  int
 }
 
 func (c *collector) Called(r Result) {
@@ -40,6 +42,8 @@ func (c *collector) Conn(_ netip.AddrPort, open bool) {
 	defer c.mu.Unlock()
 	if open {
 		c.opened++
+	} else {
+		c.closed++
 	}
 }
 
@@ -53,6 +57,12 @@ func (c *collector) connections() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.opened
+}
+
+func (c *collector) conns() (opened, closed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened, c.closed
 }
 
 // tally counts results by code, pod and cause.

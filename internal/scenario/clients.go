@@ -12,7 +12,6 @@ import (
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/stats"
-	"github.com/pinlab/pinlab/internal/web"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,16 +140,16 @@ func (cl *clients) all() []runner { return cl.byIndex }
 func (cl *clients) webClient(cp ClientPlan, ip netip.Addr, obs load.Observer) (runner, error) {
 	url := fmt.Sprintf("http://%s:%d", cp.Target.Host, cp.Target.Port)
 	if cp.Settings.Protocol == "websocket" {
-		return web.NewWSClient(web.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs})
+		return load.NewWSClient(load.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs})
 	}
-	cfg := web.HTTPConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs}
+	cfg := load.HTTPConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs}
 	if v := cp.Settings.MaxIdleConnsPerHost; v != nil {
 		cfg.MaxIdleConnsPerHost = *v
 	}
 	if v := cp.Settings.MaxConnsPerHost; v != nil {
 		cfg.MaxConnsPerHost = *v
 	}
-	return web.NewHTTPClient(cfg)
+	return load.NewHTTPClient(cfg)
 }
 
 // startProxy starts an L7 proxy at listen, dialling pods from source, for

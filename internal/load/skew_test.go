@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -84,7 +84,8 @@ func TestKeepAlivePoolSkewsLessThanOneConnection(t *testing.T) {
 				run = c.Run
 			}
 			runFor(run, 1500*time.Millisecond)
-			cs, pods := obs.snapshot()
+			tl := count(obs.snapshot())
+			cs, pods := tl.codes, tl.pods
 			var counts []float64
 			for _, b := range backends {
 				counts = append(counts, float64(pods["pod-"+b.Addr().String()]))

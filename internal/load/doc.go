@@ -1,9 +1,21 @@
-// Package web holds the lab's HTTP/1.1 and WebSocket load clients, beside
-// the gRPC one in internal/load: HTTPClient (a net/http.Transport
-// keep-alive pool) and WSClient (one WebSocket connection), both open-loop.
-// Their pod server is internal/pod's WebServer. Every reply names the pod
-// that served it, and results go to load.Observer as the gRPC client's do,
-// so per-pod rates are reported the same way.
+// Package load drives the lab's traffic: each Client is a real grpc-go
+// channel (grpc.NewClient) with a target and load-balancing policy, calling
+// pricing.v1.Pricing/GetPrice open-loop at a fixed rate, so a slow pod never
+// slows the offered load (no coordinated omission). Every call's result,
+// including which pod answered and why a call failed, goes to an Observer.
+//
+// Clients can model different real runtimes: how they resolve names
+// (grpc-go's resolver, a JVM-like cached resolver, or a static list
+// resolved at start-up), client-side health checking, wait-for-ready and a
+// retry policy; Reconfigure changes these on a running client.
+//
+// # HTTP/1.1 and WebSocket
+//
+// HTTPClient (a net/http.Transport keep-alive pool) and WSClient (one
+// WebSocket connection) load the pods' HTTP/1.1 and WebSocket server
+// (internal/pod's WebServer; the wire contract is package webapi) on the
+// same open-loop schedule, and report to the same Observer, so per-pod
+// rates are counted the same way for every protocol.
 //
 // The point, as in the gRPC case: a ClusterIP Service balances connections,
 // not requests. An HTTP/1.1 client spreads its requests over the several
@@ -13,12 +25,9 @@
 // channel; a WebSocket is one long-lived connection and pins to one pod like
 // gRPC does.
 //
-// The wire shapes, the status-to-code mapping and the choice of WebSocket
-// library are in internal/webapi, which both sides share.
+// # Name resolution of HTTPClient and WSClient
 //
-// # Name resolution
-//
-// The clients' URL host is an IP (a pod IP or a ClusterIP VIP) or a DNS
+// Their URL host is an IP (a pod IP or a ClusterIP VIP) or a DNS
 // name. Names are resolved by Go's own resolver (net.Resolver with PreferGo)
 // sending every query to HTTPConfig.DNS or WSConfig.DNS, from the client's
 // source IP. Go's resolver keeps no cache, and net/http calls the dialer for
@@ -30,4 +39,4 @@
 // several A records, the first that accepts a connection is used, in the
 // order the DNS server gave them (Go's RFC 6724 sort keeps the order of
 // 127.0.0.0/8 addresses), as net.Dialer does.
-package web
+package load

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"google.golang.org/grpc/codes"
 )
 
 // target is a parsed client URL: "http://host:port" with nothing after the
@@ -51,12 +51,12 @@ func parseTarget(raw, dns string) (target, error) {
 type dialer struct {
 	d   loopback.Dialer
 	res *net.Resolver // nil: names are refused
-	obs load.Observer
+	obs Observer
 }
 
 // newDialer checks source and dns ("IP:port" in 127.0.0.0/8 or empty) and
 // returns a dialer whose connects each take at most timeout.
-func newDialer(source netip.Addr, dns string, timeout time.Duration, obs load.Observer) (*dialer, error) {
+func newDialer(source netip.Addr, dns string, timeout time.Duration, obs Observer) (*dialer, error) {
 	if err := loopback.CheckIP(source); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
@@ -143,7 +143,7 @@ func (d *dialer) observe(c net.Conn) net.Conn {
 // observedConn reports its first Close to the Observer.
 type observedConn struct {
 	net.Conn
-	obs    load.Observer
+	obs    Observer
 	remote netip.AddrPort
 	once   sync.Once
 }
@@ -177,7 +177,18 @@ func pace(ctx context.Context, rate float64, fn func(due time.Time)) {
 	}
 }
 
-type discard struct{}
-
-func (discard) Called(load.Result)        {}
-func (discard) Conn(netip.AddrPort, bool) {}
+// errCode maps a client-side failure without an HTTP status to a code as
+// grpc-go would report it: deadlines DeadlineExceeded, cancellation
+// Canceled, everything else (refused, reset, no DNS answer) Unavailable.
+func errCode(err error) codes.Code {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	return codes.Unavailable
+}

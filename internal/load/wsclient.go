@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
@@ -21,11 +20,11 @@ import (
 
 // Reconnect back-off of WSClient after a failed connect.
 const (
-	DefaultBackoff = 50 * time.Millisecond
-	MaxBackoff     = time.Second
-	// StatusNoCloseFrame is the close status WSConfig.OnClose gets when
+	DefaultWSBackoff = 50 * time.Millisecond
+	MaxWSBackoff     = time.Second
+	// WSStatusNoCloseFrame is the close status WSConfig.OnClose gets when
 	// the connection ended without a close frame: 1006, RFC 6455 7.1.5.
-	StatusNoCloseFrame = int(websocket.StatusAbnormalClosure)
+	WSStatusNoCloseFrame = int(websocket.StatusAbnormalClosure)
 )
 
 // WSConfig configures a WSClient. Name, Source, URL and Rate are required;
@@ -38,7 +37,7 @@ type WSConfig struct {
 	URL    string
 	DNS    string
 	// Rate is the offered load in messages per second, open-loop; must be
-	// > 0 and at most MaxRate.
+	// > 0 and at most MaxWebRate.
 	Rate float64
 	// Timeout is each message's deadline for its reply, counted from when
 	// it was due, and bounds each connect and handshake; default 1s.
@@ -48,22 +47,22 @@ type WSConfig struct {
 	// RESOURCE_EXHAUSTED. Default 1000.
 	MaxInFlight int
 	// Backoff is the wait after a failed connect before the next; it
-	// doubles per failure up to MaxBackoff, with ±20% jitter. Default
-	// DefaultBackoff. A lost connection that had lived at least MaxBackoff
+	// doubles per failure up to MaxWSBackoff, with ±20% jitter. Default
+	// DefaultWSBackoff. A lost connection that had lived at least MaxWSBackoff
 	// is redialled at once; one that lived less counts as a failure.
 	Backoff time.Duration
 	// OnClose, if not nil, is told when a connection is lost (not when the
 	// client closes it itself): remote is the address dialled and status
 	// the close code the server sent, e.g. 1001 (going away), or
-	// StatusNoCloseFrame. Called from the client's goroutine; keep it quick.
+	// WSStatusNoCloseFrame. Called from the client's goroutine; keep it quick.
 	OnClose func(remote netip.AddrPort, status int)
 	// Observer receives every message's result and every TCP connection,
 	// as for HTTPClient. Nil discards.
-	Observer load.Observer
+	Observer Observer
 }
 
 // WSClient holds one WebSocket connection and sends a message on it at the
-// open-loop rate, recording each reply as a load.Result (Pod from the
+// open-loop rate, recording each reply as a Result (Pod from the
 // reply). Connecting starts in NewWSClient. When the connection is lost it
 // reconnects, resolving the host again: at once, or after a back-off when
 // connecting failed or the lost connection was young (see Backoff). Messages due while connecting wait for the
@@ -119,13 +118,13 @@ type wsConn struct {
 // the client.
 func NewWSClient(cfg WSConfig) (*WSClient, error) {
 	fail := func(err error) (*WSClient, error) {
-		return nil, fmt.Errorf("web: websocket client %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("load: websocket client %s: %w", cfg.Name, err)
 	}
 	if err := checkRate(cfg.Rate); err != nil {
 		return fail(err)
 	}
 	cfg.Timeout = orDefault(cfg.Timeout, time.Second)
-	cfg.Backoff = orDefault(cfg.Backoff, DefaultBackoff)
+	cfg.Backoff = orDefault(cfg.Backoff, DefaultWSBackoff)
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 1000
 	}
@@ -166,7 +165,7 @@ func (c *WSClient) Restart() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return errors.New("web: websocket client stopped")
+		return errors.New("load: websocket client stopped")
 	}
 	select {
 	case c.restart <- struct{}{}:
@@ -225,15 +224,15 @@ func (c *WSClient) launch(due time.Time) {
 	}
 	c.mu.Unlock()
 	if code != codes.OK {
-		results = append(results, load.Result{Due: due, Latency: now.Sub(due), Code: code})
+		results = append(results, Result{Due: due, Latency: now.Sub(due), Code: code})
 	}
 	c.report(results)
 }
 
 // expire removes messages past their deadline and returns their results.
 // Called with c.mu held.
-func (c *WSClient) expire(now time.Time) []load.Result {
-	var out []load.Result
+func (c *WSClient) expire(now time.Time) []Result {
+	var out []Result
 	for len(c.order) > 0 {
 		id := c.order[0]
 		p, ok := c.pending[id]
@@ -250,12 +249,12 @@ func (c *WSClient) expire(now time.Time) []load.Result {
 
 // take removes pending message id and returns its result. Called with
 // c.mu held.
-func (c *WSClient) take(id int64, p *wsPending, code codes.Code, now time.Time) load.Result {
+func (c *WSClient) take(id int64, p *wsPending, code codes.Code, now time.Time) Result {
 	delete(c.pending, id)
 	if p.conn != nil {
 		p.conn.inflight--
 	}
-	return load.Result{Due: p.due, Latency: now.Sub(p.due), Code: code}
+	return Result{Due: p.due, Latency: now.Sub(p.due), Code: code}
 }
 
 // finish records the outcome of message id if it is still pending.
@@ -263,7 +262,7 @@ func (c *WSClient) finish(id int64, code codes.Code, q webapi.Quote) {
 	now := time.Now()
 	c.mu.Lock()
 	p, ok := c.pending[id]
-	var r load.Result
+	var r Result
 	if ok {
 		r = c.take(id, p, code, now)
 	}
@@ -274,7 +273,7 @@ func (c *WSClient) finish(id int64, code codes.Code, q webapi.Quote) {
 	}
 }
 
-func (c *WSClient) report(rs []load.Result) {
+func (c *WSClient) report(rs []Result) {
 	for _, r := range rs {
 		c.cfg.Observer.Called(r)
 	}
@@ -348,7 +347,7 @@ func (c *WSClient) manage() {
 			if !c.sleep(jitter(backoff)) {
 				return
 			}
-			backoff = min(2*backoff, MaxBackoff)
+			backoff = min(2*backoff, MaxWSBackoff)
 			continue
 		}
 		up := time.Now()
@@ -361,16 +360,16 @@ func (c *WSClient) manage() {
 			if c.cfg.OnClose != nil {
 				c.cfg.OnClose(conn.remote, conn.status)
 			}
-			// A connection that lived less than MaxBackoff counts as a
+			// A connection that lived less than MaxWSBackoff counts as a
 			// failure, so a server that accepts and drops at once is not
 			// redialled in a tight loop.
-			if time.Since(up) >= MaxBackoff {
+			if time.Since(up) >= MaxWSBackoff {
 				backoff = c.cfg.Backoff
 			} else {
 				if !c.sleep(jitter(backoff)) {
 					return
 				}
-				backoff = min(2*backoff, MaxBackoff)
+				backoff = min(2*backoff, MaxWSBackoff)
 			}
 		case <-c.restart:
 			c.unpublish(conn, codes.OK)
@@ -399,7 +398,7 @@ func (c *WSClient) connect() (*wsConn, error) {
 		return nil, err
 	}
 	ws.SetReadLimit(maxBody)
-	return &wsConn{ws: ws, remote: remote, done: make(chan struct{}), status: StatusNoCloseFrame}, nil
+	return &wsConn{ws: ws, remote: remote, done: make(chan struct{}), status: WSStatusNoCloseFrame}, nil
 }
 
 // sleep waits d; false if the client closes first.
@@ -451,7 +450,7 @@ func (c *WSClient) unpublish(conn *wsConn, code codes.Code) {
 // failOn fails every message still waiting for a reply on conn.
 func (c *WSClient) failOn(conn *wsConn) {
 	now := time.Now()
-	var rs []load.Result
+	var rs []Result
 	c.mu.Lock()
 	for id, p := range c.pending {
 		if p.conn == conn {
@@ -539,7 +538,7 @@ func (c *WSClient) Close() {
 	c.wg.Wait()
 	c.cancel()
 	c.tr.CloseIdleConnections()
-	var rs []load.Result
+	var rs []Result
 	now := time.Now()
 	c.mu.Lock()
 	for id, p := range c.pending {

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestClientConfigErrors(t *testing.T) {
 		{name: "zero rate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1"}},
 		{name: "NaN rate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: math.NaN()}},
 		{name: "infinite rate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: math.Inf(1)}},
-		{name: "rate above MaxRate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: MaxRate + 1}},
+		{name: "rate above MaxWebRate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: MaxWebRate + 1}},
 		{name: "no source", cfg: HTTPConfig{URL: "http://127.0.0.1:1", Rate: 1}},
 		{name: "source outside loopback", cfg: HTTPConfig{Source: netip.MustParseAddr("10.0.0.1"), URL: "http://127.0.0.1:1", Rate: 1}},
 		{name: "target outside loopback", cfg: HTTPConfig{Source: src, URL: "http://192.0.2.1:80", Rate: 1}},
@@ -96,7 +96,8 @@ func TestHTTPClientCodes(t *testing.T) {
 			}
 			before := rec.Count(tt.wantRoute, tt.want)
 			runFor(c.Run, 200*time.Millisecond)
-			got, pods := obs.snapshot()
+			tl := count(obs.snapshot())
+			got, pods := tl.codes, tl.pods
 			n := got[tt.want]
 			if n == 0 || len(got) != 1 {
 				t.Fatalf("codes %v, want only %v", got, tt.want)
@@ -137,7 +138,7 @@ func TestHTTPClientRestart(t *testing.T) {
 	podtest.WaitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
 	cancel()
 	<-done
-	if got, _ := obs.snapshot(); len(got) != 1 || got[codes.OK] == 0 {
+	if got := count(obs.snapshot()).codes; len(got) != 1 || got[codes.OK] == 0 {
 		t.Errorf("codes %v across a restart; want only OK", got)
 	}
 	if err := c.Restart(); err == nil {
@@ -175,7 +176,8 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			runFor(c.Run, 300*time.Millisecond)
-			got, pods := obs.snapshot()
+			tl := count(obs.snapshot())
+			got, pods := tl.codes, tl.pods
 			opened, _ := obs.conns()
 			t.Logf("%d requests, %d connections, %d DNS queries, per pod %v", got[codes.OK], opened, d.queries.Load(), pods)
 			if len(got) != 1 || got[codes.OK] == 0 {

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -11,73 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
-	"google.golang.org/grpc/codes"
 )
-
-// collector is a load.Observer keeping what it was told.
-type collector struct {
-	mu      sync.Mutex
-	codes   map[codes.Code]int
-	pods    map[string]int
-	opened  int
-	closed  int
-	remotes map[netip.AddrPort]bool
-	last    string // pod of the latest OK result
-}
-
-func (c *collector) Called(r load.Result) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.codes == nil {
-		c.codes, c.pods = map[codes.Code]int{}, map[string]int{}
-	}
-	c.codes[r.Code]++
-	if r.Code == codes.OK {
-		c.pods[r.Pod]++
-		c.last = r.Pod
-	}
-}
-
-func (c *collector) Conn(remote netip.AddrPort, open bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.remotes == nil {
-		c.remotes = map[netip.AddrPort]bool{}
-	}
-	if open {
-		c.opened++
-		c.remotes[remote] = true
-	} else {
-		c.closed++
-	}
-}
-
-func (c *collector) snapshot() (map[codes.Code]int, map[string]int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cs, ps := map[codes.Code]int{}, map[string]int{}
-	for k, v := range c.codes {
-		cs[k] = v
-	}
-	for k, v := range c.pods {
-		ps[k] = v
-	}
-	return cs, ps
-}
-
-func (c *collector) conns() (opened, closed int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.opened, c.closed
-}
-
-func (c *collector) ok(pod string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pods[pod]
-}
 
 // forwarder stands in for a ClusterIP VIP as kube-proxy's IPVS "rr" mode
 // does: each accepted connection goes to the next backend in turn (a

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -81,8 +81,8 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			var cl closes
 			cfg.Observer, cfg.OnClose = &obs, cl.add
 			_, stop := startWS(t, cfg)
-			podtest.WaitFor(t, "replies", func() bool { cs, _ := obs.snapshot(); return cs[codes.OK] >= 20 })
-			_, byPod := obs.snapshot()
+			podtest.WaitFor(t, "replies", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.OK] >= 20 })
+			byPod := count(obs.snapshot()).pods
 			if len(byPod) != 1 {
 				t.Fatalf("replies by pod %v before any stop; want one pod", byPod)
 			}
@@ -95,12 +95,13 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			if err := first.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
-			podtest.WaitFor(t, "replies from the other pod", func() bool { return obs.ok("pod-"+second.Addr().Addr().String()) >= 20 })
+			podtest.WaitFor(t, "replies from the other pod", func() bool { return count(obs.snapshot()).pods["pod-"+second.Addr().Addr().String()] >= 20 })
 			stop()
 			if got := cl.get(); len(got) != 1 || got[0] != 1001 {
 				t.Errorf("OnClose statuses %v, want one 1001 (going away)", got)
 			}
-			cs, byPod := obs.snapshot()
+			tl := count(obs.snapshot())
+			cs, byPod := tl.codes, tl.pods
 			t.Logf("codes %v, per pod %v", cs, byPod)
 			for code, n := range cs {
 				if code != codes.OK && code != codes.Unavailable {
@@ -126,11 +127,11 @@ func TestWSClientReconnectsAfterKill(t *testing.T) {
 	var obs collector
 	var cl closes
 	startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.2"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	podtest.WaitFor(t, "replies from the first pod", func() bool { return obs.ok("pod-127.244.0.63") >= 20 })
+	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.63"] >= 20 })
 	a.Kill()
-	podtest.WaitFor(t, "replies from the second pod", func() bool { return obs.ok("pod-127.244.0.64") >= 20 })
-	if got := cl.get(); len(got) != 1 || got[0] != StatusNoCloseFrame {
-		t.Errorf("OnClose statuses %v, want one %d (no close frame)", got, StatusNoCloseFrame)
+	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.64"] >= 20 })
+	if got := cl.get(); len(got) != 1 || got[0] != WSStatusNoCloseFrame {
+		t.Errorf("OnClose statuses %v, want one %d (no close frame)", got, WSStatusNoCloseFrame)
 	}
 }
 
@@ -144,14 +145,14 @@ func TestWSClientRestart(t *testing.T) {
 	var obs collector
 	var cl closes
 	c, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.3"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	podtest.WaitFor(t, "replies from the first pod", func() bool { return obs.ok("pod-127.244.0.65") >= 20 })
+	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.65"] >= 20 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	podtest.WaitFor(t, "replies from the second pod", func() bool { return obs.ok("pod-127.244.0.66") >= 20 })
+	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.66"] >= 20 })
 	podtest.WaitFor(t, "the first pod's connection closed", func() bool { _, c := rec.Conns(); return c == 1 })
 	stop()
-	if cs, _ := obs.snapshot(); len(cs) != 1 {
+	if cs := count(obs.snapshot()).codes; len(cs) != 1 {
 		t.Errorf("codes %v across a restart; want only OK", cs)
 	}
 	if got := cl.get(); len(got) != 0 {
@@ -167,9 +168,9 @@ func TestWSClientRestart(t *testing.T) {
 func TestWSClientWithoutServer(t *testing.T) {
 	var obs collector
 	_, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.4"), URL: "http://127.244.0.67:1", Rate: 100, Timeout: 100 * time.Millisecond, Observer: &obs})
-	podtest.WaitFor(t, "failed messages", func() bool { cs, _ := obs.snapshot(); return cs[codes.Unavailable] >= 5 })
+	podtest.WaitFor(t, "failed messages", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.Unavailable] >= 5 })
 	stop()
-	cs, _ := obs.snapshot()
+	cs := count(obs.snapshot()).codes
 	for code, n := range cs {
 		if code != codes.Unavailable && code != codes.DeadlineExceeded {
 			t.Errorf("%d messages ended %v; want only UNAVAILABLE or DEADLINE_EXCEEDED", n, code)
