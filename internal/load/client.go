@@ -152,67 +152,9 @@ func (c *Client) current() *channel {
 // calls in flight (each bounded by Timeout) and closes the channel.
 func (c *Client) Run(ctx context.Context) error {
 	defer c.shutdown()
-	s := schedule{base: time.Now(), rate: c.current().cfg.Rate}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		select { // a busy loop that never waits still sees a new rate
-		case <-c.changed:
-			s.setRate(c.current().cfg.Rate)
-		default:
-		}
-		due := s.due()
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.changed:
-				timer.Stop()
-				s.setRate(c.current().cfg.Rate)
-				continue
-			case <-timer.C:
-			}
-		}
-		// A call due after the end is never sent (select picks at random
-		// when the timer and ctx are both ready, and ctx's own timer may
-		// fire late).
-		if ctx.Err() != nil || pastDeadline(ctx, due) {
-			return nil
-		}
-		c.launch(due)
-		s.k++
-	}
-}
-
-func pastDeadline(ctx context.Context, t time.Time) bool {
-	d, ok := ctx.Deadline()
-	return ok && t.After(d)
-}
-
-// schedule is the open-loop timetable: call k is due at base + k/rate. A
-// rate change restarts the count from the last call due.
-type schedule struct {
-	base time.Time
-	rate float64
-	k    int64
-}
-
-func (s *schedule) at(k int64) time.Time {
-	return s.base.Add(time.Duration(float64(k) * float64(time.Second) / s.rate))
-}
-
-func (s *schedule) due() time.Time { return s.at(s.k) }
-
-func (s *schedule) setRate(rate float64) {
-	if rate == s.rate {
-		return
-	}
-	if s.k > 0 {
-		s.base, s.k = s.at(s.k-1), 1
-	}
-	s.rate = rate
+	rate := func() float64 { return c.current().cfg.Rate }
+	pace(ctx, rate, c.changed, c.launch)
+	return nil
 }
 
 func (c *Client) launch(due time.Time) {

@@ -207,7 +207,7 @@ func (c *HTTPClient) Restart() error {
 // connections. It returns nil.
 func (c *HTTPClient) Run(ctx context.Context) error {
 	defer c.Close()
-	pace(ctx, c.cfg.Rate, c.launch)
+	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
 	return nil
 }
 

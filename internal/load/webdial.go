@@ -154,29 +154,6 @@ func (c *observedConn) Close() error {
 	return err
 }
 
-// pace calls fn at the open-loop schedule start + k/rate for k = 0, 1, ...
-// until ctx ends, never waiting for fn's work: a slow server cannot slow
-// the offered load (no coordinated omission), as in load.Client.
-func pace(ctx context.Context, rate float64, fn func(due time.Time)) {
-	start := time.Now()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for k := int64(0); ; k++ {
-		due := start.Add(time.Duration(float64(k) * float64(time.Second) / rate))
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-		} else if ctx.Err() != nil {
-			return
-		}
-		fn(due)
-	}
-}
-
 // errCode maps a client-side failure without an HTTP status to a code as
 // grpc-go would report it: deadlines DeadlineExceeded, cancellation
 // Canceled, everything else (refused, reset, no DNS answer) Unavailable.

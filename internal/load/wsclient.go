@@ -179,7 +179,7 @@ func (c *WSClient) Restart() error {
 // returns nil.
 func (c *WSClient) Run(ctx context.Context) error {
 	defer c.Close()
-	pace(ctx, c.cfg.Rate, c.launch)
+	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
 	deadline := time.Now().Add(c.cfg.Timeout)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
