@@ -39,7 +39,12 @@ type Observer interface {
 	Conn(remote netip.AddrPort, open bool)
 }
 
-// Client is one load generator. Run it once.
+// Client is one gRPC load generator, a grpc-go channel calling open-loop.
+// Its lifecycle is that of every client in this package: New does no I/O
+// (it builds an idle channel; nothing resolves or connects), Run(ctx)
+// connects and calls until ctx ends, and Close (or the end of Run) waits
+// for everything the client started: calls in flight, channel drains and
+// the channels' resolvers. Run it once; Close a client that never runs.
 type Client struct {
 	wg       sync.WaitGroup // call goroutines and channel drains
 	inflight atomic.Int64
@@ -65,15 +70,14 @@ type channel struct {
 	calls  sync.WaitGroup
 }
 
-// New validates cfg and opens the client's first channel (connecting starts
-// at once). With Resolver "once", New resolves the target first and fails
-// if DNS does not answer.
+// New validates cfg and builds the client's first channel, idle: it does
+// no I/O (no lookup, no connection) and starts no calls; Run does.
 func New(cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ch, err := dial(cfg)
+	ch, err := newChannel(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +88,8 @@ func New(cfg Config) (*Client, error) {
 
 // Restart replaces the client's channel, as a restarted client process
 // would: new calls use a fresh channel (new connections, a fresh resolution,
-// an empty DNS cache); the old channel closes once its in-flight calls
-// finish. Restart and Reconfigure may be called concurrently with Run; of
+// an empty DNS cache), which starts connecting at once; the old channel
+// closes once its in-flight calls finish. Restart and Reconfigure may be called concurrently with Run; of
 // two concurrent ones the last to finish wins. After Run has returned they
 // fail.
 func (c *Client) Restart() error {
@@ -116,16 +120,15 @@ func (c *Client) Reconfigure(cfg Config) error {
 	return nil
 }
 
-// replace dials cfg outside the lock (a "once" lookup may take seconds
-// while calls keep going) and swaps the new channel in.
+// replace builds cfg's channel, swaps it in and starts it connecting.
 func (c *Client) replace(cfg Config) error {
-	next, err := dial(cfg)
+	next, err := newChannel(cfg)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		next.conn.Close()
 		return errors.New("load: client stopped")
 	}
@@ -139,6 +142,8 @@ func (c *Client) replace(cfg Config) error {
 		old.calls.Wait()
 		old.conn.Close()
 	}()
+	c.mu.Unlock()
+	next.conn.Connect()
 	return nil
 }
 
@@ -148,10 +153,12 @@ func (c *Client) current() *channel {
 	return c.ch
 }
 
-// Run sends calls on the open-loop schedule until ctx ends, then waits for
-// calls in flight (each bounded by Timeout) and closes the channel.
+// Run starts the channel connecting, sends calls on the open-loop schedule
+// until ctx ends, then waits for calls in flight (each bounded by Timeout)
+// and closes the channel, as Close does. It returns nil.
 func (c *Client) Run(ctx context.Context) error {
 	defer c.shutdown()
+	c.current().conn.Connect()
 	rate := func() float64 { return c.current().cfg.Rate }
 	pace(ctx, rate, c.changed, c.launch)
 	return nil
@@ -159,16 +166,22 @@ func (c *Client) Run(ctx context.Context) error {
 
 func (c *Client) launch(due time.Time) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
 	ch := c.ch
 	if c.inflight.Load() >= int64(ch.cfg.MaxInFlight) {
 		c.mu.Unlock()
 		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseOther})
 		return
 	}
+	// Joined under c.mu, so shutdown, once it has set closed, waits for
+	// every call.
 	ch.calls.Add(1)
+	c.wg.Add(1)
 	c.mu.Unlock()
 	c.inflight.Add(1)
-	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.inflight.Add(-1)
@@ -233,7 +246,11 @@ func (ch *channel) stream(stop context.Context, due time.Time) {
 	ch.cfg.Observer.Called(r)
 }
 
-// Close releases a client that will not Run (Run closes its client itself).
+// Close stops the client: no new calls start, streams still open end (and
+// are not reported), and Close returns once the calls in flight (each
+// bounded by Timeout), channel drains and channels are done. Run closes its
+// client itself; Close releases one that never runs. Safe to call more
+// than once and concurrently with Run.
 func (c *Client) Close() { c.shutdown() }
 
 func (c *Client) shutdown() {

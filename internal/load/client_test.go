@@ -43,9 +43,6 @@ func TestConfigErrors(t *testing.T) {
 		{name: "cached resolver with a DNS server off loopback", mod: func(c *Config) {
 			c.Resolver, c.Target = ResolverCached, "dns://10.96.0.10:53/pricing:8471"
 		}},
-		{name: "once resolver with no DNS answering", mod: func(c *Config) {
-			c.Resolver, c.Target = ResolverOnce, "dns://127.203.1.2:1/pricing:8471"
-		}},
 		{name: "negative cache TTL", mod: func(c *Config) { c.CacheTTL = -2 * time.Second }},
 		{name: "negative timeout", mod: func(c *Config) { c.Timeout = -time.Second }},
 		{name: "negative connect timeout", mod: func(c *Config) { c.ConnectTimeout = -time.Second }},

@@ -83,7 +83,11 @@ type HTTPConfig struct {
 }
 
 // HTTPClient is an open-loop HTTP/1.1 load generator over a net/http
-// keep-alive pool. Run it once; Close it if it never runs.
+// keep-alive pool. Its lifecycle is that of every client in this package:
+// NewHTTPClient does no I/O (the pool dials on the first request); Run(ctx)
+// sends until ctx ends, then closes the client; Close waits for everything
+// the client started (requests in flight and old pools' drains). Run it
+// once; Close it if it never runs.
 type HTTPClient struct {
 	cfg    HTTPConfig
 	target target
@@ -204,7 +208,7 @@ func (c *HTTPClient) Restart() error {
 
 // Run sends requests on the open-loop schedule until ctx ends, then waits
 // for those in flight (each bounded by Timeout) and closes the pool's
-// connections. It returns nil.
+// connections, as Close does. It returns nil.
 func (c *HTTPClient) Run(ctx context.Context) error {
 	defer c.Close()
 	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)

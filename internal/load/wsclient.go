@@ -62,14 +62,19 @@ type WSConfig struct {
 }
 
 // WSClient holds one WebSocket connection and sends a message on it at the
-// open-loop rate, recording each reply as a Result (Pod from the
-// reply). Connecting starts in NewWSClient. When the connection is lost it
-// reconnects, resolving the host again: at once, or after a back-off when
-// connecting failed or the lost connection was young (see Backoff). Messages due while connecting wait for the
-// connection (up to their deadline); messages due while backing off fail
-// at once as UNAVAILABLE, as a gRPC channel in TRANSIENT_FAILURE fails
-// fail-fast calls; messages sent on a connection that is then lost fail as
-// UNAVAILABLE. Run it once; Close it if it never runs.
+// open-loop rate, recording each reply as a Result (Pod from the reply).
+// Its lifecycle is that of every client in this package: NewWSClient does
+// no I/O and starts nothing; Run(ctx) connects, sends until ctx ends, then
+// closes the client; Close waits for everything the client started (the
+// connection manager, the writer, readers and retiring connections).
+//
+// When the connection is lost the client reconnects, resolving the host
+// again: at once, or after a back-off when connecting failed or the lost
+// connection was young (see Backoff). Messages due while connecting wait
+// for the connection (up to their deadline); messages due while backing
+// off fail at once as UNAVAILABLE, as a gRPC channel in TRANSIENT_FAILURE
+// fails fail-fast calls; messages sent on a connection that is then lost
+// fail as UNAVAILABLE. Run it once; Close it if it never runs.
 type WSClient struct {
 	cfg    WSConfig
 	target target
@@ -92,6 +97,7 @@ type WSClient struct {
 	pending map[int64]*wsPending
 	order   []int64 // pending ids in due order, with stale ones
 	nextID  int64
+	started bool // Run started the manager and writer
 	closed  bool
 }
 
@@ -114,8 +120,8 @@ type wsConn struct {
 	inflight int           // messages written, not answered; under WSClient.mu
 }
 
-// NewWSClient validates cfg and starts connecting in goroutines owned by
-// the client.
+// NewWSClient validates cfg and returns the client; nothing is resolved or
+// dialled, and no goroutine starts, until Run.
 func NewWSClient(cfg WSConfig) (*WSClient, error) {
 	fail := func(err error) (*WSClient, error) {
 		return nil, fmt.Errorf("load: websocket client %s: %w", cfg.Name, err)
@@ -151,10 +157,22 @@ func NewWSClient(cfg WSConfig) (*WSClient, error) {
 	c.http = &http.Client{Transport: c.tr}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.dialCtx, c.stopDialing = context.WithCancel(c.ctx)
+	return c, nil
+}
+
+// start starts the connection manager and the writer, unless the client
+// is closed or already started; false if it did not.
+func (c *WSClient) start() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.started {
+		return false
+	}
+	c.started = true
 	c.wg.Add(2)
 	go c.manage()
 	go c.write()
-	return c, nil
+	return true
 }
 
 // Restart replaces the connection, as a restarted client would: the client
@@ -174,11 +192,13 @@ func (c *WSClient) Restart() error {
 	return nil
 }
 
-// Run sends messages on the open-loop schedule until ctx ends, waits for
-// the replies still due (at most Timeout), then closes the client. It
-// returns nil.
+// Run connects, sends messages on the open-loop schedule until ctx ends,
+// waits for the replies still due (at most Timeout), then closes the client
+// as Close does. Messages due while the client is closed fail as CANCELLED.
+// It returns nil.
 func (c *WSClient) Run(ctx context.Context) error {
 	defer c.Close()
+	c.start()
 	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
 	deadline := time.Now().Add(c.cfg.Timeout)
 	tick := time.NewTicker(5 * time.Millisecond)
