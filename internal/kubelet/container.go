@@ -252,7 +252,7 @@ func checkProbeTarget(c *corev1.Container, field string, p *corev1.Probe, grpcPo
 
 // checkProbePath reports an httpGet probe path the pod's HTTP server does
 // not answer with a success: it serves /healthz, and /v1/price with a sku
-// query parameter (see package web).
+// query parameter (see package webapi).
 func checkProbePath(path string) error {
 	u, err := url.Parse(path)
 	if err == nil {
