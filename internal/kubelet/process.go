@@ -21,9 +21,9 @@ type processConfig struct {
 // (pod.WebServer) on the same pod IP. The two are one process's servers:
 // they start together (after the start-up delay), SIGTERM stops both
 // gracefully, SIGKILL kills both, and when the gRPC server exits on its own
-// (or the web server cannot listen) the whole process ends. Hang and SetHealthy reach
-// the gRPC server only (see README.md). Methods are safe for concurrent
-// use; Start once, then Stop and Kill as often as needed.
+// (or the web server cannot listen) the whole process ends. Hang and
+// SetHealthy reach the gRPC server only (see README.md). Methods are safe
+// for concurrent use; Start once, then Stop and Kill as often as needed.
 type process struct {
 	grpc  *pod.Server
 	web   *pod.WebServer // nil: no HTTP port

@@ -87,11 +87,11 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Restart replaces the client's channel, as a restarted client process
-// would: new calls use a fresh channel (new connections, a fresh resolution,
-// an empty DNS cache), which starts connecting at once; the old channel
-// closes once its in-flight calls finish. Restart and Reconfigure may be called concurrently with Run; of
-// two concurrent ones the last to finish wins. After Run has returned they
-// fail.
+// would: new calls use a fresh channel (new connections, a fresh
+// resolution, an empty DNS cache), which starts connecting at once; the old
+// channel closes once its in-flight calls finish. Restart and Reconfigure
+// may be called concurrently with Run; of two concurrent ones the last to
+// finish wins. After Run has returned they fail.
 func (c *Client) Restart() error {
 	c.mu.Lock()
 	cfg := c.ch.cfg

@@ -48,8 +48,9 @@ type WSConfig struct {
 	MaxInFlight int
 	// Backoff is the wait after a failed connect before the next; it
 	// doubles per failure up to MaxWSBackoff, with ±20% jitter. Default
-	// DefaultWSBackoff. A lost connection that had lived at least MaxWSBackoff
-	// is redialled at once; one that lived less counts as a failure.
+	// DefaultWSBackoff. A lost connection that had lived at least
+	// MaxWSBackoff is redialled at once; one that lived less counts as a
+	// failure.
 	Backoff time.Duration
 	// OnClose, if not nil, is told when a connection is lost (not when the
 	// client closes it itself): remote is the address dialled and status
