@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/pod"
-	"github.com/pinlab/pinlab/internal/web"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -64,7 +63,7 @@ type Workload struct {
 	// first TCP containerPort other than HTTPPort, else pod.DefaultPort.
 	Port int
 	// HTTPPort is where the pod's HTTP/1.1 and WebSocket server
-	// (internal/web) listens beside the gRPC server: --http-port, else the
+	// (pod.WebServer) listens beside the gRPC server: --http-port, else the
 	// container's TCP containerPort named "http" (HTTPPortName), else 0:
 	// the pod serves gRPC only.
 	HTTPPort int
@@ -253,7 +252,7 @@ func checkProbeTarget(c *corev1.Container, field string, p *corev1.Probe, grpcPo
 
 // checkProbePath reports an httpGet probe path the pod's HTTP server does
 // not answer with a success: it serves /healthz, and /v1/price with a sku
-// query parameter (see package web).
+// query parameter (see package webapi).
 func checkProbePath(path string) error {
 	u, err := url.Parse(path)
 	if err == nil {
@@ -298,7 +297,7 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (processConfig, error) {
 		ServiceTime:           w.Args.ServiceTime,
 	}}
 	if w.HTTPPort != 0 {
-		pc.web = &web.Config{Name: p.Name, Namespace: p.Namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort)), ServiceTime: w.Args.ServiceTime}
+		pc.web = &pod.WebConfig{Name: p.Name, Namespace: p.Namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort)), ServiceTime: w.Args.ServiceTime}
 	}
 	return pc, nil
 }

@@ -1,7 +1,7 @@
 // Package kubelet runs the lab's pods: for each Pod object it allocates a pod
 // IP, runs the pod's container in-process when its image is pinlab (a real
-// grpc-go server from package pod and, for a pod with an HTTP port, an
-// HTTP/1.1 and WebSocket server from package web beside it, both bound to
+// grpc-go server from package pod and, for a pod with an HTTP port, the
+// same package's HTTP/1.1 and WebSocket server beside it, both bound to
 // the pod IP), runs its startup,
 // liveness and readiness probes, restarts it after crashes with the
 // kubelet's crash-loop back-off, reports status to the API, and on deletion
@@ -58,7 +58,7 @@ type Config struct {
 	PodIPs *cluster.IPAM
 	// Observe, if not nil, returns the observer for a pod's servers: the
 	// gRPC server and, for a pod with an HTTP port, the web server (HTTP
-	// requests and WebSocket messages by route, see package web). It is
+	// requests and WebSocket messages by route, see package webapi). It is
 	// called once per container start.
 	Observe func(*corev1.Pod) pod.Observer
 	// Logger receives a few lifecycle logs; nil discards them.
@@ -251,7 +251,7 @@ func (k *Kubelet) worker(namespace, name string) (*podWorker, error) {
 // Kill crashes a pod's container, as SIGKILL or the OOM killer would: its
 // servers stop at once: every gRPC connection is reset (RST, no GOAWAY), so
 // in-flight calls fail with UNAVAILABLE, and the web server's connections
-// and WebSockets close without a reply or close frame (web.Server.Kill).
+// and WebSockets close without a reply or close frame (pod.WebServer.Kill).
 // The container then ends with exit code 137 and restarts per
 // restartPolicy after the crash-loop back-off, on the same pod IP; it is
 // not Ready until its probes pass again. Errors wrap ErrNoPod or

@@ -7,29 +7,28 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/pod"
-	"github.com/pinlab/pinlab/internal/web"
 )
 
 // processConfig configures a container's process: its gRPC server and,
 // for a pod with an HTTP port, its web server (nil otherwise).
 type processConfig struct {
 	grpc pod.Config
-	web  *web.Config
+	web  *pod.WebConfig
 }
 
 // process is a container's process: the pod's gRPC server (pod.Server)
 // and, for a pod with an HTTP port, its HTTP/1.1 and WebSocket server
-// (web.Server) on the same pod IP. The two are one process's servers: they
-// start together (after the start-up delay), SIGTERM stops both gracefully,
-// SIGKILL kills both, and when the gRPC server exits on its own (or the web
-// server cannot listen) the whole process ends. Hang and SetHealthy reach
-// the gRPC server only (see README.md). Methods are safe for concurrent
-// use; Start once, then Stop and Kill as often as needed.
+// (pod.WebServer) on the same pod IP. The two are one process's servers:
+// they start together (after the start-up delay), SIGTERM stops both
+// gracefully, SIGKILL kills both, and when the gRPC server exits on its own
+// (or the web server cannot listen) the whole process ends. Hang and
+// SetHealthy reach the gRPC server only (see README.md). Methods are safe
+// for concurrent use; Start once, then Stop and Kill as often as needed.
 type process struct {
 	grpc  *pod.Server
-	web   *web.Server   // nil: no HTTP port
-	delay time.Duration // --startup-delay, waited here for both servers
-	drain time.Duration // --drain-delay, for the web server's stop
+	web   *pod.WebServer // nil: no HTTP port
+	delay time.Duration  // --startup-delay, waited here for both servers
+	drain time.Duration  // --drain-delay, for the web server's stop
 
 	quit        chan struct{} // closed by Stop, Kill or the process's own end; under mu
 	killed      chan struct{} // closed by Kill
@@ -58,7 +57,7 @@ func newProcess(cfg processConfig) *process {
 	cfg.grpc.StartupDelay = 0 // the process waits, for both servers
 	p.grpc = pod.New(cfg.grpc)
 	if cfg.web != nil {
-		p.web = web.NewServer(*cfg.web)
+		p.web = pod.NewWebServer(*cfg.web)
 	}
 	return p
 }
@@ -163,8 +162,8 @@ func (p *process) finish() {
 // Stop is SIGTERM for both servers, bounded by ctx (the time left before
 // SIGKILL): the gRPC server's Stop (health NOT_SERVING, the drain delay,
 // GracefulStop) and, beside it, the web server's: after the same drain
-// delay (serving normally meanwhile), web.Server.Stop (WebSockets get close
-// 1001, http.Server.Shutdown lets requests in flight finish). A hung
+// delay (serving normally meanwhile), pod.WebServer.Stop (WebSockets get
+// close 1001, http.Server.Shutdown lets requests in flight finish). A hung
 // process ignores SIGTERM: both are stopped hard when ctx ends or Kill is
 // called. It blocks until both stopped and returns pod.ErrHardStop when
 // either did not drain in time.

@@ -33,7 +33,7 @@ type container struct {
 }
 
 // startContainer runs a new container for the pod: its process (a
-// pod.Server, and a web.Server for a pod with an HTTP port) on the pod IP,
+// pod.Server, and a pod.WebServer for a pod with an HTTP port) on the pod IP,
 // and its probe goroutines. A server that cannot start counts as a
 // container that exited at once with code 1.
 func (w *podWorker) startContainer(ctx context.Context) {

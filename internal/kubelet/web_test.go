@@ -22,7 +22,7 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
-	"github.com/pinlab/pinlab/internal/web"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +44,7 @@ func (s *served) Served(peer netip.AddrPort, route string, code codes.Code) {
 		s.calls = map[string]int{}
 	}
 	s.calls[route+" "+code.String()]++
-	if route == web.RouteHealth {
+	if route == webapi.RouteHealth {
 		s.health = append(s.health, peer.Addr())
 	}
 }
@@ -108,13 +108,13 @@ func httpClient(t *testing.T, source netip.Addr) *http.Client {
 }
 
 // getQuote GETs /v1/price from base ("http://ip:port").
-func getQuote(c *http.Client, base, sku string) (web.Quote, error) {
+func getQuote(c *http.Client, base, sku string) (webapi.Quote, error) {
 	resp, err := c.Get(base + "/v1/price?sku=" + sku)
 	if err != nil {
-		return web.Quote{}, err
+		return webapi.Quote{}, err
 	}
 	defer resp.Body.Close()
-	var q web.Quote
+	var q webapi.Quote
 	if resp.StatusCode != http.StatusOK {
 		return q, fmt.Errorf("status %s", resp.Status)
 	}
@@ -139,7 +139,7 @@ func dialWatch(t *testing.T, c *http.Client, base, pod string) *websocket.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q web.Quote
+	var q webapi.Quote
 	if err := json.Unmarshal(data, &q); err != nil || q.ID != 7 || q.Pod != pod {
 		t.Fatalf("WebSocket reply %s (%v), want a quote with id 7 from %s", data, err, pod)
 	}
@@ -198,7 +198,7 @@ func TestWebPodServes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(web.Quote{Pod: name, PodIP: p.Status.PodIP, Namespace: "default", SKU: "a", PriceCents: q.PriceCents}, q); diff != "" {
+			if diff := cmp.Diff(webapi.Quote{Pod: name, PodIP: p.Status.PodIP, Namespace: "default", SKU: "a", PriceCents: q.PriceCents}, q); diff != "" {
 				t.Errorf("quote (-want +got):\n%s", diff)
 			}
 			dialWatch(t, hc, base, name)
@@ -207,8 +207,8 @@ func TestWebPodServes(t *testing.T) {
 				t.Errorf("gRPC beside HTTP: %v, %v; want pod %s at %d cents", resp, err, name, q.PriceCents)
 			}
 			o := obs.of(name)
-			o.waitCount(t, web.RoutePrice+" OK", 1)
-			o.waitCount(t, web.RouteWatchMessage+" OK", 1)
+			o.waitCount(t, webapi.RoutePrice+" OK", 1)
+			o.waitCount(t, webapi.RouteWatchMessage+" OK", 1)
 			o.waitCount(t, "/pricing.v1.Pricing/GetPrice OK", 1)
 		})
 	}
@@ -238,7 +238,7 @@ func TestWebPodTermination(t *testing.T) {
 	if _, err := conn.Write([]byte("GET /v1/price?sku=inflight HTTP/1.1\r\nHost: drain\r\nContent-Length: 4\r\n\r\nab")); err != nil {
 		t.Fatal(err)
 	}
-	obs.of("drain").waitCount(t, web.RoutePrice+" OK", 1)
+	obs.of("drain").waitCount(t, webapi.RoutePrice+" OK", 1)
 
 	deletePod(t, c, "drain")
 	if got := readClose(t, ws); got != websocket.StatusGoingAway {
@@ -257,7 +257,7 @@ func TestWebPodTermination(t *testing.T) {
 		t.Fatalf("request in flight at SIGTERM: %v", err)
 	}
 	defer resp.Body.Close()
-	var q web.Quote
+	var q webapi.Quote
 	if err := json.NewDecoder(resp.Body).Decode(&q); err != nil || resp.StatusCode != http.StatusOK || q.Pod != "drain" {
 		t.Errorf("request in flight at SIGTERM: %s, %+v (%v); want 200 with a quote from drain", resp.Status, q, err)
 	}
@@ -379,7 +379,7 @@ func TestHTTPGetProbe(t *testing.T) {
 			}
 			if tt.wantUnmatched {
 				// Three probes answered 404: still not Ready.
-				obs.of(name).waitCount(t, web.RouteUnmatched+" NotFound", 3)
+				obs.of(name).waitCount(t, webapi.RouteUnmatched+" NotFound", 3)
 			}
 			p = waitPod(t, c, name, "status", func(_ *corev1.Pod, err error) bool { return err == nil })
 			if cluster.IsPodReady(p) {
@@ -410,7 +410,7 @@ func TestProcessWebCannotListen(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProcess(processConfig{
 				grpc: pod.Config{Name: "p", Addr: netip.AddrPortFrom(ip, 0), StartupDelay: tt.delay},
-				web:  &web.Config{Name: "p", Addr: busy},
+				web:  &pod.WebConfig{Name: "p", Addr: busy},
 			})
 			err := p.Start(context.Background())
 			if tt.delay == 0 {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pinlab/pinlab/internal/web"
+	"github.com/pinlab/pinlab/internal/load"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -74,7 +74,7 @@ func TestWebPodsBehindAService(t *testing.T) {
 	}
 	t.Run("HTTP/1.1 without keep-alive spreads over the pods", func(t *testing.T) {
 		var obs tally
-		c, err := web.NewHTTPClient(web.HTTPConfig{Name: "order-0", Source: source(), URL: url, DNS: l.DNSAddr(), Rate: 100,
+		c, err := load.NewHTTPClient(load.HTTPConfig{Name: "order-0", Source: source(), URL: url, DNS: l.DNSAddr(), Rate: 100,
 			DisableKeepAlives: true, Observer: &obs})
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestWebPodsBehindAService(t *testing.T) {
 	})
 	t.Run("WebSocket pins to one pod", func(t *testing.T) {
 		var obs tally
-		c, err := web.NewWSClient(web.WSConfig{Name: "order-1", Source: source(), URL: url, DNS: l.DNSAddr(), Rate: 100, Observer: &obs})
+		c, err := load.NewWSClient(load.WSConfig{Name: "order-1", Source: source(), URL: url, DNS: l.DNSAddr(), Rate: 100, Observer: &obs})
 		if err != nil {
 			t.Fatal(err)
 		}

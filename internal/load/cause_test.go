@@ -143,6 +143,17 @@ func TestCausesFromRealFailures(t *testing.T) {
 			waitFailures(t, obs, 3)
 			return stop
 		}},
+		{name: "no DNS answering, once resolver", want: CauseNoAddress, run: func(t *testing.T, src netip.Addr, obs *collector) func() {
+			// Nothing listens on port 1: the lookup fails at once.
+			_, stop := start(t, Config{Source: src, Target: "dns://127.203.19.2:1/pricing.test:8471", Resolver: ResolverOnce, Rate: 50, Observer: obs})
+			waitFailures(t, obs, 3)
+			return stop
+		}},
+		{name: "no DNS answering, once resolver, round_robin", want: CauseNoAddress, run: func(t *testing.T, src netip.Addr, obs *collector) func() {
+			_, stop := start(t, Config{Source: src, Target: "dns://127.203.19.3:1/pricing.test:8471", Resolver: ResolverOnce, Policy: "round_robin", Rate: 50, Observer: obs})
+			waitFailures(t, obs, 3)
+			return stop
+		}},
 		{name: "server answers UNAVAILABLE", want: CauseUnavailable, run: func(t *testing.T, src netip.Addr, obs *collector) func() {
 			b := startBackend(t, "b", "127.203.17.1:0")
 			b.code.Store(uint32(codes.Unavailable))

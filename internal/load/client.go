@@ -1,13 +1,3 @@
-// Package load drives the lab's traffic: each Client is a real grpc-go
-// channel (grpc.NewClient) with a target and load-balancing policy, calling
-// pricing.v1.Pricing/GetPrice open-loop at a fixed rate, so a slow pod never
-// slows the offered load (no coordinated omission). Every call's result,
-// including which pod answered and why a call failed, goes to an Observer.
-//
-// Clients can model different real runtimes: how they resolve names
-// (grpc-go's resolver, a JVM-like cached resolver, or a static list
-// resolved at start-up), client-side health checking, wait-for-ready and a
-// retry policy; Reconfigure changes these on a running client.
 package load
 
 import (
@@ -64,7 +54,12 @@ type ConnEvent struct {
 	GoAwayAt time.Time
 }
 
-// Client is one load generator. Run it once.
+// Client is one gRPC load generator, a grpc-go channel calling open-loop.
+// Its lifecycle is that of every client in this package: New does no I/O
+// (it builds an idle channel; nothing resolves or connects), Run(ctx)
+// connects and calls until ctx ends, and Close (or the end of Run) waits
+// for everything the client started: calls in flight, channel drains and
+// the channels' resolvers. Run it once; Close a client that never runs.
 type Client struct {
 	wg       sync.WaitGroup // call goroutines and channel drains
 	inflight atomic.Int64
@@ -90,15 +85,14 @@ type channel struct {
 	calls  sync.WaitGroup
 }
 
-// New validates cfg and opens the client's first channel (connecting starts
-// at once). With Resolver "once", New resolves the target first and fails
-// if DNS does not answer.
+// New validates cfg and builds the client's first channel, idle: it does
+// no I/O (no lookup, no connection) and starts no calls; Run does.
 func New(cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ch, err := dial(cfg)
+	ch, err := newChannel(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +102,11 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Restart replaces the client's channel, as a restarted client process
-// would: new calls use a fresh channel (new connections, a fresh resolution,
-// an empty DNS cache); the old channel closes once its in-flight calls
-// finish. Restart and Reconfigure may be called concurrently with Run; of
-// two concurrent ones the last to finish wins. After Run has returned they
-// fail.
+// would: new calls use a fresh channel (new connections, a fresh
+// resolution, an empty DNS cache), which starts connecting at once; the old
+// channel closes once its in-flight calls finish. Restart and Reconfigure
+// may be called concurrently with Run; of two concurrent ones the last to
+// finish wins. After Run has returned they fail.
 func (c *Client) Restart() error {
 	c.mu.Lock()
 	cfg := c.ch.cfg
@@ -141,16 +135,15 @@ func (c *Client) Reconfigure(cfg Config) error {
 	return nil
 }
 
-// replace dials cfg outside the lock (a "once" lookup may take seconds
-// while calls keep going) and swaps the new channel in.
+// replace builds cfg's channel, swaps it in and starts it connecting.
 func (c *Client) replace(cfg Config) error {
-	next, err := dial(cfg)
+	next, err := newChannel(cfg)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		next.conn.Close()
 		return errors.New("load: client stopped")
 	}
@@ -164,6 +157,8 @@ func (c *Client) replace(cfg Config) error {
 		old.calls.Wait()
 		old.conn.Close()
 	}()
+	c.mu.Unlock()
+	next.conn.Connect()
 	return nil
 }
 
@@ -173,85 +168,35 @@ func (c *Client) current() *channel {
 	return c.ch
 }
 
-// Run sends calls on the open-loop schedule until ctx ends, then waits for
-// calls in flight (each bounded by Timeout) and closes the channel.
+// Run starts the channel connecting, sends calls on the open-loop schedule
+// until ctx ends, then waits for calls in flight (each bounded by Timeout)
+// and closes the channel, as Close does. It returns nil.
 func (c *Client) Run(ctx context.Context) error {
 	defer c.shutdown()
-	s := schedule{base: time.Now(), rate: c.current().cfg.Rate}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		select { // a busy loop that never waits still sees a new rate
-		case <-c.changed:
-			s.setRate(c.current().cfg.Rate)
-		default:
-		}
-		due := s.due()
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.changed:
-				timer.Stop()
-				s.setRate(c.current().cfg.Rate)
-				continue
-			case <-timer.C:
-			}
-		}
-		// A call due after the end is never sent (select picks at random
-		// when the timer and ctx are both ready, and ctx's own timer may
-		// fire late).
-		if ctx.Err() != nil || pastDeadline(ctx, due) {
-			return nil
-		}
-		c.launch(due)
-		s.k++
-	}
-}
-
-func pastDeadline(ctx context.Context, t time.Time) bool {
-	d, ok := ctx.Deadline()
-	return ok && t.After(d)
-}
-
-// schedule is the open-loop timetable: call k is due at base + k/rate. A
-// rate change restarts the count from the last call due.
-type schedule struct {
-	base time.Time
-	rate float64
-	k    int64
-}
-
-func (s *schedule) at(k int64) time.Time {
-	return s.base.Add(time.Duration(float64(k) * float64(time.Second) / s.rate))
-}
-
-func (s *schedule) due() time.Time { return s.at(s.k) }
-
-func (s *schedule) setRate(rate float64) {
-	if rate == s.rate {
-		return
-	}
-	if s.k > 0 {
-		s.base, s.k = s.at(s.k-1), 1
-	}
-	s.rate = rate
+	c.current().conn.Connect()
+	rate := func() float64 { return c.current().cfg.Rate }
+	pace(ctx, rate, c.changed, c.launch)
+	return nil
 }
 
 func (c *Client) launch(due time.Time) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
 	ch := c.ch
 	if c.inflight.Load() >= int64(ch.cfg.MaxInFlight) {
 		c.mu.Unlock()
 		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseOther})
 		return
 	}
+	// Joined under c.mu, so shutdown, once it has set closed, waits for
+	// every call.
 	ch.calls.Add(1)
+	c.wg.Add(1)
 	c.mu.Unlock()
 	c.inflight.Add(1)
-	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.inflight.Add(-1)
@@ -316,7 +261,11 @@ func (ch *channel) stream(stop context.Context, due time.Time) {
 	ch.cfg.Observer.Called(r)
 }
 
-// Close releases a client that will not Run (Run closes its client itself).
+// Close stops the client: no new calls start, streams still open end (and
+// are not reported), and Close returns once the calls in flight (each
+// bounded by Timeout), channel drains and channels are done. Run closes its
+// client itself; Close releases one that never runs. Safe to call more
+// than once and concurrently with Run.
 func (c *Client) Close() { c.shutdown() }
 
 func (c *Client) shutdown() {

@@ -25,9 +25,10 @@ const (
 	// underneath, as a JVM service whose InetAddress cache keeps answers
 	// for networkaddress.cache.ttl (see package cachedns).
 	ResolverCached = "cached"
-	// ResolverOnce resolves once when the channel is built and gives
-	// grpc-go that static address list for good, as a client configured
-	// with a list of IPs rendered at start-up.
+	// ResolverOnce resolves once when the channel starts (Run, Restart,
+	// Reconfigure; not New) and gives grpc-go that static address list for
+	// good, as a client configured with a list of IPs rendered at
+	// start-up. A failed lookup leaves the list empty.
 	ResolverOnce = "once"
 )
 

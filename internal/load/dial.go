@@ -1,7 +1,6 @@
 package load
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -14,14 +13,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // enables client-side health checking
 	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 )
 
-// onceTimeout bounds the "once" resolver's lookup at start.
+// onceTimeout bounds the "once" resolver's lookup.
 const onceTimeout = 5 * time.Second
 
-// dial builds a channel from cfg (already defaulted) and starts connecting.
-func dial(cfg Config) (*channel, error) {
+// newChannel builds a channel from cfg (already defaulted). Like
+// grpc.NewClient it does no I/O: the channel resolves and connects on
+// conn.Connect or its first call.
+func newChannel(cfg Config) (*channel, error) {
 	sc, err := serviceConfigJSON(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
@@ -45,7 +45,6 @@ func dial(cfg Config) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
 	}
-	conn.Connect()
 	ch := &channel{cfg: cfg, conn: conn, client: pricingv1.NewPricingClient(conn)}
 	if cfg.WaitForReady {
 		ch.opts = append(ch.opts, grpc.WaitForReady(true))
@@ -65,28 +64,13 @@ func resolverFor(cfg Config) (resolver.Builder, error) {
 			Source: cfg.Source, MinResolutionInterval: cfg.MinResolutionInterval, CacheTTL: cfg.CacheTTL,
 		})
 	case ResolverOnce:
-		return resolveOnce(cfg)
+		t, err := cachedns.ParseTarget(cfg.Target)
+		if err != nil {
+			return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
+		}
+		return onceBuilder{source: cfg.Source, target: t}, nil
 	}
 	return nil, nil
-}
-
-// resolveOnce looks the target up now and returns a resolver that hands
-// grpc-go that list, and nothing else, for good. An empty answer gives an
-// empty list (every call then fails); a failed lookup is an error.
-func resolveOnce(cfg Config) (resolver.Builder, error) {
-	t, err := cachedns.ParseTarget(cfg.Target)
-	if err != nil {
-		return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), onceTimeout)
-	defer cancel()
-	ips, err := cachedns.Lookup(ctx, t.Server, cfg.Source, t.Host)
-	if err != nil {
-		return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
-	}
-	r := manual.NewBuilderWithScheme(cachedns.Scheme)
-	r.InitialState(cachedns.State(ips, t.Port))
-	return r, nil
 }
 
 // serviceConfig is the JSON service config (gRFC A2) a client's channel

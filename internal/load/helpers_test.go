@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -22,12 +23,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// collector records every result and connection event a client reports;
-// events, if not nil, gets each connection event too.
+// collector records every result a client reports, counts its connections
+// and their close reasons; events, if not nil, gets each connection event
+// too.
 type collector struct {
 	mu      sync.Mutex
 	results []Result
 	opened  int
+	closed  int
+	reasons map[CloseReason]int
 	events  chan ConnEvent
 }
 
@@ -41,6 +45,12 @@ func (c *collector) Conn(ev ConnEvent) {
 	c.mu.Lock()
 	if ev.Open {
 		c.opened++
+	} else {
+		c.closed++
+		if c.reasons == nil {
+			c.reasons = map[CloseReason]int{}
+		}
+		c.reasons[ev.Reason]++
 	}
 	c.mu.Unlock()
 	select {
@@ -59,6 +69,19 @@ func (c *collector) connections() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.opened
+}
+
+func (c *collector) conns() (opened, closed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened, c.closed
+}
+
+// closeReasons returns how many connections closed for each reason.
+func (c *collector) closeReasons() map[CloseReason]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.reasons)
 }
 
 // tally counts results by code, pod and cause.

@@ -27,8 +27,8 @@ type Args struct {
 	// containerPort, else DefaultPort.
 	Port int
 	// HTTPPort, if not zero, is the TCP port of the pod's HTTP/1.1 and
-	// WebSocket server (internal/web), served beside the gRPC server by
-	// the same process. Zero means the pod's containerPort named "http",
+	// WebSocket server (WebServer), served beside the gRPC server by the
+	// same process. Zero means the pod's containerPort named "http",
 	// if it declares one, else no HTTP server (the kubelet resolves this).
 	HTTPPort int
 	// MaxConnectionAge is grpc-go's keepalive.ServerParameters.MaxConnectionAge:

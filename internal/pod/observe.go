@@ -1,6 +1,8 @@
 package pod
 
 import (
+	"net/netip"
+
 	"github.com/pinlab/pinlab/internal/grpcconn"
 	"google.golang.org/grpc/codes"
 )
@@ -19,3 +21,9 @@ func statsHandler(obs Observer) *grpcconn.Handler {
 		},
 	}
 }
+
+// nopObserver discards what a server reports.
+type nopObserver struct{}
+
+func (nopObserver) Served(netip.AddrPort, string, codes.Code) {}
+func (nopObserver) Conn(netip.AddrPort, bool)                 {}

@@ -5,6 +5,12 @@
 // pod's process: Stop is SIGTERM (graceful, with an optional drain delay),
 // Kill is SIGKILL (connections reset), Hang stalls it, and a start-up delay
 // keeps it from listening at first. Blackhole makes an address drop SYNs.
+//
+// A WebServer is the same workload over HTTP/1.1 and WebSocket (the wire
+// contract is package webapi), run beside the gRPC server by a pod with an
+// HTTP port. It shows that a ClusterIP Service balances connections, not
+// requests, whatever the protocol: an HTTP/1.1 client's keep-alive pool
+// reaches several pods, a WebSocket pins to one as a gRPC channel does.
 package pod
 
 import (
@@ -343,14 +349,20 @@ func (p *pricing) WatchPrices(req *pricingv1.WatchPricesRequest, stream grpc.Ser
 }
 
 func (p *pricing) quote(sku string, seq int64) *pricingv1.GetPriceResponse {
-	h := fnv.New32a()
-	h.Write([]byte(sku))
 	return &pricingv1.GetPriceResponse{
 		Sku:        sku,
-		PriceCents: 100 + int64(h.Sum32()%99900),
+		PriceCents: priceCents(sku),
 		Pod:        p.cfg.Name,
 		PodIp:      p.cfg.Addr.Addr().String(),
 		Namespace:  p.cfg.Namespace,
 		Seq:        seq,
 	}
+}
+
+// priceCents is the pod's pricing, the same over gRPC, HTTP and WebSocket:
+// 100 + fnv32a(sku) mod 99900.
+func priceCents(sku string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(sku))
+	return 100 + int64(h.Sum32()%99900)
 }

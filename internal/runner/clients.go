@@ -14,7 +14,6 @@ import (
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
-	"github.com/pinlab/pinlab/internal/web"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,9 +135,9 @@ func loadConfig(cp plan.Client, dnsAddr string) load.Config {
 func (cl *clients) webClient(cp plan.Client, ip netip.Addr, obs load.Observer) (runner, error) {
 	url := fmt.Sprintf("http://%s:%d", cp.Target.Host, cp.Target.Port)
 	if cp.Settings.Protocol == plan.ProtocolWebSocket {
-		return web.NewWSClient(web.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs})
+		return load.NewWSClient(load.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs})
 	}
-	return web.NewHTTPClient(web.HTTPConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs,
+	return load.NewHTTPClient(load.HTTPConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs,
 		MaxIdleConnsPerHost: cp.Settings.MaxIdleConnsPerHost, MaxConnsPerHost: cp.Settings.MaxConnsPerHost})
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/proxy"
 	"github.com/pinlab/pinlab/internal/stats"
-	"github.com/pinlab/pinlab/internal/web"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -56,8 +56,8 @@ func (t tracker) observer(rec *stats.Recorder) func(*corev1.Pod) pod.Observer {
 }
 
 // webCalls are the routes of the pods' HTTP/1.1 and WebSocket server that
-// count as calls (internal/web reports them so).
-var webCalls = map[string]bool{web.RoutePrice: true, web.RouteWatchMessage: true}
+// count as calls (the pod server reports them so).
+var webCalls = map[string]bool{webapi.RoutePrice: true, webapi.RouteWatchMessage: true}
 
 // podObserver records what one pod served; only pricing calls count, so
 // kubelet health probes do not.

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/stats"
 	"google.golang.org/grpc/codes"
 )
@@ -26,7 +28,7 @@ import (
 func TestKeepAlivePoolSkewsLessThanOneConnection(t *testing.T) {
 	var backends []netip.AddrPort
 	for i := range 4 {
-		s := startServer(t, fmt.Sprintf("127.244.0.%d", 51+i), 0, Config{ServiceTime: 20 * time.Millisecond})
+		s := podtest.StartWeb(t, fmt.Sprintf("127.244.0.%d", 51+i), 0, pod.WebConfig{ServiceTime: 20 * time.Millisecond})
 		backends = append(backends, s.Addr())
 	}
 	type result struct {
@@ -82,7 +84,8 @@ func TestKeepAlivePoolSkewsLessThanOneConnection(t *testing.T) {
 				run = c.Run
 			}
 			runFor(run, 1500*time.Millisecond)
-			cs, pods := obs.snapshot()
+			tl := count(obs.snapshot())
+			cs, pods := tl.codes, tl.pods
 			var counts []float64
 			for _, b := range backends {
 				counts = append(counts, float64(pods["pod-"+b.Addr().String()]))

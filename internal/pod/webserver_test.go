@@ -1,10 +1,9 @@
-package web
+package pod_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -30,31 +32,9 @@ func plainClient(t *testing.T, src string) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-func TestCodeOf(t *testing.T) {
-	tests := []struct {
-		status int
-		want   codes.Code
-	}{
-		{200, codes.OK}, {204, codes.OK}, {101, codes.Unknown}, {302, codes.Unknown},
-		{400, codes.InvalidArgument}, {401, codes.Unauthenticated}, {403, codes.PermissionDenied},
-		{404, codes.NotFound}, {405, codes.FailedPrecondition}, {408, codes.DeadlineExceeded},
-		{409, codes.Aborted}, {416, codes.OutOfRange}, {426, codes.FailedPrecondition},
-		{429, codes.ResourceExhausted}, {499, codes.Canceled}, {500, codes.Internal},
-		{501, codes.Unimplemented}, {502, codes.Unavailable}, {503, codes.Unavailable},
-		{504, codes.DeadlineExceeded}, {505, codes.Unknown}, {0, codes.Unknown}, {999, codes.Unknown},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
-			if got := CodeOf(tt.status); got != tt.want {
-				t.Errorf("CodeOf(%d) = %v, want %v", tt.status, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestServerRoutes(t *testing.T) {
-	rec := &serverRecorder{}
-	s := startServer(t, "127.244.0.21", 0, Config{Observer: rec})
+	rec := &podtest.Recorder{}
+	s := podtest.StartWeb(t, "127.244.0.21", 0, pod.WebConfig{Observer: rec})
 	base := "http://" + s.Addr().String()
 	hc := plainClient(t, "127.206.0.1")
 	tests := []struct {
@@ -65,16 +45,16 @@ func TestServerRoutes(t *testing.T) {
 		wantRoute  string
 		wantBody   string // substring
 	}{
-		{name: "price", method: "GET", path: "/v1/price?sku=a", wantStatus: 200, wantRoute: RoutePrice, wantBody: `"pod":"pod-127.244.0.21","podIp":"127.244.0.21","namespace":"shop","sku":"a"`},
-		{name: "price without sku", method: "GET", path: "/v1/price", wantStatus: 400, wantRoute: RoutePrice, wantBody: `"error":"missing query parameter sku","pod":"pod-127.244.0.21"`},
-		{name: "health", method: "GET", path: "/healthz", wantStatus: 200, wantRoute: RouteHealth, wantBody: "ok"},
-		{name: "unknown path", method: "GET", path: "/nope", wantStatus: 404, wantRoute: RouteUnmatched},
-		{name: "wrong method", method: "POST", path: "/v1/price?sku=a", wantStatus: 405, wantRoute: RouteUnmatched},
-		{name: "watch without upgrade", method: "GET", path: "/v1/watch", wantStatus: 426, wantRoute: RouteWatch},
+		{name: "price", method: "GET", path: "/v1/price?sku=a", wantStatus: 200, wantRoute: webapi.RoutePrice, wantBody: `"pod":"pod-127.244.0.21","podIp":"127.244.0.21","namespace":"shop","sku":"a"`},
+		{name: "price without sku", method: "GET", path: "/v1/price", wantStatus: 400, wantRoute: webapi.RoutePrice, wantBody: `"error":"missing query parameter sku","pod":"pod-127.244.0.21"`},
+		{name: "health", method: "GET", path: "/healthz", wantStatus: 200, wantRoute: webapi.RouteHealth, wantBody: "ok"},
+		{name: "unknown path", method: "GET", path: "/nope", wantStatus: 404, wantRoute: webapi.RouteUnmatched},
+		{name: "wrong method", method: "POST", path: "/v1/price?sku=a", wantStatus: 405, wantRoute: webapi.RouteUnmatched},
+		{name: "watch without upgrade", method: "GET", path: "/v1/watch", wantStatus: 426, wantRoute: webapi.RouteWatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := rec.count(tt.wantRoute, CodeOf(tt.wantStatus))
+			before := rec.Count(tt.wantRoute, webapi.CodeOf(tt.wantStatus))
 			req, _ := http.NewRequest(tt.method, base+tt.path, nil)
 			resp, err := hc.Do(req)
 			if err != nil {
@@ -85,10 +65,10 @@ func TestServerRoutes(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus || resp.Proto != "HTTP/1.1" || !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("%s %s = %s %d %q; want HTTP/1.1 %d containing %q", tt.method, tt.path, resp.Proto, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 			}
-			waitFor(t, "the request observed", func() bool { return rec.count(tt.wantRoute, CodeOf(tt.wantStatus)) == before+1 })
+			podtest.WaitFor(t, "the request observed", func() bool { return rec.Count(tt.wantRoute, webapi.CodeOf(tt.wantStatus)) == before+1 })
 		})
 	}
-	if opened, _ := rec.conns(); opened != 1 {
+	if opened, _ := rec.Conns(); opened != 1 {
 		t.Errorf("observer saw %d connections open; want 1 keep-alive connection for all requests", opened)
 	}
 }
@@ -96,7 +76,7 @@ func TestServerRoutes(t *testing.T) {
 // TestServerSpeaksOnlyHTTP1: a client that insists on HTTP/2 without TLS
 // (h2c with prior knowledge) gets no answer.
 func TestServerSpeaksOnlyHTTP1(t *testing.T) {
-	s := startServer(t, "127.244.0.22", 0, Config{})
+	s := podtest.StartWeb(t, "127.244.0.22", 0, pod.WebConfig{})
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
@@ -112,8 +92,8 @@ func TestServerSpeaksOnlyHTTP1(t *testing.T) {
 }
 
 func TestServerReportsConnections(t *testing.T) {
-	rec := &serverRecorder{}
-	s := startServer(t, "127.244.0.23", 0, Config{Observer: rec})
+	rec := &podtest.Recorder{}
+	s := podtest.StartWeb(t, "127.244.0.23", 0, pod.WebConfig{Observer: rec})
 	hc := plainClient(t, "127.206.0.2")
 	for range 3 {
 		resp, err := hc.Get("http://" + s.Addr().String() + "/healthz")
@@ -124,23 +104,23 @@ func TestServerReportsConnections(t *testing.T) {
 		resp.Body.Close()
 	}
 	hc.Transport.(*http.Transport).CloseIdleConnections()
-	waitFor(t, "keep-alive connection reported closed", func() bool { o, c := rec.conns(); return o == 1 && c == 1 })
+	podtest.WaitFor(t, "keep-alive connection reported closed", func() bool { o, c := rec.Conns(); return o == 1 && c == 1 })
 
 	ws, _, err := websocket.Dial(context.Background(), "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "websocket connection reported open", func() bool { o, _ := rec.conns(); return o == 2 })
-	if _, c := rec.conns(); c != 1 {
+	podtest.WaitFor(t, "websocket connection reported open", func() bool { o, _ := rec.Conns(); return o == 2 })
+	if _, c := rec.Conns(); c != 1 {
 		t.Errorf("a hijacked connection was reported closed while its WebSocket is open")
 	}
 	ws.Close(websocket.StatusNormalClosure, "")
-	waitFor(t, "websocket connection reported closed", func() bool { _, c := rec.conns(); return c == 2 })
+	podtest.WaitFor(t, "websocket connection reported closed", func() bool { _, c := rec.Conns(); return c == 2 })
 }
 
 func TestWebSocketReplies(t *testing.T) {
-	rec := &serverRecorder{}
-	s := startServer(t, "127.244.0.24", 0, Config{Observer: rec})
+	rec := &podtest.Recorder{}
+	s := podtest.StartWeb(t, "127.244.0.24", 0, pod.WebConfig{Observer: rec})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: plainClient(t, "127.206.0.3")})
@@ -154,9 +134,9 @@ func TestWebSocketReplies(t *testing.T) {
 		want map[string]any
 	}{
 		{name: "json request", send: `{"id":5,"sku":"a"}`,
-			want: map[string]any{"id": 5.0, "pod": "pod-127.244.0.24", "podIp": "127.244.0.24", "namespace": "shop", "sku": "a", "priceCents": float64(priceCents("a"))}},
+			want: map[string]any{"id": 5.0, "pod": "pod-127.244.0.24", "podIp": "127.244.0.24", "namespace": "shop", "sku": "a", "priceCents": float64(pod.PriceCents("a"))}},
 		{name: "plain text is the sku", send: "b",
-			want: map[string]any{"pod": "pod-127.244.0.24", "podIp": "127.244.0.24", "namespace": "shop", "sku": "b", "priceCents": float64(priceCents("b"))}},
+			want: map[string]any{"pod": "pod-127.244.0.24", "podIp": "127.244.0.24", "namespace": "shop", "sku": "b", "priceCents": float64(pod.PriceCents("b"))}},
 		{name: "missing sku", send: `{"id":6}`,
 			want: map[string]any{"id": 6.0, "error": "missing sku", "pod": "pod-127.244.0.24", "podIp": "127.244.0.24"}},
 	}
@@ -180,8 +160,8 @@ func TestWebSocketReplies(t *testing.T) {
 	}
 	// The server reports a message once its reply is written, which may
 	// be after the client read it.
-	waitFor(t, "2 OK and 1 INVALID_ARGUMENT messages observed", func() bool {
-		return rec.count(RouteWatchMessage, codes.OK) == 2 && rec.count(RouteWatchMessage, codes.InvalidArgument) == 1
+	podtest.WaitFor(t, "2 OK and 1 INVALID_ARGUMENT messages observed", func() bool {
+		return rec.Count(webapi.RouteWatchMessage, codes.OK) == 2 && rec.Count(webapi.RouteWatchMessage, codes.InvalidArgument) == 1
 	})
 	ws.Write(ctx, websocket.MessageBinary, []byte{1})
 	_, _, err = ws.Read(ctx)
@@ -193,8 +173,8 @@ func TestWebSocketReplies(t *testing.T) {
 // TestStopGoingAway: graceful Stop sends WebSockets close 1001, refuses new
 // upgrades and lets an HTTP request in flight finish.
 func TestStopGoingAway(t *testing.T) {
-	rec := &serverRecorder{}
-	s := startServer(t, "127.244.0.25", 0, Config{Observer: rec, ServiceTime: 300 * time.Millisecond})
+	rec := &podtest.Recorder{}
+	s := podtest.StartWeb(t, "127.244.0.25", 0, pod.WebConfig{Observer: rec, ServiceTime: 300 * time.Millisecond})
 	hc := plainClient(t, "127.206.0.4")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -218,7 +198,7 @@ func TestStopGoingAway(t *testing.T) {
 		resp.Body.Close()
 		inflight <- reply{status: resp.StatusCode}
 	}()
-	waitFor(t, "request in flight", func() bool { o, _ := rec.conns(); return o == 2 })
+	podtest.WaitFor(t, "request in flight", func() bool { o, _ := rec.Conns(); return o == 2 })
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop(ctx) }()
@@ -232,14 +212,14 @@ func TestStopGoingAway(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("Stop: %v", err)
 	}
-	if o, c := rec.conns(); o != c {
+	if o, c := rec.Conns(); o != c {
 		t.Errorf("observer saw %d connections open and %d closed after Stop; want equal", o, c)
 	}
 }
 
 // TestKillClosesHard: Kill ends WebSockets without a close frame.
 func TestKillClosesHard(t *testing.T) {
-	s := startServer(t, "127.244.0.26", 0, Config{})
+	s := podtest.StartWeb(t, "127.244.0.26", 0, pod.WebConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: plainClient(t, "127.206.0.5")})

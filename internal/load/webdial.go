@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"google.golang.org/grpc/codes"
 )
 
 // target is a parsed client URL: "http://host:port" with nothing after the
@@ -51,12 +51,12 @@ func parseTarget(raw, dns string) (target, error) {
 type dialer struct {
 	d   loopback.Dialer
 	res *net.Resolver // nil: names are refused
-	obs load.Observer
+	obs Observer
 }
 
 // newDialer checks source and dns ("IP:port" in 127.0.0.0/8 or empty) and
 // returns a dialer whose connects each take at most timeout.
-func newDialer(source netip.Addr, dns string, timeout time.Duration, obs load.Observer) (*dialer, error) {
+func newDialer(source netip.Addr, dns string, timeout time.Duration, obs Observer) (*dialer, error) {
 	if err := loopback.CheckIP(source); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
@@ -136,28 +136,28 @@ func (d *dialer) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 
 func (d *dialer) observe(c net.Conn) net.Conn {
 	oc := &observedConn{Conn: c, obs: d.obs, remote: loopback.AddrPort(c.RemoteAddr())}
-	d.obs.Conn(load.ConnEvent{Remote: oc.remote, Open: true})
+	d.obs.Conn(ConnEvent{Remote: oc.remote, Open: true})
 	return oc
 }
 
 // observedConn reports its first Close to the Observer, with the reason of
-// the first failed read before it (load.ReadCloseReason: the server closed
-// or reset it), else load.ReasonClient. Without HTTP/2 there is no GOAWAY
+// the first failed read before it (ReadCloseReason: the server closed
+// or reset it), else ReasonClient. Without HTTP/2 there is no GOAWAY
 // to see.
 type observedConn struct {
 	net.Conn
-	obs    load.Observer
+	obs    Observer
 	remote netip.AddrPort
 	once   sync.Once
 
 	mu      sync.Mutex
-	readEnd load.CloseReason // the first failed read's; "" if none
+	readEnd CloseReason // the first failed read's; "" if none
 }
 
 func (c *observedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if err != nil {
-		if r, ok := load.ReadCloseReason(err); ok {
+		if r, ok := ReadCloseReason(err); ok {
 			c.mu.Lock()
 			if c.readEnd == "" {
 				c.readEnd = r
@@ -173,37 +173,25 @@ func (c *observedConn) Close() error {
 	reason := c.readEnd
 	c.mu.Unlock()
 	if reason == "" {
-		reason = load.ReasonClient
+		reason = ReasonClient
 	}
 	err := c.Conn.Close()
-	c.once.Do(func() { c.obs.Conn(load.ConnEvent{Remote: c.remote, Reason: reason}) })
+	c.once.Do(func() { c.obs.Conn(ConnEvent{Remote: c.remote, Reason: reason}) })
 	return err
 }
 
-// pace calls fn at the open-loop schedule start + k/rate for k = 0, 1, ...
-// until ctx ends, never waiting for fn's work: a slow server cannot slow
-// the offered load (no coordinated omission), as in load.Client.
-func pace(ctx context.Context, rate float64, fn func(due time.Time)) {
-	start := time.Now()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for k := int64(0); ; k++ {
-		due := start.Add(time.Duration(float64(k) * float64(time.Second) / rate))
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-		} else if ctx.Err() != nil {
-			return
-		}
-		fn(due)
+// errCode maps a client-side failure without an HTTP status to a code as
+// grpc-go would report it: deadlines DeadlineExceeded, cancellation
+// Canceled, everything else (refused, reset, no DNS answer) Unavailable.
+func errCode(err error) codes.Code {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
 	}
+	return codes.Unavailable
 }
-
-type discard struct{}
-
-func (discard) Called(load.Result)  {}
-func (discard) Conn(load.ConnEvent) {}

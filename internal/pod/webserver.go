@@ -1,4 +1,4 @@
-package web
+package pod
 
 import (
 	"context"
@@ -12,55 +12,48 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
-	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/webapi"
 )
 
-// Routes as reported to pod.Observer.Served: the ServeMux pattern of each
-// HTTP request, RouteWatchMessage for each WebSocket message, and
-// RouteUnmatched for requests no pattern matched (404, 405).
-const (
-	RoutePrice        = "GET /v1/price"
-	RouteHealth       = "GET /healthz"
-	RouteWatch        = "GET /v1/watch"
-	RouteWatchMessage = "WS /v1/watch"
-	RouteUnmatched    = "unmatched"
-)
+// WebReadHeaderTimeout bounds how long a connection to a WebServer may
+// take to send a request's headers.
+const WebReadHeaderTimeout = 10 * time.Second
 
-// ReadHeaderTimeout bounds how long a connection may take to send a
-// request's headers.
-const ReadHeaderTimeout = 10 * time.Second
-
-// Config describes one pod's HTTP server. The zero value of each optional
-// field works.
-type Config struct {
+// WebConfig describes one pod's HTTP/1.1 and WebSocket server. The zero
+// value of each optional field works.
+type WebConfig struct {
 	// Name and Namespace identify the pod in replies.
 	Name, Namespace string
 	// Addr is the pod IP and port to listen on; it must be inside
-	// 127.0.0.0/8. Port 0 picks a free port (see Server.Addr).
+	// 127.0.0.0/8. Port 0 picks a free port (see WebServer.Addr).
 	Addr netip.AddrPort
 	// ServiceTime is how long each price request and WebSocket message
 	// takes before its reply, standing in for the pod's work; zero answers
 	// at once. A WebSocket's messages are served one after another.
 	ServiceTime time.Duration
 	// Observer, if not nil, is told about requests, messages and
-	// connections; see Server.
-	Observer pod.Observer
+	// connections; see WebServer.
+	Observer Observer
 }
 
-// Server is one pod's HTTP/1.1 workload: a net/http server speaking
-// HTTP/1.1 only (no h2 or h2c), with the routes of the package doc. Start it
-// once; Stop or Kill it once (Kill after Stop is allowed).
+// WebServer is one pod's HTTP/1.1 and WebSocket workload, beside the gRPC
+// Server in the same pod process: a net/http server speaking HTTP/1.1 only
+// (no h2 or h2c), with the paths and JSON shapes of package webapi. Every
+// reply names the pod that served it, and it reports to the same Observer
+// as the gRPC server, so per-pod rates are counted alike. Start it once;
+// Stop or Kill it once (Kill after Stop is allowed).
 //
-// The Observer gets Served(peer, route, code) once per finished HTTP request
-// (code from CodeOf of the status written; a successful WebSocket upgrade is
-// not a request: its messages are) and once per answered WebSocket message
+// The Observer gets Served(peer, route, code) once per finished HTTP
+// request (route as in webapi's Route constants; code from webapi.CodeOf of
+// the status written; a successful WebSocket upgrade is not a request: its
+// messages are) and once per answered WebSocket message
 // (codes.OK), and Conn(peer, open) when a TCP connection opens and when it
 // closes (from http.Server's ConnState; a connection upgraded to a
 // WebSocket is reported closed when the WebSocket ends). Calls come from
 // net/http's connection goroutines, concurrently.
-type Server struct {
-	cfg  Config
-	obs  pod.Observer
+type WebServer struct {
+	cfg  WebConfig
+	obs  Observer
 	http *http.Server
 	mux  *http.ServeMux
 
@@ -82,22 +75,22 @@ type Server struct {
 	active   sync.WaitGroup // running handlers, WebSockets included
 }
 
-// NewServer returns a server for cfg; nothing listens until Start.
-func NewServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, obs: cfg.Observer, mux: http.NewServeMux(), draining: make(chan struct{})}
+// NewWebServer returns a server for cfg; nothing listens until Start.
+func NewWebServer(cfg WebConfig) *WebServer {
+	s := &WebServer{cfg: cfg, obs: cfg.Observer, mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.obs == nil {
-		s.obs = nopServerObserver{}
+		s.obs = nopObserver{}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	s.mux.HandleFunc(RoutePrice, s.price)
-	s.mux.HandleFunc(RouteHealth, s.health)
-	s.mux.HandleFunc(RouteWatch, s.watch)
+	s.mux.HandleFunc(webapi.RoutePrice, s.price)
+	s.mux.HandleFunc(webapi.RouteHealth, s.health)
+	s.mux.HandleFunc(webapi.RouteWatch, s.watch)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	s.http = &http.Server{
 		Handler:           s,
 		Protocols:         &protocols,
-		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadHeaderTimeout: WebReadHeaderTimeout,
 		ConnState:         s.connState,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 	}
@@ -106,13 +99,13 @@ func NewServer(cfg Config) *Server {
 
 // Start listens on cfg.Addr and serves in a background goroutine owned by
 // s. It returns once the listener is bound; ctx bounds only the bind.
-func (s *Server) Start(ctx context.Context) error {
+func (s *WebServer) Start(ctx context.Context) error {
 	if s.ln != nil {
-		return fmt.Errorf("web: pod %s: already started", s.cfg.Name)
+		return fmt.Errorf("pod: %s: web server: already started", s.cfg.Name)
 	}
 	ln, err := loopback.Listen(ctx, s.cfg.Addr.String())
 	if err != nil {
-		return fmt.Errorf("web: pod %s: %w", s.cfg.Name, err)
+		return fmt.Errorf("pod: %s: web server: %w", s.cfg.Name, err)
 	}
 	s.ln = ln
 	s.serving.Add(1)
@@ -127,7 +120,7 @@ func (s *Server) Start(ctx context.Context) error {
 
 // Addr returns the bound address once Start succeeded; the zero AddrPort
 // before.
-func (s *Server) Addr() netip.AddrPort {
+func (s *WebServer) Addr() netip.AddrPort {
 	if s.ln == nil {
 		return netip.AddrPort{}
 	}
@@ -142,7 +135,7 @@ func (s *Server) Addr() netip.AddrPort {
 // "Connection: close"). When ctx ends first (the termination grace
 // period), what remains is closed hard. Stop blocks until every handler has
 // returned; it returns an error only if serving failed.
-func (s *Server) Stop(ctx context.Context) error {
+func (s *WebServer) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
@@ -166,7 +159,7 @@ func (s *Server) Stop(ctx context.Context) error {
 // included, close without a close frame, and requests in flight fail, as
 // when the grace period is zero. It blocks until every handler has
 // returned.
-func (s *Server) Kill() {
+func (s *WebServer) Kill() {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
@@ -179,7 +172,7 @@ func (s *Server) Kill() {
 // closeHandlers refuses new handlers and returns a channel closed once the
 // running ones have returned. Its goroutine ends with them; Kill and a
 // Stop past its deadline bound that time by cancelling s.base.
-func (s *Server) closeHandlers() <-chan struct{} {
+func (s *WebServer) closeHandlers() <-chan struct{} {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -192,7 +185,7 @@ func (s *Server) closeHandlers() <-chan struct{} {
 }
 
 // enter counts a handler in; false once the server no longer takes any.
-func (s *Server) enter() bool {
+func (s *WebServer) enter() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -202,19 +195,19 @@ func (s *Server) enter() bool {
 	return true
 }
 
-func (s *Server) isStopping() bool {
+func (s *WebServer) isStopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopping
 }
 
 // ServeHTTP routes r and reports it to the Observer.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *WebServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	peer := peerOf(r)
 	sw := &statusWriter{ResponseWriter: w}
 	h, route := s.mux.Handler(r)
 	if route == "" {
-		route = RouteUnmatched
+		route = webapi.RouteUnmatched
 	}
 	if !s.enter() {
 		s.fail(sw, http.StatusServiceUnavailable, "pod stopping")
@@ -228,10 +221,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
-	s.obs.Served(peer, route, CodeOf(sw.status))
+	s.obs.Served(peer, route, webapi.CodeOf(sw.status))
 }
 
-func (s *Server) price(w http.ResponseWriter, r *http.Request) {
+func (s *WebServer) price(w http.ResponseWriter, r *http.Request) {
 	sku := r.URL.Query().Get("sku")
 	if sku == "" {
 		s.fail(w, http.StatusBadRequest, "missing query parameter sku")
@@ -248,7 +241,7 @@ func (s *Server) price(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, http.StatusOK, s.quote(sku, 0))
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+func (s *WebServer) health(w http.ResponseWriter, _ *http.Request) {
 	if s.isStopping() {
 		s.fail(w, http.StatusServiceUnavailable, "pod stopping")
 		return
@@ -258,7 +251,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 }
 
 // work waits ServiceTime, or until ctx or the server's base context ends.
-func (s *Server) work(ctx context.Context) error {
+func (s *WebServer) work(ctx context.Context) error {
 	if s.cfg.ServiceTime <= 0 {
 		return nil
 	}
@@ -274,8 +267,8 @@ func (s *Server) work(ctx context.Context) error {
 	}
 }
 
-func (s *Server) quote(sku string, id int64) Quote {
-	return Quote{
+func (s *WebServer) quote(sku string, id int64) webapi.Quote {
+	return webapi.Quote{
 		ID:         id,
 		Pod:        s.cfg.Name,
 		PodIP:      s.cfg.Addr.Addr().String(),
@@ -285,17 +278,17 @@ func (s *Server) quote(sku string, id int64) Quote {
 	}
 }
 
-func (s *Server) reply(w http.ResponseWriter, status int, v any) {
+func (s *WebServer) reply(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
-	s.reply(w, status, errorReply{Error: msg, Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()})
+func (s *WebServer) fail(w http.ResponseWriter, status int, msg string) {
+	s.reply(w, status, webapi.ErrorReply{Error: msg, Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()})
 }
 
-func (s *Server) connState(c net.Conn, state http.ConnState) {
+func (s *WebServer) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
 		s.obs.Conn(loopback.AddrPort(c.RemoteAddr()), true)

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -7,23 +7,24 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
 )
 
-// TestCloseReasons: the reason the HTTP/1.1 and WebSocket clients give
+// TestWebCloseReasons: the reason the HTTP/1.1 and WebSocket clients give
 // for a closed connection is what they saw: their own close, or the
 // server's (a FIN read as EOF; these clients see no GOAWAY).
-func TestCloseReasons(t *testing.T) {
+func TestWebCloseReasons(t *testing.T) {
 	tests := []struct {
 		name string
 		// run starts a client on s with obs, waits for a reply, and ends
 		// its first connection.
-		run  func(t *testing.T, s *Server, obs *collector)
-		want []load.CloseReason // the reasons seen, each once
+		run  func(t *testing.T, s *pod.WebServer, obs *collector)
+		want []CloseReason // the reasons seen, each once
 	}{{
 		name: "HTTP client restart closes the old pool",
-		run: func(t *testing.T, s *Server, obs *collector) {
+		run: func(t *testing.T, s *pod.WebServer, obs *collector) {
 			c, err := NewHTTPClient(HTTPConfig{Source: netip.MustParseAddr("127.206.7.1"), URL: "http://" + s.Addr().String(), Rate: 20, Observer: obs})
 			if err != nil {
 				t.Fatal(err)
@@ -37,32 +38,33 @@ func TestCloseReasons(t *testing.T) {
 			defer func() {
 				cancel()
 				<-done
+				c.Close()
 			}()
-			waitFor(t, "a reply", func() bool { cs, _ := obs.snapshot(); return cs[codes.OK] > 0 })
+			podtest.WaitFor(t, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
 			if err := c.Restart(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the old connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
+			podtest.WaitFor(t, "the old connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
 		},
-		want: []load.CloseReason{load.ReasonClient},
+		want: []CloseReason{ReasonClient},
 	}, {
 		name: "WebSocket server killed",
-		run: func(t *testing.T, s *Server, obs *collector) {
+		run: func(t *testing.T, s *pod.WebServer, obs *collector) {
 			// A low rate leaves no message unread when the server closes,
 			// which would make its kernel send RST rather than FIN.
 			startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.7.2"), URL: "http://" + s.Addr().String(), Rate: 2, Observer: obs})
-			waitFor(t, "a reply", func() bool { cs, _ := obs.snapshot(); return cs[codes.OK] > 0 })
+			podtest.WaitFor(t, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
 			s.Kill()
-			waitFor(t, "the connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
+			podtest.WaitFor(t, "the connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
 		},
-		want: []load.CloseReason{load.ReasonEOF},
+		want: []CloseReason{ReasonEOF},
 	}}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startServer(t, netip.AddrFrom4([4]byte{127, 244, 0, byte(81 + i)}).String(), 0, Config{})
+			s := podtest.StartWeb(t, netip.AddrFrom4([4]byte{127, 244, 0, byte(81 + i)}).String(), 0, pod.WebConfig{})
 			var obs collector
 			tt.run(t, s, &obs)
-			var got []load.CloseReason
+			var got []CloseReason
 			for r := range obs.closeReasons() {
 				got = append(got, r)
 			}

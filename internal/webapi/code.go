@@ -1,12 +1,6 @@
-package web
+package webapi
 
-import (
-	"context"
-	"errors"
-	"net"
-
-	"google.golang.org/grpc/codes"
-)
+import "google.golang.org/grpc/codes"
 
 // CodeOf maps an HTTP status to the gRPC code reported for it, so HTTP and
 // gRPC workloads count errors alike. The mapping inverts the "HTTP Mapping"
@@ -65,20 +59,4 @@ func CodeOf(status int) codes.Code {
 		return codes.FailedPrecondition
 	}
 	return codes.Unknown
-}
-
-// errCode maps a client-side failure without an HTTP status to a code as
-// grpc-go would report it: deadlines DeadlineExceeded, cancellation
-// Canceled, everything else (refused, reset, no DNS answer) Unavailable.
-func errCode(err error) codes.Code {
-	var ne net.Error
-	switch {
-	case err == nil:
-		return codes.OK
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled
-	}
-	return codes.Unavailable
 }

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
 // Reconnect back-off of WSClient after a failed connect.
 const (
-	DefaultBackoff = 50 * time.Millisecond
-	MaxBackoff     = time.Second
-	// StatusNoCloseFrame is the close status WSConfig.OnClose gets when
+	DefaultWSBackoff = 50 * time.Millisecond
+	MaxWSBackoff     = time.Second
+	// WSStatusNoCloseFrame is the close status WSConfig.OnClose gets when
 	// the connection ended without a close frame: 1006, RFC 6455 7.1.5.
-	StatusNoCloseFrame = int(websocket.StatusAbnormalClosure)
+	WSStatusNoCloseFrame = int(websocket.StatusAbnormalClosure)
 )
 
 // WSConfig configures a WSClient. Name, Source, URL and Rate are required;
@@ -37,7 +37,7 @@ type WSConfig struct {
 	URL    string
 	DNS    string
 	// Rate is the offered load in messages per second, open-loop; must be
-	// > 0 and at most MaxRate.
+	// > 0 and at most MaxWebRate.
 	Rate float64
 	// Timeout is each message's deadline for its reply, counted from when
 	// it was due, and bounds each connect and handshake; default 1s.
@@ -47,29 +47,35 @@ type WSConfig struct {
 	// RESOURCE_EXHAUSTED. Default 1000.
 	MaxInFlight int
 	// Backoff is the wait after a failed connect before the next; it
-	// doubles per failure up to MaxBackoff, with ±20% jitter. Default
-	// DefaultBackoff. A lost connection that had lived at least MaxBackoff
-	// is redialled at once; one that lived less counts as a failure.
+	// doubles per failure up to MaxWSBackoff, with ±20% jitter. Default
+	// DefaultWSBackoff. A lost connection that had lived at least
+	// MaxWSBackoff is redialled at once; one that lived less counts as a
+	// failure.
 	Backoff time.Duration
 	// OnClose, if not nil, is told when a connection is lost (not when the
 	// client closes it itself): remote is the address dialled and status
 	// the close code the server sent, e.g. 1001 (going away), or
-	// StatusNoCloseFrame. Called from the client's goroutine; keep it quick.
+	// WSStatusNoCloseFrame. Called from the client's goroutine; keep it quick.
 	OnClose func(remote netip.AddrPort, status int)
 	// Observer receives every message's result and every TCP connection,
 	// as for HTTPClient. Nil discards.
-	Observer load.Observer
+	Observer Observer
 }
 
 // WSClient holds one WebSocket connection and sends a message on it at the
-// open-loop rate, recording each reply as a load.Result (Pod from the
-// reply). Connecting starts in NewWSClient. When the connection is lost it
-// reconnects, resolving the host again: at once, or after a back-off when
-// connecting failed or the lost connection was young (see Backoff). Messages due while connecting wait for the
-// connection (up to their deadline); messages due while backing off fail
-// at once as UNAVAILABLE, as a gRPC channel in TRANSIENT_FAILURE fails
-// fail-fast calls; messages sent on a connection that is then lost fail as
-// UNAVAILABLE. Run it once; Close it if it never runs.
+// open-loop rate, recording each reply as a Result (Pod from the reply).
+// Its lifecycle is that of every client in this package: NewWSClient does
+// no I/O and starts nothing; Run(ctx) connects, sends until ctx ends, then
+// closes the client; Close waits for everything the client started (the
+// connection manager, the writer, readers and retiring connections).
+//
+// When the connection is lost the client reconnects, resolving the host
+// again: at once, or after a back-off when connecting failed or the lost
+// connection was young (see Backoff). Messages due while connecting wait
+// for the connection (up to their deadline); messages due while backing
+// off fail at once as UNAVAILABLE, as a gRPC channel in TRANSIENT_FAILURE
+// fails fail-fast calls; messages sent on a connection that is then lost
+// fail as UNAVAILABLE. Run it once; Close it if it never runs.
 type WSClient struct {
 	cfg    WSConfig
 	target target
@@ -92,6 +98,7 @@ type WSClient struct {
 	pending map[int64]*wsPending
 	order   []int64 // pending ids in due order, with stale ones
 	nextID  int64
+	started bool // Run started the manager and writer
 	closed  bool
 }
 
@@ -114,17 +121,17 @@ type wsConn struct {
 	inflight int           // messages written, not answered; under WSClient.mu
 }
 
-// NewWSClient validates cfg and starts connecting in goroutines owned by
-// the client.
+// NewWSClient validates cfg and returns the client; nothing is resolved or
+// dialled, and no goroutine starts, until Run.
 func NewWSClient(cfg WSConfig) (*WSClient, error) {
 	fail := func(err error) (*WSClient, error) {
-		return nil, fmt.Errorf("web: websocket client %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("load: websocket client %s: %w", cfg.Name, err)
 	}
 	if err := checkRate(cfg.Rate); err != nil {
 		return fail(err)
 	}
 	cfg.Timeout = orDefault(cfg.Timeout, time.Second)
-	cfg.Backoff = orDefault(cfg.Backoff, DefaultBackoff)
+	cfg.Backoff = orDefault(cfg.Backoff, DefaultWSBackoff)
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 1000
 	}
@@ -151,10 +158,22 @@ func NewWSClient(cfg WSConfig) (*WSClient, error) {
 	c.http = &http.Client{Transport: c.tr}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.dialCtx, c.stopDialing = context.WithCancel(c.ctx)
+	return c, nil
+}
+
+// start starts the connection manager and the writer, unless the client
+// is closed or already started; false if it did not.
+func (c *WSClient) start() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.started {
+		return false
+	}
+	c.started = true
 	c.wg.Add(2)
 	go c.manage()
 	go c.write()
-	return c, nil
+	return true
 }
 
 // Restart replaces the connection, as a restarted client would: the client
@@ -165,7 +184,7 @@ func (c *WSClient) Restart() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return errors.New("web: websocket client stopped")
+		return errors.New("load: websocket client stopped")
 	}
 	select {
 	case c.restart <- struct{}{}:
@@ -174,12 +193,14 @@ func (c *WSClient) Restart() error {
 	return nil
 }
 
-// Run sends messages on the open-loop schedule until ctx ends, waits for
-// the replies still due (at most Timeout), then closes the client. It
-// returns nil.
+// Run connects, sends messages on the open-loop schedule until ctx ends,
+// waits for the replies still due (at most Timeout), then closes the client
+// as Close does. Messages due while the client is closed fail as CANCELLED.
+// It returns nil.
 func (c *WSClient) Run(ctx context.Context) error {
 	defer c.Close()
-	pace(ctx, c.cfg.Rate, c.launch)
+	c.start()
+	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
 	deadline := time.Now().Add(c.cfg.Timeout)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -224,15 +245,15 @@ func (c *WSClient) launch(due time.Time) {
 	}
 	c.mu.Unlock()
 	if code != codes.OK {
-		results = append(results, load.Result{Due: due, Latency: now.Sub(due), Code: code})
+		results = append(results, Result{Due: due, Latency: now.Sub(due), Code: code})
 	}
 	c.report(results)
 }
 
 // expire removes messages past their deadline and returns their results.
 // Called with c.mu held.
-func (c *WSClient) expire(now time.Time) []load.Result {
-	var out []load.Result
+func (c *WSClient) expire(now time.Time) []Result {
+	var out []Result
 	for len(c.order) > 0 {
 		id := c.order[0]
 		p, ok := c.pending[id]
@@ -249,20 +270,20 @@ func (c *WSClient) expire(now time.Time) []load.Result {
 
 // take removes pending message id and returns its result. Called with
 // c.mu held.
-func (c *WSClient) take(id int64, p *wsPending, code codes.Code, now time.Time) load.Result {
+func (c *WSClient) take(id int64, p *wsPending, code codes.Code, now time.Time) Result {
 	delete(c.pending, id)
 	if p.conn != nil {
 		p.conn.inflight--
 	}
-	return load.Result{Due: p.due, Latency: now.Sub(p.due), Code: code}
+	return Result{Due: p.due, Latency: now.Sub(p.due), Code: code}
 }
 
 // finish records the outcome of message id if it is still pending.
-func (c *WSClient) finish(id int64, code codes.Code, q Quote) {
+func (c *WSClient) finish(id int64, code codes.Code, q webapi.Quote) {
 	now := time.Now()
 	c.mu.Lock()
 	p, ok := c.pending[id]
-	var r load.Result
+	var r Result
 	if ok {
 		r = c.take(id, p, code, now)
 	}
@@ -273,7 +294,7 @@ func (c *WSClient) finish(id int64, code codes.Code, q Quote) {
 	}
 }
 
-func (c *WSClient) report(rs []load.Result) {
+func (c *WSClient) report(rs []Result) {
 	for _, r := range rs {
 		c.cfg.Observer.Called(r)
 	}
@@ -295,12 +316,12 @@ func (c *WSClient) write() {
 		if conn == nil {
 			continue
 		}
-		b, _ := json.Marshal(WatchRequest{ID: m.id, SKU: "sku-1"})
+		b, _ := json.Marshal(webapi.WatchRequest{ID: m.id, SKU: "sku-1"})
 		ctx, cancel := context.WithDeadline(c.ctx, m.due.Add(c.cfg.Timeout))
 		err := conn.ws.Write(ctx, websocket.MessageText, b)
 		cancel()
 		if err != nil {
-			c.finish(m.id, errCode(err), Quote{})
+			c.finish(m.id, errCode(err), webapi.Quote{})
 			conn.ws.CloseNow()
 		}
 	}
@@ -328,7 +349,7 @@ func (c *WSClient) assign(m wsMsg, timer *time.Timer) *wsConn {
 		select {
 		case <-up:
 		case <-timer.C:
-			c.finish(m.id, codes.DeadlineExceeded, Quote{})
+			c.finish(m.id, codes.DeadlineExceeded, webapi.Quote{})
 			return nil
 		case <-c.quit:
 			return nil
@@ -347,7 +368,7 @@ func (c *WSClient) manage() {
 			if !c.sleep(jitter(backoff)) {
 				return
 			}
-			backoff = min(2*backoff, MaxBackoff)
+			backoff = min(2*backoff, MaxWSBackoff)
 			continue
 		}
 		up := time.Now()
@@ -360,16 +381,16 @@ func (c *WSClient) manage() {
 			if c.cfg.OnClose != nil {
 				c.cfg.OnClose(conn.remote, conn.status)
 			}
-			// A connection that lived less than MaxBackoff counts as a
+			// A connection that lived less than MaxWSBackoff counts as a
 			// failure, so a server that accepts and drops at once is not
 			// redialled in a tight loop.
-			if time.Since(up) >= MaxBackoff {
+			if time.Since(up) >= MaxWSBackoff {
 				backoff = c.cfg.Backoff
 			} else {
 				if !c.sleep(jitter(backoff)) {
 					return
 				}
-				backoff = min(2*backoff, MaxBackoff)
+				backoff = min(2*backoff, MaxWSBackoff)
 			}
 		case <-c.restart:
 			c.unpublish(conn, codes.OK)
@@ -398,7 +419,7 @@ func (c *WSClient) connect() (*wsConn, error) {
 		return nil, err
 	}
 	ws.SetReadLimit(maxBody)
-	return &wsConn{ws: ws, remote: remote, done: make(chan struct{}), status: StatusNoCloseFrame}, nil
+	return &wsConn{ws: ws, remote: remote, done: make(chan struct{}), status: WSStatusNoCloseFrame}, nil
 }
 
 // sleep waits d; false if the client closes first.
@@ -450,7 +471,7 @@ func (c *WSClient) unpublish(conn *wsConn, code codes.Code) {
 // failOn fails every message still waiting for a reply on conn.
 func (c *WSClient) failOn(conn *wsConn) {
 	now := time.Now()
-	var rs []load.Result
+	var rs []Result
 	c.mu.Lock()
 	for id, p := range c.pending {
 		if p.conn == conn {
@@ -506,7 +527,7 @@ func (c *WSClient) read(conn *wsConn) {
 			return
 		}
 		var reply struct {
-			Quote
+			webapi.Quote
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(data, &reply) != nil {
@@ -538,7 +559,7 @@ func (c *WSClient) Close() {
 	c.wg.Wait()
 	c.cancel()
 	c.tr.CloseIdleConnections()
-	var rs []load.Result
+	var rs []Result
 	now := time.Now()
 	c.mu.Lock()
 	for id, p := range c.pending {

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
@@ -20,7 +23,7 @@ func TestClientConfigErrors(t *testing.T) {
 		{name: "zero rate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1"}},
 		{name: "NaN rate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: math.NaN()}},
 		{name: "infinite rate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: math.Inf(1)}},
-		{name: "rate above MaxRate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: MaxRate + 1}},
+		{name: "rate above MaxWebRate", cfg: HTTPConfig{Source: src, URL: "http://127.0.0.1:1", Rate: MaxWebRate + 1}},
 		{name: "no source", cfg: HTTPConfig{URL: "http://127.0.0.1:1", Rate: 1}},
 		{name: "source outside loopback", cfg: HTTPConfig{Source: netip.MustParseAddr("10.0.0.1"), URL: "http://127.0.0.1:1", Rate: 1}},
 		{name: "target outside loopback", cfg: HTTPConfig{Source: src, URL: "http://192.0.2.1:80", Rate: 1}},
@@ -65,8 +68,8 @@ func runFor(run func(context.Context) error, d time.Duration) {
 // TestHTTPClientCodes: statuses reach the client's Observer as codes, the
 // server's too, and failures without a status get a code as well.
 func TestHTTPClientCodes(t *testing.T) {
-	rec := &serverRecorder{}
-	s := startServer(t, "127.244.0.31", 0, Config{Observer: rec})
+	rec := &podtest.Recorder{}
+	s := podtest.StartWeb(t, "127.244.0.31", 0, pod.WebConfig{Observer: rec})
 	tests := []struct {
 		name      string
 		url       string
@@ -75,10 +78,10 @@ func TestHTTPClientCodes(t *testing.T) {
 		wantRoute string // on the server; "" when it sees nothing
 		wantPod   string
 	}{
-		{name: "ok", path: "/v1/price?sku=a", want: codes.OK, wantRoute: RoutePrice, wantPod: "pod-127.244.0.31"},
-		{name: "400 missing sku", path: "/v1/price", want: codes.InvalidArgument, wantRoute: RoutePrice},
-		{name: "404 unknown path", path: "/nope", want: codes.NotFound, wantRoute: RouteUnmatched},
-		{name: "426 watch without upgrade", path: "/v1/watch", want: codes.FailedPrecondition, wantRoute: RouteWatch},
+		{name: "ok", path: "/v1/price?sku=a", want: codes.OK, wantRoute: webapi.RoutePrice, wantPod: "pod-127.244.0.31"},
+		{name: "400 missing sku", path: "/v1/price", want: codes.InvalidArgument, wantRoute: webapi.RoutePrice},
+		{name: "404 unknown path", path: "/nope", want: codes.NotFound, wantRoute: webapi.RouteUnmatched},
+		{name: "426 watch without upgrade", path: "/v1/watch", want: codes.FailedPrecondition, wantRoute: webapi.RouteWatch},
 		{name: "nothing listening", url: "http://127.244.0.32:1", path: "/v1/price?sku=a", want: codes.Unavailable},
 	}
 	for i, tt := range tests {
@@ -91,9 +94,10 @@ func TestHTTPClientCodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := rec.count(tt.wantRoute, tt.want)
+			before := rec.Count(tt.wantRoute, tt.want)
 			runFor(c.Run, 200*time.Millisecond)
-			got, pods := obs.snapshot()
+			tl := count(obs.snapshot())
+			got, pods := tl.codes, tl.pods
 			n := got[tt.want]
 			if n == 0 || len(got) != 1 {
 				t.Fatalf("codes %v, want only %v", got, tt.want)
@@ -102,7 +106,7 @@ func TestHTTPClientCodes(t *testing.T) {
 				t.Errorf("replies by pod %v, want all %d from %s", pods, n, tt.wantPod)
 			}
 			if tt.wantRoute != "" {
-				if served := rec.count(tt.wantRoute, tt.want) - before; served != n {
+				if served := rec.Count(tt.wantRoute, tt.want) - before; served != n {
 					t.Errorf("server observer counted %d %v on %q, client %d", served, tt.want, tt.wantRoute, n)
 				}
 			}
@@ -114,7 +118,7 @@ func TestHTTPClientCodes(t *testing.T) {
 }
 
 func TestHTTPClientRestart(t *testing.T) {
-	s := startServer(t, "127.244.0.33", 0, Config{})
+	s := podtest.StartWeb(t, "127.244.0.33", 0, pod.WebConfig{})
 	var obs collector
 	c, err := NewHTTPClient(HTTPConfig{Source: netip.MustParseAddr("127.206.3.1"), URL: "http://" + s.Addr().String(), Rate: 200, Observer: &obs})
 	if err != nil {
@@ -126,15 +130,15 @@ func TestHTTPClientRestart(t *testing.T) {
 		defer close(done)
 		c.Run(ctx)
 	}()
-	waitFor(t, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
+	podtest.WaitFor(t, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
 	opened, _ := obs.conns()
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
+	podtest.WaitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
 	cancel()
 	<-done
-	if got, _ := obs.snapshot(); len(got) != 1 || got[codes.OK] == 0 {
+	if got := count(obs.snapshot()).codes; len(got) != 1 || got[codes.OK] == 0 {
 		t.Errorf("codes %v across a restart; want only OK", got)
 	}
 	if err := c.Restart(); err == nil {
@@ -147,7 +151,7 @@ func TestHTTPClientRestart(t *testing.T) {
 // cache), so a client without keep-alives reaches all four pods, and a
 // keep-alive client with one connection resolves once.
 func TestDNSResolvesEveryNewConnection(t *testing.T) {
-	pods := startPodsOnOnePort(t, "127.244.0.", 41, 4, Config{})
+	pods := startPodsOnOnePort(t, "127.244.0.", 41, 4, pod.WebConfig{})
 	ips, port := podIPs(pods), strconv.Itoa(int(pods[0].Addr().Port()))
 	tests := []struct {
 		name          string
@@ -172,7 +176,8 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			runFor(c.Run, 300*time.Millisecond)
-			got, pods := obs.snapshot()
+			tl := count(obs.snapshot())
+			got, pods := tl.codes, tl.pods
 			opened, _ := obs.conns()
 			t.Logf("%d requests, %d connections, %d DNS queries, per pod %v", got[codes.OK], opened, d.queries.Load(), pods)
 			if len(got) != 1 || got[codes.OK] == 0 {
@@ -193,16 +198,16 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 
 // startPodsOnOnePort starts n servers on prefix+first... sharing one port,
 // as a Deployment's pods do.
-func startPodsOnOnePort(t *testing.T, prefix string, first, n int, cfg Config) []*Server {
+func startPodsOnOnePort(t *testing.T, prefix string, first, n int, cfg pod.WebConfig) []*pod.WebServer {
 	t.Helper()
 	for attempt := 0; attempt < 5; attempt++ {
-		var servers []*Server
+		var servers []*pod.WebServer
 		var port uint16
 		for k := range n {
 			ip := netip.MustParseAddr(prefix + strconv.Itoa(first+k))
 			c := cfg
 			c.Name, c.Namespace, c.Addr = "pod-"+ip.String(), "shop", netip.AddrPortFrom(ip, port)
-			s := NewServer(c)
+			s := pod.NewWebServer(c)
 			if err := s.Start(context.Background()); err != nil {
 				break
 			}
@@ -223,7 +228,7 @@ func startPodsOnOnePort(t *testing.T, prefix string, first, n int, cfg Config) [
 	return nil
 }
 
-func podIPs(servers []*Server) (ips []netip.Addr) {
+func podIPs(servers []*pod.WebServer) (ips []netip.Addr) {
 	for _, s := range servers {
 		ips = append(ips, s.Addr().Addr())
 	}

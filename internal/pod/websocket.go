@@ -1,4 +1,4 @@
-package web
+package pod
 
 import (
 	"bytes"
@@ -10,29 +10,22 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
-// Bounds of the server's WebSocket side.
+// Bounds of WebServer's WebSocket side.
 const (
-	// MaxMessageBytes is the largest client message read; a bigger one
-	// closes the connection with 1009 (message too big).
-	MaxMessageBytes = 4096
-	// writeTimeout bounds writing one reply.
-	writeTimeout = 5 * time.Second
+	// MaxWatchMessageBytes is the largest client message read; a bigger
+	// one closes the connection with 1009 (message too big).
+	MaxWatchMessageBytes = 4096
+	// watchWriteTimeout bounds writing one reply.
+	watchWriteTimeout = 5 * time.Second
 )
-
-// watchError is the reply to a message that cannot be priced.
-type watchError struct {
-	ID    int64  `json:"id,omitempty"`
-	Error string `json:"error"`
-	Pod   string `json:"pod"`
-	PodIP string `json:"podIp"`
-}
 
 // watch upgrades to a WebSocket and answers its messages until the client
 // leaves, Stop sends 1001 or Kill closes it.
-func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+func (s *WebServer) watch(w http.ResponseWriter, r *http.Request) {
 	if s.isStopping() {
 		s.fail(w, http.StatusServiceUnavailable, "pod stopping")
 		return
@@ -45,7 +38,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	// its close is ours to report.
 	peer := peerOf(r)
 	defer s.obs.Conn(peer, false)
-	c.SetReadLimit(MaxMessageBytes)
+	c.SetReadLimit(MaxWatchMessageBytes)
 
 	done := make(chan struct{})
 	var closer sync.WaitGroup
@@ -68,14 +61,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 
 // serveMessages answers text messages one at a time until reading or
 // writing fails.
-func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
+func (s *WebServer) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 	for {
 		typ, data, err := c.Read(s.base)
 		if err != nil {
 			return
 		}
 		if typ != websocket.MessageText {
-			s.obs.Served(peer, RouteWatchMessage, codes.InvalidArgument)
+			s.obs.Served(peer, webapi.RouteWatchMessage, codes.InvalidArgument)
 			c.Close(websocket.StatusUnsupportedData, "text messages only")
 			return
 		}
@@ -83,7 +76,7 @@ func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 		var reply any = s.quote(req.SKU, req.ID)
 		code := codes.OK
 		if req.SKU == "" {
-			reply = watchError{ID: req.ID, Error: "missing sku", Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()}
+			reply = webapi.ErrorReply{ID: req.ID, Error: "missing sku", Pod: s.cfg.Name, PodIP: s.cfg.Addr.Addr().String()}
 			code = codes.InvalidArgument
 		} else if err := s.work(s.base); err != nil {
 			return
@@ -91,33 +84,28 @@ func (s *Server) serveMessages(c *websocket.Conn, peer netip.AddrPort) {
 		if err := s.send(c, reply); err != nil {
 			return
 		}
-		s.obs.Served(peer, RouteWatchMessage, code)
+		s.obs.Served(peer, webapi.RouteWatchMessage, code)
 	}
 }
 
-func (s *Server) send(c *websocket.Conn, v any) error {
+func (s *WebServer) send(c *websocket.Conn, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(s.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(s.base, watchWriteTimeout)
 	defer cancel()
 	return c.Write(ctx, websocket.MessageText, b)
 }
 
-// parseWatchRequest reads a WatchRequest; text that is not a JSON object
+// parseWatchRequest reads a webapi.WatchRequest; text that is not a JSON object
 // is the SKU itself.
-func parseWatchRequest(data []byte) WatchRequest {
-	var req WatchRequest
+func parseWatchRequest(data []byte) webapi.WatchRequest {
+	var req webapi.WatchRequest
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
 		if json.Unmarshal(t, &req) == nil {
 			return req
 		}
 	}
-	return WatchRequest{SKU: string(data)}
+	return webapi.WatchRequest{SKU: string(data)}
 }
-
-type nopServerObserver struct{}
-
-func (nopServerObserver) Served(netip.AddrPort, string, codes.Code) {}
-func (nopServerObserver) Conn(netip.AddrPort, bool)                 {}

@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -13,17 +13,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
 
 // Client defaults and limits.
 const (
-	// DefaultPath is what HTTPClient requests unless HTTPConfig.Path says
+	// DefaultHTTPPath is what HTTPClient requests unless HTTPConfig.Path says
 	// otherwise.
-	DefaultPath = "/v1/price?sku=sku-1"
-	// MaxRate is the highest Rate a client accepts, per client.
-	MaxRate = 100000
+	DefaultHTTPPath = "/v1/price?sku=sku-1"
+	// MaxWebRate is the highest Rate a client accepts, per client.
+	MaxWebRate = 100000
 	// maxBody bounds how much of a reply body a client reads.
 	maxBody = 64 << 10
 	// idleConnTimeout is http.DefaultTransport's: an idle keep-alive
@@ -46,10 +46,10 @@ type HTTPConfig struct {
 	// "127.96.0.10:53") that resolves a host name in URL, again for every
 	// new connection (see the package doc). Empty: URL's host must be an IP.
 	DNS string
-	// Path is the request path and query; default DefaultPath.
+	// Path is the request path and query; default DefaultHTTPPath.
 	Path string
 	// Rate is the offered load in requests per second, open-loop; must be
-	// > 0 and at most MaxRate.
+	// > 0 and at most MaxWebRate.
 	Rate float64
 	// Timeout is each request's deadline, counted from when it was due,
 	// and the connect timeout; default 1s.
@@ -75,15 +75,19 @@ type HTTPConfig struct {
 	// 1000.
 	MaxInFlight int
 	// Observer receives every request's result (Pod from the reply's JSON;
-	// Code from CodeOf for a status, or DeadlineExceeded, Canceled or
+	// Code from webapi.CodeOf for a status, or DeadlineExceeded, Canceled or
 	// Unavailable for a failure without one) and every TCP connection
 	// (remote is the address dialled: the VIP or pod IP). Methods are
 	// called concurrently. Nil discards.
-	Observer load.Observer
+	Observer Observer
 }
 
 // HTTPClient is an open-loop HTTP/1.1 load generator over a net/http
-// keep-alive pool. Run it once; Close it if it never runs.
+// keep-alive pool. Its lifecycle is that of every client in this package:
+// NewHTTPClient does no I/O (the pool dials on the first request); Run(ctx)
+// sends until ctx ends, then closes the client; Close waits for everything
+// the client started (requests in flight and old pools' drains). Run it
+// once; Close it if it never runs.
 type HTTPClient struct {
 	cfg    HTTPConfig
 	target target
@@ -108,7 +112,7 @@ type pool struct {
 // dialled until the first request.
 func NewHTTPClient(cfg HTTPConfig) (*HTTPClient, error) {
 	fail := func(err error) (*HTTPClient, error) {
-		return nil, fmt.Errorf("web: http client %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("load: http client %s: %w", cfg.Name, err)
 	}
 	if err := checkRate(cfg.Rate); err != nil {
 		return fail(err)
@@ -117,7 +121,7 @@ func NewHTTPClient(cfg HTTPConfig) (*HTTPClient, error) {
 		return fail(fmt.Errorf("MaxIdleConnsPerHost %d, MaxConnsPerHost %d: want >= 0", cfg.MaxIdleConnsPerHost, cfg.MaxConnsPerHost))
 	}
 	if cfg.Path == "" {
-		cfg.Path = DefaultPath
+		cfg.Path = DefaultHTTPPath
 	}
 	if cfg.Path[0] != '/' {
 		return fail(fmt.Errorf("path %q: want it to start with /", cfg.Path))
@@ -143,8 +147,8 @@ func NewHTTPClient(cfg HTTPConfig) (*HTTPClient, error) {
 }
 
 func checkRate(rate float64) error {
-	if !(rate > 0) || rate > MaxRate || math.IsInf(rate, 0) {
-		return fmt.Errorf("rate %v/s: want > 0 and <= %d", rate, MaxRate)
+	if !(rate > 0) || rate > MaxWebRate || math.IsInf(rate, 0) {
+		return fmt.Errorf("rate %v/s: want > 0 and <= %d", rate, MaxWebRate)
 	}
 	return nil
 }
@@ -187,7 +191,7 @@ func (c *HTTPClient) Restart() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return errors.New("web: http client stopped")
+		return errors.New("load: http client stopped")
 	}
 	// Requests join a pool under c.mu, so all of old's have joined before
 	// the drain starts waiting.
@@ -204,16 +208,16 @@ func (c *HTTPClient) Restart() error {
 
 // Run sends requests on the open-loop schedule until ctx ends, then waits
 // for those in flight (each bounded by Timeout) and closes the pool's
-// connections. It returns nil.
+// connections, as Close does. It returns nil.
 func (c *HTTPClient) Run(ctx context.Context) error {
 	defer c.Close()
-	pace(ctx, c.cfg.Rate, c.launch)
+	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
 	return nil
 }
 
 func (c *HTTPClient) launch(due time.Time) {
 	if c.inflight.Load() >= int64(c.cfg.MaxInFlight) {
-		c.cfg.Observer.Called(load.Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted})
+		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted})
 		return
 	}
 	c.mu.Lock()
@@ -235,10 +239,10 @@ func (c *HTTPClient) launch(due time.Time) {
 }
 
 // call sends one request and reads its reply.
-func (c *HTTPClient) call(p *pool, due time.Time) load.Result {
+func (c *HTTPClient) call(p *pool, due time.Time) Result {
 	ctx, cancel := context.WithDeadline(context.Background(), due.Add(c.cfg.Timeout))
 	defer cancel()
-	r := load.Result{Due: due}
+	r := Result{Due: due}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.target.base+c.cfg.Path, nil)
 	if err != nil {
 		r.Code = codes.Internal
@@ -251,12 +255,12 @@ func (c *HTTPClient) call(p *pool, due time.Time) load.Result {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	r.Latency, r.Code = time.Since(due), CodeOf(resp.StatusCode)
+	r.Latency, r.Code = time.Since(due), webapi.CodeOf(resp.StatusCode)
 	switch {
 	case err != nil:
 		r.Code = errCode(err)
 	case r.Code == codes.OK:
-		var q Quote
+		var q webapi.Quote
 		if json.Unmarshal(body, &q) != nil {
 			r.Code = codes.Internal
 			break

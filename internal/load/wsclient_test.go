@@ -1,4 +1,4 @@
-package web
+package load
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
 )
 
@@ -66,7 +68,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pods := startPodsOnOnePort(t, "127.244.0.", tt.first, 2, Config{})
+			pods := startPodsOnOnePort(t, "127.244.0.", tt.first, 2, pod.WebConfig{})
 			cfg := WSConfig{Source: netip.AddrFrom4([4]byte{127, 206, 6, byte(10 + i)}), Rate: 200}
 			var d *dnsServer
 			if tt.viaDNS {
@@ -79,13 +81,13 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			var cl closes
 			cfg.Observer, cfg.OnClose = &obs, cl.add
 			_, stop := startWS(t, cfg)
-			waitFor(t, "replies", func() bool { cs, _ := obs.snapshot(); return cs[codes.OK] >= 20 })
-			_, byPod := obs.snapshot()
+			podtest.WaitFor(t, "replies", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.OK] >= 20 })
+			byPod := count(obs.snapshot()).pods
 			if len(byPod) != 1 {
 				t.Fatalf("replies by pod %v before any stop; want one pod", byPod)
 			}
 			first, second := pods[0], pods[1]
-			if byPod[first.cfg.Name] == 0 {
+			if byPod["pod-"+first.Addr().Addr().String()] == 0 {
 				first, second = second, first
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -93,12 +95,13 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			if err := first.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "replies from the other pod", func() bool { return obs.ok(second.cfg.Name) >= 20 })
+			podtest.WaitFor(t, "replies from the other pod", func() bool { return count(obs.snapshot()).pods["pod-"+second.Addr().Addr().String()] >= 20 })
 			stop()
 			if got := cl.get(); len(got) != 1 || got[0] != 1001 {
 				t.Errorf("OnClose statuses %v, want one 1001 (going away)", got)
 			}
-			cs, byPod := obs.snapshot()
+			tl := count(obs.snapshot())
+			cs, byPod := tl.codes, tl.pods
 			t.Logf("codes %v, per pod %v", cs, byPod)
 			for code, n := range cs {
 				if code != codes.OK && code != codes.Unavailable {
@@ -118,38 +121,38 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 // TestWSClientReconnectsAfterKill: without a close frame the client sees
 // 1006 and reconnects too.
 func TestWSClientReconnectsAfterKill(t *testing.T) {
-	a := startServer(t, "127.244.0.63", 0, Config{})
-	b := startServer(t, "127.244.0.64", 0, Config{})
+	a := podtest.StartWeb(t, "127.244.0.63", 0, pod.WebConfig{})
+	b := podtest.StartWeb(t, "127.244.0.64", 0, pod.WebConfig{})
 	vip := startForwarder(t, "127.96.201.2", a.Addr(), b.Addr())
 	var obs collector
 	var cl closes
 	startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.2"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	waitFor(t, "replies from the first pod", func() bool { return obs.ok("pod-127.244.0.63") >= 20 })
+	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.63"] >= 20 })
 	a.Kill()
-	waitFor(t, "replies from the second pod", func() bool { return obs.ok("pod-127.244.0.64") >= 20 })
-	if got := cl.get(); len(got) != 1 || got[0] != StatusNoCloseFrame {
-		t.Errorf("OnClose statuses %v, want one %d (no close frame)", got, StatusNoCloseFrame)
+	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.64"] >= 20 })
+	if got := cl.get(); len(got) != 1 || got[0] != WSStatusNoCloseFrame {
+		t.Errorf("OnClose statuses %v, want one %d (no close frame)", got, WSStatusNoCloseFrame)
 	}
 }
 
 // TestWSClientRestart: Restart opens a new connection (the forwarder sends
 // it to the next pod) and closes the old one without failing a message.
 func TestWSClientRestart(t *testing.T) {
-	rec := &serverRecorder{}
-	a := startServer(t, "127.244.0.65", 0, Config{Observer: rec})
-	b := startServer(t, "127.244.0.66", 0, Config{})
+	rec := &podtest.Recorder{}
+	a := podtest.StartWeb(t, "127.244.0.65", 0, pod.WebConfig{Observer: rec})
+	b := podtest.StartWeb(t, "127.244.0.66", 0, pod.WebConfig{})
 	vip := startForwarder(t, "127.96.201.3", a.Addr(), b.Addr())
 	var obs collector
 	var cl closes
 	c, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.3"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	waitFor(t, "replies from the first pod", func() bool { return obs.ok("pod-127.244.0.65") >= 20 })
+	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.65"] >= 20 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "replies from the second pod", func() bool { return obs.ok("pod-127.244.0.66") >= 20 })
-	waitFor(t, "the first pod's connection closed", func() bool { _, c := rec.conns(); return c == 1 })
+	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.66"] >= 20 })
+	podtest.WaitFor(t, "the first pod's connection closed", func() bool { _, c := rec.Conns(); return c == 1 })
 	stop()
-	if cs, _ := obs.snapshot(); len(cs) != 1 {
+	if cs := count(obs.snapshot()).codes; len(cs) != 1 {
 		t.Errorf("codes %v across a restart; want only OK", cs)
 	}
 	if got := cl.get(); len(got) != 0 {
@@ -165,9 +168,9 @@ func TestWSClientRestart(t *testing.T) {
 func TestWSClientWithoutServer(t *testing.T) {
 	var obs collector
 	_, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.4"), URL: "http://127.244.0.67:1", Rate: 100, Timeout: 100 * time.Millisecond, Observer: &obs})
-	waitFor(t, "failed messages", func() bool { cs, _ := obs.snapshot(); return cs[codes.Unavailable] >= 5 })
+	podtest.WaitFor(t, "failed messages", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.Unavailable] >= 5 })
 	stop()
-	cs, _ := obs.snapshot()
+	cs := count(obs.snapshot()).codes
 	for code, n := range cs {
 		if code != codes.Unavailable && code != codes.DeadlineExceeded {
 			t.Errorf("%d messages ended %v; want only UNAVAILABLE or DEADLINE_EXCEEDED", n, code)

@@ -1,0 +1,4 @@
+package pod
+
+// PriceCents exports priceCents to the external tests of WebServer.
+var PriceCents = priceCents
