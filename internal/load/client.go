@@ -168,6 +168,11 @@ func (c *Client) current() *channel {
 	return c.ch
 }
 
+// Connect starts the channel resolving and connecting without sending a
+// call, as a client process does when it starts, and returns at once. Run
+// connects too; Connect lets connections be up before load starts.
+func (c *Client) Connect() { c.current().conn.Connect() }
+
 // Run starts the channel connecting, sends calls on the open-loop schedule
 // until ctx ends, then waits for calls in flight (each bounded by Timeout)
 // and closes the channel, as Close does. It returns nil.

@@ -115,3 +115,22 @@ func TestRunBlocksUntilCtxEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectBeforeRun: Connect resolves and connects without a call, as a
+// client process does when it starts, so connections are up before load.
+func TestConnectBeforeRun(t *testing.T) {
+	b := startBackend(t, "p", "127.203.71.11:0")
+	obs := &collector{events: make(chan ConnEvent, 8)}
+	c, err := New(Config{Source: netip.MustParseAddr("127.203.71.10"), Target: "passthrough:///" + b.addr.String(), Rate: 10, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Connect()
+	if ev := nextEvent(t, obs.events); !ev.Open || ev.Remote != b.addr {
+		t.Errorf("first event %+v, want the connection to %v opening", ev, b.addr)
+	}
+	if n := len(obs.snapshot()); n != 0 {
+		t.Errorf("%d calls before Run, want none", n)
+	}
+}

@@ -79,6 +79,7 @@ func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Var
 		if err != nil {
 			return nil, err
 		}
+		c.Connect() // as a client process connects when it starts, before load
 		cl.add(c, cfg)
 	}
 	return cl, nil
