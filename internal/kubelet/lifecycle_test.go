@@ -14,6 +14,7 @@ import (
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
 	"google.golang.org/grpc"
@@ -80,16 +81,15 @@ func (l *timeline) names(pod string) []string {
 
 func (l *timeline) waitFor(t *testing.T, pod, name string) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if at, ok := l.first(pod, name); ok {
-			return at
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s: no %q event; saw %v", pod, name, l.names(pod))
-		}
-		time.Sleep(5 * time.Millisecond)
+	var at time.Time
+	happened := func() (ok bool) {
+		at, ok = l.first(pod, name)
+		return ok
 	}
+	if labtest.Poll(labtest.Context(t, 20*time.Second), 5*time.Millisecond, happened) != nil {
+		t.Fatalf("pod %s: no %q event; saw %v", pod, name, l.names(pod))
+	}
+	return at
 }
 
 // watchPods feeds l from a watch on the namespace's pods until the test ends.

@@ -194,12 +194,8 @@ func (l *lab) waitTable(bs ...*backend) {
 // waitFor polls cond until it holds or the deadline passes.
 func (l *lab) waitFor(what string, cond func() bool) {
 	l.t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			l.t.Fatalf("timed out after %v waiting for %s; table %+v", deadline, what, l.p.Endpoints())
-		}
-		time.Sleep(2 * time.Millisecond)
+	if labtest.Poll(l.ctx(), 2*time.Millisecond, cond) != nil {
+		l.t.Fatalf("timed out after %v waiting for %s; table %+v", deadline, what, l.p.Endpoints())
 	}
 }
 

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -155,7 +155,7 @@ func scaleAndWait(b *testing.B, l *Lab, n int32) {
 	if err := l.Scale(ctx, "Deployment", "shop", "pricing", n); err != nil {
 		b.Fatal(err)
 	}
-	err := waitFor(ctx, func() bool {
+	err := labtest.Poll(ctx, 20*time.Millisecond, func() bool {
 		d, err := l.Cluster.Client().AppsV1().Deployments("shop").Get(ctx, "pricing", metav1.GetOptions{})
 		return err == nil && d.Status.ReadyReplicas == n
 	})
@@ -165,17 +165,6 @@ func scaleAndWait(b *testing.B, l *Lab, n int32) {
 	if err != nil {
 		b.Fatal(err)
 	}
-}
-
-func waitFor(ctx context.Context, cond func() bool) error {
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("timed out: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 func heapAndGoroutines() (uint64, int) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
@@ -90,11 +91,11 @@ func TestRestartOpensANewConnection(t *testing.T) {
 	addr := startPod(t, "127.203.201.2")
 	var obs collector
 	c, stop := start(t, Config{Name: "c", Source: netip.MustParseAddr("127.203.201.10"), Target: "passthrough:///" + addr, Rate: 200, Observer: &obs})
-	waitFor(t, 5*time.Second, "first connection", func() bool { return obs.connections() >= 1 })
+	labtest.WaitFor(t, 5*time.Second, "first connection", func() bool { return obs.connections() >= 1 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "second connection", func() bool { return obs.connections() >= 2 })
+	labtest.WaitFor(t, 5*time.Second, "second connection", func() bool { return obs.connections() >= 2 })
 	stop()
 	got := count(obs.snapshot())
 	if len(got.codes) != 1 || got.codes[codes.OK] == 0 {

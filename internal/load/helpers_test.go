@@ -117,18 +117,6 @@ func dueAfter(rs []Result, t time.Time) []Result {
 	return out
 }
 
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // start creates a client for cfg and runs it until the returned stop is
 // called (or the test ends); stop waits for Run to return.
 func start(t *testing.T, cfg Config) (*Client, func()) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/webapi"
@@ -130,12 +131,12 @@ func TestHTTPClientRestart(t *testing.T) {
 		defer close(done)
 		c.Run(ctx)
 	}()
-	podtest.WaitFor(t, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
+	labtest.WaitFor(t, 10*time.Second, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
 	opened, _ := obs.conns()
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	podtest.WaitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
+	labtest.WaitFor(t, 10*time.Second, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
 	cancel()
 	<-done
 	if got := count(obs.snapshot()).codes; len(got) != 1 || got[codes.OK] == 0 {

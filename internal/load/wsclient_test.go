@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
@@ -81,7 +82,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			var cl closes
 			cfg.Observer, cfg.OnClose = &obs, cl.add
 			_, stop := startWS(t, cfg)
-			podtest.WaitFor(t, "replies", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.OK] >= 20 })
+			labtest.WaitFor(t, 10*time.Second, "replies", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.OK] >= 20 })
 			byPod := count(obs.snapshot()).pods
 			if len(byPod) != 1 {
 				t.Fatalf("replies by pod %v before any stop; want one pod", byPod)
@@ -95,7 +96,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			if err := first.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
-			podtest.WaitFor(t, "replies from the other pod", func() bool { return count(obs.snapshot()).pods["pod-"+second.Addr().Addr().String()] >= 20 })
+			labtest.WaitFor(t, 10*time.Second, "replies from the other pod", func() bool { return count(obs.snapshot()).pods["pod-"+second.Addr().Addr().String()] >= 20 })
 			stop()
 			if got := cl.get(); len(got) != 1 || got[0] != 1001 {
 				t.Errorf("OnClose statuses %v, want one 1001 (going away)", got)
@@ -127,9 +128,9 @@ func TestWSClientReconnectsAfterKill(t *testing.T) {
 	var obs collector
 	var cl closes
 	startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.2"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.63"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.63"] >= 20 })
 	a.Kill()
-	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.64"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.64"] >= 20 })
 	if got := cl.get(); len(got) != 1 || got[0] != WSStatusNoCloseFrame {
 		t.Errorf("OnClose statuses %v, want one %d (no close frame)", got, WSStatusNoCloseFrame)
 	}
@@ -145,12 +146,12 @@ func TestWSClientRestart(t *testing.T) {
 	var obs collector
 	var cl closes
 	c, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.3"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.65"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.65"] >= 20 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.66"] >= 20 })
-	podtest.WaitFor(t, "the first pod's connection closed", func() bool { _, c := rec.Conns(); return c == 1 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.66"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "the first pod's connection closed", func() bool { _, c := rec.Conns(); return c == 1 })
 	stop()
 	if cs := count(obs.snapshot()).codes; len(cs) != 1 {
 		t.Errorf("codes %v across a restart; want only OK", cs)
@@ -168,7 +169,7 @@ func TestWSClientRestart(t *testing.T) {
 func TestWSClientWithoutServer(t *testing.T) {
 	var obs collector
 	_, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.4"), URL: "http://127.244.0.67:1", Rate: 100, Timeout: 100 * time.Millisecond, Observer: &obs})
-	podtest.WaitFor(t, "failed messages", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.Unavailable] >= 5 })
+	labtest.WaitFor(t, 10*time.Second, "failed messages", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.Unavailable] >= 5 })
 	stop()
 	cs := count(obs.snapshot()).codes
 	for code, n := range cs {

@@ -1,6 +1,6 @@
 // Package podtest helps tests that run the lab's pod servers: it starts a
 // pod's HTTP/1.1 and WebSocket server on loopback, records what a pod
-// reports to its pod.Observer, and waits for what was reported. Tests of
+// reports to its pod.Observer. Tests of
 // the server (internal/pod) and of the clients that load it
 // (internal/load) share it.
 package podtest
@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/pinlab/pinlab/internal/pod"
 	"google.golang.org/grpc/codes"
@@ -76,17 +75,4 @@ func (r *Recorder) Conns() (opened, closed int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.opened, r.closed
-}
-
-// WaitFor polls cond every 5 ms until it holds, and fails the test if 10 s
-// pass first.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 10s waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
