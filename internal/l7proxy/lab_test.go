@@ -3,11 +3,9 @@ package l7proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +13,9 @@ import (
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	discovery "k8s.io/api/discovery/v1"
@@ -85,21 +83,12 @@ func (l *lab) ctx() context.Context { return labtest.Context(l.t, deadline) }
 
 // backend is a pod server the test started.
 type backend struct {
-	name     string
-	addr     netip.AddrPort
-	served   atomic.Int64 // calls finished, as the pod's grpc-go server saw them
-	canceled atomic.Int64 // of which ended CANCELLED
-	pod      *pod.Server  // nil for a testServer
-	test     *testServer  // nil for a pod.Server
+	name string
+	addr netip.AddrPort
+	rec  podtest.Recorder // calls finished, as the pod's grpc-go server saw them
+	pod  *pod.Server      // nil for a testServer
+	test *testServer      // nil for a pod.Server
 }
-
-func (b *backend) Served(_ netip.AddrPort, _ string, c codes.Code) {
-	b.served.Add(1)
-	if c == codes.Canceled {
-		b.canceled.Add(1)
-	}
-}
-func (b *backend) Conn(netip.AddrPort, bool) {}
 
 // startPod starts a pod.Server named name on addr (IP:port, port 0 for a
 // free one); cleanup kills it unless the test stopped it.
@@ -111,15 +100,10 @@ func (l *lab) startPod(name, addr string) *backend {
 // here).
 func (l *lab) startPodWith(cfg pod.Config) *backend {
 	l.t.Helper()
-	name := cfg.Name
-	b := &backend{name: name}
-	cfg.Namespace, cfg.Observer = ns, b
-	b.pod = pod.New(cfg)
-	if err := b.pod.Start(l.ctx()); err != nil {
-		l.t.Fatalf("start pod %s: %v", name, err)
-	}
+	b := &backend{name: cfg.Name}
+	cfg.Namespace, cfg.Observer = ns, &b.rec
+	b.pod = podtest.Start(l.t, cfg)
 	b.addr = loopback.AddrPort(b.pod.Addr())
-	l.t.Cleanup(b.pod.Kill)
 	return b
 }
 
@@ -210,20 +194,13 @@ func names(bs []*backend) string {
 // client returns a pricing client over one grpc-go channel to the proxy
 // (pick_first, grpc-go's default), dialled from clientIP.
 func (l *lab) client() pricingv1.PricingClient {
-	return dial(l.t, l.p.Addr().String())
+	return l.dial(l.p.Addr().String())
 }
 
-func dial(t testing.TB, addr string) pricingv1.PricingClient {
-	t.Helper()
-	d := loopback.Dialer{Source: netip.MustParseAddr(clientIP)}
-	cc, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
-	if err != nil {
-		t.Fatalf("grpc.NewClient(%s): %v", addr, err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return pricingv1.NewPricingClient(cc)
+// dial returns a pricing client over one grpc-go channel to addr, dialled
+// from clientIP.
+func (l *lab) dial(addr string) pricingv1.PricingClient {
+	return pricingv1.NewPricingClient(podtest.Dial(l.t, addr, netip.MustParseAddr(clientIP)))
 }
 
 // call makes one GetPrice call with a generous deadline.

@@ -152,11 +152,11 @@ func TestAddedPodGetsCallsWithinASecond(t *testing.T) {
 					t.Errorf("call: %v", err)
 				}
 			}()
-			l.waitFor("load on the first pods", func() bool { return bs[0].served.Load() > 0 && bs[1].served.Load() > 0 })
+			l.waitFor("load on the first pods", func() bool { return bs[0].rec.Total() > 0 && bs[1].rec.Total() > 0 })
 
 			added := time.Now()
 			l.setEndpoint(bs[2], labtest.Ready)
-			l.waitFor("a call on the added pod", func() bool { return bs[2].served.Load() > 0 })
+			l.waitFor("a call on the added pod", func() bool { return bs[2].rec.Total() > 0 })
 			took := time.Since(added)
 			t.Logf("%s: first call on the added pod after %v", policy, took)
 			if took > time.Second {
@@ -173,7 +173,7 @@ func TestStatusAndMetadataPassThrough(t *testing.T) {
 	l := newLab(t, Config{})
 	b := l.startTestServer("meta", "127.244.250.201", 0)
 	l.ready(b)
-	direct, proxied := dial(t, b.addr.String()), l.client()
+	direct, proxied := l.dial(b.addr.String()), l.client()
 
 	type result struct {
 		Code     codes.Code
@@ -242,7 +242,7 @@ func TestServerStreamingThroughProxy(t *testing.T) {
 		if _, err := s.Recv(); status.Code(err) != codes.Canceled {
 			t.Errorf("Recv after cancel: %v, want Canceled", err)
 		}
-		l.waitFor("the pod to see the stream canceled", func() bool { return bs[0].canceled.Load() == 1 })
+		l.waitFor("the pod to see the stream canceled", func() bool { return bs[0].rec.Count("", codes.Canceled) == 1 })
 	})
 	t.Run("finite stream ends with OK", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)

@@ -8,20 +8,18 @@ import (
 
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// startPod starts a gRPC pod named "pod-<ip>" on ip with a free port and
+// returns its address.
 func startPod(t *testing.T, ip string) string {
 	t.Helper()
-	s := pod.New(pod.Config{Name: "pod-" + ip, Addr: netip.MustParseAddrPort(ip + ":0")})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Kill)
-	return s.Addr().String()
+	return podtest.Start(t, pod.Config{Name: "pod-" + ip, Addr: netip.MustParseAddrPort(ip + ":0")}).Addr().String()
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -126,11 +124,7 @@ func TestUnreachableTargetCountsErrors(t *testing.T) {
 // a stream whose server stops hard fails with UNAVAILABLE; streams still
 // open when the run ends are not reported.
 func TestStreams(t *testing.T) {
-	s := pod.New(pod.Config{Name: "streamer", Addr: netip.MustParseAddrPort("127.203.201.20:0")})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Kill()
+	s := podtest.Start(t, pod.Config{Name: "streamer", Addr: netip.MustParseAddrPort("127.203.201.20:0")})
 	var obs collector
 	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.21"), Target: "passthrough:///" + s.Addr().String(),
 		Rate: 20, Stream: true, StreamLength: 300 * time.Millisecond, Observer: &obs})
