@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/webapi"
@@ -166,10 +167,11 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := startDNS(t, "127.206.4.53", "pricing.shop.svc.cluster.local", ips...)
+			d := dnstest.StartWith(t, dnstest.Options{IP: netip.MustParseAddr("127.206.4.53"), Rotate: true})
+			d.Set("pricing.shop.svc.cluster.local", ips...)
 			var obs collector
 			c, err := NewHTTPClient(HTTPConfig{
-				Source: netip.AddrFrom4([4]byte{127, 206, 4, byte(i + 1)}), DNS: d.Addr(),
+				Source: netip.AddrFrom4([4]byte{127, 206, 4, byte(i + 1)}), DNS: d.Addr().String(),
 				URL:  "http://pricing.shop.svc.cluster.local.:" + port,
 				Rate: 100, DisableKeepAlives: tt.noKeepAlive, MaxConnsPerHost: tt.maxConns, Observer: &obs,
 			})
@@ -180,7 +182,7 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 			tl := count(obs.snapshot())
 			got, pods := tl.codes, tl.pods
 			opened, _ := obs.conns()
-			t.Logf("%d requests, %d connections, %d DNS queries, per pod %v", got[codes.OK], opened, d.queries.Load(), pods)
+			t.Logf("%d requests, %d connections, %d DNS queries, per pod %v", got[codes.OK], opened, d.Queries("pricing.shop.svc.cluster.local"), pods)
 			if len(got) != 1 || got[codes.OK] == 0 {
 				t.Fatalf("codes %v, want only OK", got)
 			}
@@ -190,7 +192,7 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 			// Go's resolver shares one query among concurrent lookups of
 			// a name (singleflight), so two dials at once may make one
 			// query; with a cache there would be one query in all.
-			if q := int(d.queries.Load()); q > opened || (tt.wantOneLookup && q != 1) || (!tt.wantOneLookup && q <= opened/2) {
+			if q := d.Queries("pricing.shop.svc.cluster.local"); q > opened || (tt.wantOneLookup && q != 1) || (!tt.wantOneLookup && q <= opened/2) {
 				t.Errorf("%d DNS queries for %d connections; want one per connection", q, opened)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
@@ -62,7 +63,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 		name    string
 		first   int
 		viaDNS  bool
-		wantDNS int64
+		wantDNS int
 	}{
 		{name: "via a ClusterIP", first: 61},
 		{name: "via a DNS name", first: 71, viaDNS: true, wantDNS: 2},
@@ -71,10 +72,11 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := startPodsOnOnePort(t, "127.244.0.", tt.first, 2, pod.WebConfig{})
 			cfg := WSConfig{Source: netip.AddrFrom4([4]byte{127, 206, 6, byte(10 + i)}), Rate: 200}
-			var d *dnsServer
+			var d *dnstest.Server
 			if tt.viaDNS {
-				d = startDNS(t, "127.206.6.53", "pricing.shop.svc.cluster.local", podIPs(pods)...)
-				cfg.DNS, cfg.URL = d.Addr(), "http://pricing.shop.svc.cluster.local.:"+strconv.Itoa(int(pods[0].Addr().Port()))
+				d = dnstest.StartWith(t, dnstest.Options{IP: netip.MustParseAddr("127.206.6.53"), Rotate: true})
+				d.Set("pricing.shop.svc.cluster.local", podIPs(pods)...)
+				cfg.DNS, cfg.URL = d.Addr().String(), "http://pricing.shop.svc.cluster.local.:"+strconv.Itoa(int(pods[0].Addr().Port()))
 			} else {
 				cfg.URL = startForwarder(t, "127.96.201."+strconv.Itoa(10+i), pods[0].Addr(), pods[1].Addr()).URL()
 			}
@@ -112,8 +114,8 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			if o, c := obs.conns(); o != 2 || c != 2 {
 				t.Errorf("client observer: %d connections opened, %d closed; want 2 and 2", o, c)
 			}
-			if d != nil && d.queries.Load() != tt.wantDNS {
-				t.Errorf("%d DNS queries, want %d: one per connection", d.queries.Load(), tt.wantDNS)
+			if d != nil && d.Queries("pricing.shop.svc.cluster.local") != tt.wantDNS {
+				t.Errorf("%d DNS queries, want %d: one per connection", d.Queries("pricing.shop.svc.cluster.local"), tt.wantDNS)
 			}
 		})
 	}
