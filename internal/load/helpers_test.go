@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -125,18 +126,8 @@ func start(t *testing.T, cfg Config) (*Client, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return c, stop
+	stop := labtest.Run(t, c.Run)
+	return c, func() { stop() }
 }
 
 // backend is a pricing server for tests with knobs the pod server lacks:

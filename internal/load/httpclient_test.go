@@ -126,20 +126,14 @@ func TestHTTPClientRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
+	stop := labtest.Run(t, c.Run)
 	labtest.WaitFor(t, 10*time.Second, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
 	opened, _ := obs.conns()
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	labtest.WaitFor(t, 10*time.Second, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
-	cancel()
-	<-done
+	stop()
 	if got := count(obs.snapshot()).codes; len(got) != 1 || got[codes.OK] == 0 {
 		t.Errorf("codes %v across a restart; want only OK", got)
 	}

@@ -1,7 +1,6 @@
 package load
 
 import (
-	"context"
 	"net/netip"
 	"slices"
 	"testing"
@@ -31,15 +30,9 @@ func TestWebCloseReasons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c.Run(ctx)
-			}()
+			stop := labtest.Run(t, c.Run)
 			defer func() {
-				cancel()
-				<-done
+				stop()
 				c.Close()
 			}()
 			labtest.WaitFor(t, 10*time.Second, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })

@@ -33,25 +33,16 @@ func (c *closes) get() []int {
 	return append([]int(nil), c.statuses...)
 }
 
-// startWS runs a WebSocket client until the returned stop is called.
+// startWS runs a WebSocket client until the returned stop is called (or
+// the test ends); stop waits for Run to return.
 func startWS(t *testing.T, cfg WSConfig) (*WSClient, func()) {
 	t.Helper()
 	c, err := NewWSClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return c, stop
+	stop := labtest.Run(t, c.Run)
+	return c, func() { stop() }
 }
 
 // TestWSClientReconnectsAfterGoingAway: a graceful Stop of the pod the
