@@ -2,7 +2,8 @@
 // with a shared informer factory over it (API), the Services and
 // EndpointSlices the EndpointSlice controller would write, a logger into
 // the test's log, a context tied to the test, waiting on a condition with a
-// deadline, and running a component's Run until the test ends.
+// deadline, and running a component's Run for a while or until the test
+// ends.
 //
 // The tests of kube-proxy's emulation (internal/proxy), the L7 proxy
 // (internal/l7proxy), the cluster DNS (internal/clusterdns), the kubelet,
@@ -66,6 +67,13 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	if Poll(ctx, 5*time.Millisecond, cond) != nil {
 		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
+}
+
+// RunFor calls run with a context that ends after d and returns its error.
+func RunFor(run func(context.Context) error, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return run(ctx)
 }
 
 // Run calls run in a goroutine with a context that stop cancels; stop then

@@ -72,9 +72,7 @@ func TestOpenLoopSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, 400*time.Millisecond)
 	got := count(obs.snapshot())
 	// 500/s for 0.4s schedules calls due at 0, 2ms, ... 400ms: 201 at most.
 	if got.total > 201 || got.total < 100 || got.codes[codes.OK] != got.total {
@@ -111,9 +109,7 @@ func TestUnreachableTargetCountsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, 200*time.Millisecond)
 	got := count(obs.snapshot())
 	if got.codes[codes.OK] != 0 || got.codes[codes.Unavailable]+got.codes[codes.DeadlineExceeded] == 0 {
 		t.Errorf("codes %v; want only UNAVAILABLE or DEADLINE_EXCEEDED", got.codes)
@@ -131,10 +127,8 @@ func TestStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	start := time.Now()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, time.Second)
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Run took %v after the end of load; open streams should be cut at once", took)
 	}

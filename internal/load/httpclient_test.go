@@ -60,13 +60,6 @@ func TestClientConfigErrors(t *testing.T) {
 	}
 }
 
-// runFor runs a client's Run for d.
-func runFor(run func(context.Context) error, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	run(ctx)
-}
-
 // TestHTTPClientCodes: statuses reach the client's Observer as codes, the
 // server's too, and failures without a status get a code as well.
 func TestHTTPClientCodes(t *testing.T) {
@@ -97,7 +90,7 @@ func TestHTTPClientCodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := rec.Count(tt.wantRoute, tt.want)
-			runFor(c.Run, 200*time.Millisecond)
+			labtest.RunFor(c.Run, 200*time.Millisecond)
 			tl := count(obs.snapshot())
 			got, pods := tl.codes, tl.pods
 			n := got[tt.want]
@@ -172,7 +165,7 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runFor(c.Run, 300*time.Millisecond)
+			labtest.RunFor(c.Run, 300*time.Millisecond)
 			tl := count(obs.snapshot())
 			got, pods := tl.codes, tl.pods
 			opened, _ := obs.conns()
