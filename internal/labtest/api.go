@@ -1,6 +1,7 @@
 package labtest
 
 import (
+	"context"
 	"net/netip"
 	"testing"
 	"time"
@@ -59,15 +60,7 @@ func (a *API) Start() {
 // ApplyService creates svc or, if it exists, replaces it.
 func (a *API) ApplyService(svc *v1.Service) {
 	a.t.Helper()
-	ctx := Context(a.t, apiTimeout)
-	svcs := a.Client.CoreV1().Services(svc.Namespace)
-	_, err := svcs.Update(ctx, svc, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = svcs.Create(ctx, svc, metav1.CreateOptions{})
-	}
-	if err != nil {
-		a.t.Fatalf("apply Service %s/%s: %v", svc.Namespace, svc.Name, err)
-	}
+	apply(a, "Service", a.Client.CoreV1().Services(svc.Namespace), svc)
 }
 
 // DeleteService deletes Service ns/name.
@@ -81,14 +74,25 @@ func (a *API) DeleteService(ns, name string) {
 // ApplySlice creates s or, if it exists, replaces it.
 func (a *API) ApplySlice(s *discovery.EndpointSlice) {
 	a.t.Helper()
+	apply(a, "EndpointSlice", a.Client.DiscoveryV1().EndpointSlices(s.Namespace), s)
+}
+
+// writer is the part of a typed client that apply uses.
+type writer[T any] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+// apply creates obj of kind through w or, if it exists, replaces it.
+func apply[T metav1.Object](a *API, kind string, w writer[T], obj T) {
+	a.t.Helper()
 	ctx := Context(a.t, apiTimeout)
-	slices := a.Client.DiscoveryV1().EndpointSlices(s.Namespace)
-	_, err := slices.Update(ctx, s, metav1.UpdateOptions{})
+	_, err := w.Update(ctx, obj, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = slices.Create(ctx, s, metav1.CreateOptions{})
+		_, err = w.Create(ctx, obj, metav1.CreateOptions{})
 	}
 	if err != nil {
-		a.t.Fatalf("apply EndpointSlice %s/%s: %v", s.Namespace, s.Name, err)
+		a.t.Fatalf("apply %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 }
 
