@@ -123,11 +123,18 @@ func dueAfter(rs []Result, t time.Time) []Result {
 func start(t *testing.T, cfg Config) (*Client, func()) {
 	t.Helper()
 	c, err := New(cfg)
+	return c, running(t, c, err)
+}
+
+// running runs c, just made with error err (which fails t), until stop is
+// called or the test ends; stop waits for Run to return.
+func running(t *testing.T, c interface{ Run(context.Context) error }, err error) (stop func()) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := labtest.Run(t, c.Run)
-	return c, func() { stop() }
+	run := labtest.Run(t, c.Run)
+	return func() { run() }
 }
 
 // backend is a pricing server for tests with knobs the pod server lacks:

@@ -38,11 +38,7 @@ func (c *closes) get() []int {
 func startWS(t *testing.T, cfg WSConfig) (*WSClient, func()) {
 	t.Helper()
 	c, err := NewWSClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := labtest.Run(t, c.Run)
-	return c, func() { stop() }
+	return c, running(t, c, err)
 }
 
 // TestWSClientReconnectsAfterGoingAway: a graceful Stop of the pod the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"go.uber.org/goleak"
@@ -189,8 +190,7 @@ func TestSetHealthy(t *testing.T) {
 	s := startServer(t, pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.1:0")})
 	conn := dial(t, s)
 	hc, pc := healthpb.NewHealthClient(conn), pricingv1.NewPricingClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 5*time.Second)
 	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()
 		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
@@ -223,8 +223,7 @@ func TestSetHealthy(t *testing.T) {
 func TestServiceTime(t *testing.T) {
 	s := startServer(t, pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.2:0"), ServiceTime: 80 * time.Millisecond})
 	pc := pricingv1.NewPricingClient(dial(t, s))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 5*time.Second)
 	start := time.Now()
 	if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
 		t.Fatal(err)

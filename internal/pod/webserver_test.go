@@ -82,8 +82,7 @@ func TestServerSpeaksOnlyHTTP1(t *testing.T) {
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
 	defer tr.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 5*time.Second)
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.Addr().String()+"/healthz", nil)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err == nil {
@@ -122,8 +121,7 @@ func TestServerReportsConnections(t *testing.T) {
 func TestWebSocketReplies(t *testing.T) {
 	rec := &podtest.Recorder{}
 	s := podtest.StartWeb(t, "127.244.0.24", 0, pod.WebConfig{Observer: rec})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 10*time.Second)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: plainClient(t, "127.206.0.3")})
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +175,7 @@ func TestStopGoingAway(t *testing.T) {
 	rec := &podtest.Recorder{}
 	s := podtest.StartWeb(t, "127.244.0.25", 0, pod.WebConfig{Observer: rec, ServiceTime: 300 * time.Millisecond})
 	hc := plainClient(t, "127.206.0.4")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 10*time.Second)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +218,7 @@ func TestStopGoingAway(t *testing.T) {
 // TestKillClosesHard: Kill ends WebSockets without a close frame.
 func TestKillClosesHard(t *testing.T) {
 	s := podtest.StartWeb(t, "127.244.0.26", 0, pod.WebConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 10*time.Second)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: plainClient(t, "127.206.0.5")})
 	if err != nil {
 		t.Fatal(err)
