@@ -7,8 +7,8 @@
 //
 // The tests of kube-proxy's emulation (internal/proxy), the L7 proxy
 // (internal/l7proxy), the cluster DNS (internal/clusterdns), the kubelet,
-// the pods and the load clients share it. It imports none of them, so
-// their internal tests can use it.
+// the pods, the load clients, the lab and the CLI share it. It imports
+// none of the lab's packages, so their internal tests can use it.
 package labtest
 
 import (
