@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/control"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the lab's goroutine and the test.
@@ -133,16 +134,13 @@ func (d digger) answers(args ...string) []string {
 // eventually retries cond until it holds or 20s pass.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last: %s", what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var state string
+	held := func() (ok bool) {
+		ok, state = cond()
+		return ok
+	}
+	if labtest.Poll(labtest.Context(t, 20*time.Second), 100*time.Millisecond, held) != nil {
+		t.Fatalf("timed out waiting for %s; last: %s", what, state)
 	}
 }
 

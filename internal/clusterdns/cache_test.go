@@ -13,11 +13,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // TestCacheFollowsAPI warms the answer cache, changes the API objects
@@ -271,8 +270,8 @@ func TestCacheBounded(t *testing.T) {
 // TestServersShareFactory: two Servers on one informer factory share the
 // lookup indexes but each keeps its own answers current.
 func TestServersShareFactory(t *testing.T) {
-	client := fake.NewClientset(referenceObjects()...)
-	factory := informers.NewSharedInformerFactory(client, 0)
+	api := labtest.NewAPI(t, referenceObjects()...)
+	factory := api.Factory
 	var srvs []*clusterdns.Server
 	for range 2 {
 		srv, err := clusterdns.New(factory, clusterdns.Config{})
@@ -294,11 +293,7 @@ func TestServersShareFactory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	defer factory.Shutdown()
-	defer close(stop)
-	factory.Start(stop)
-	factory.WaitForCacheSync(stop)
+	api.Start()
 	ask := func(srv *clusterdns.Server) []string {
 		return addrsOf(exchange(t, srv, new(dns.Msg).SetQuestion(tn("svc1"), dns.TypeA), true))
 	}
@@ -308,7 +303,7 @@ func TestServersShareFactory(t *testing.T) {
 		}
 	}
 	svc := clusterIPService("testns", "svc1", []string{"10.0.0.13"}, httpPort)
-	if _, err := client.CoreV1().Services("testns").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
+	if _, err := api.Client.CoreV1().Services("testns").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lister := factory.Core().V1().Services().Lister()

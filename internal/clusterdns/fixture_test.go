@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // tn expands a Service-relative name in namespace testns of the default zone
@@ -29,7 +30,7 @@ func tn(name string) string { return name + ".testns.svc.cluster.local." }
 // normalises it.
 const soaRR = "cluster.local.\t5\tIN\tSOA\tns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 5"
 
-// fixture is a Server over a fake clientset whose informers have synced.
+// fixture is a Server over a fake API whose informers have synced.
 type fixture struct {
 	srv     *clusterdns.Server
 	client  *fake.Clientset
@@ -41,18 +42,13 @@ type fixture struct {
 // everything when tb ends.
 func newFixture(tb testing.TB, cfg clusterdns.Config, objs ...runtime.Object) *fixture {
 	tb.Helper()
-	return newFixtureOn(tb, fake.NewClientset(objs...), cfg)
-}
-
-// newFixtureOn is newFixture over an existing clientset.
-func newFixtureOn(tb testing.TB, client *fake.Clientset, cfg clusterdns.Config) *fixture {
-	tb.Helper()
-	factory := informers.NewSharedInformerFactory(client, 0)
+	api := labtest.NewAPI(tb, objs...)
+	factory := api.Factory
 	srv, err := clusterdns.New(factory, cfg)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
-	fx := &fixture{srv: srv, client: client, factory: factory, changed: make(chan struct{}, 1)}
+	fx := &fixture{srv: srv, client: api.Client, factory: factory, changed: make(chan struct{}, 1)}
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { fx.signal() },
 		UpdateFunc: func(any, any) { fx.signal() },
@@ -71,17 +67,7 @@ func newFixtureOn(tb testing.TB, client *fake.Clientset, cfg clusterdns.Config) 
 			tb.Fatalf("AddEventHandler: %v", err)
 		}
 	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	tb.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
-	})
-	for typ, ok := range factory.WaitForCacheSync(stop) {
-		if !ok {
-			tb.Fatalf("informer for %v did not sync", typ)
-		}
-	}
+	api.Start()
 	return fx
 }
 

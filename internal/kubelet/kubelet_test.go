@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -121,17 +122,16 @@ func createPod(t *testing.T, c *cluster.Cluster, name string, mod func(*corev1.P
 
 func waitPod(t *testing.T, c *cluster.Cluster, name, what string, cond func(*corev1.Pod, error) bool) *corev1.Pod {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := c.Client().CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
-		if cond(p, err) {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s: timed out waiting for %s; last: %+v %v", name, what, p.Status, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var p *corev1.Pod
+	var err error
+	held := func() bool {
+		p, err = c.Client().CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		return cond(p, err)
 	}
+	if labtest.Poll(labtest.Context(t, 10*time.Second), 10*time.Millisecond, held) != nil {
+		t.Fatalf("pod %s: timed out waiting for %s; last: %+v %v", name, what, p.Status, err)
+	}
+	return p
 }
 
 func TestPodLifecycle(t *testing.T) {

@@ -4,21 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/cluster"
-	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,16 +78,15 @@ func (l *timeline) names(pod string) []string {
 
 func (l *timeline) waitFor(t *testing.T, pod, name string) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if at, ok := l.first(pod, name); ok {
-			return at
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s: no %q event; saw %v", pod, name, l.names(pod))
-		}
-		time.Sleep(5 * time.Millisecond)
+	var at time.Time
+	happened := func() (ok bool) {
+		at, ok = l.first(pod, name)
+		return ok
 	}
+	if labtest.Poll(labtest.Context(t, 20*time.Second), 5*time.Millisecond, happened) != nil {
+		t.Fatalf("pod %s: no %q event; saw %v", pod, name, l.names(pod))
+	}
+	return at
 }
 
 // watchPods feeds l from a watch on the namespace's pods until the test ends.
@@ -123,21 +120,6 @@ func watchPods(t *testing.T, c *cluster.Cluster, l *timeline) {
 		wi.Stop()
 		<-done
 	})
-}
-
-// clientFor returns a gRPC client connected straight to a pod address from
-// a source address of its own (pick_first, one connection).
-func clientFor(t *testing.T, addr string, source netip.Addr) *grpc.ClientConn {
-	t.Helper()
-	d := loopback.Dialer{Source: source}
-	cc, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
 }
 
 // clientSource is a source address outside every test's pod range.
@@ -227,7 +209,7 @@ func TestTerminationOrder(t *testing.T) {
 	c, _, _ := node(t, Config{Events: events.record})
 	watchPods(t, c, events)
 	p := readyPod(t, c, "order", all(withGrace(3), withPreStopSleep(1)))
-	cc := clientFor(t, p.Status.PodIP+":8471", clientSource(c))
+	cc := podtest.Dial(t, p.Status.PodIP+":8471", clientSource(c))
 	stream := watchPrices(t, cc, 15) // 1.5 s: through the hook and past SIGTERM
 	deletePod(t, c, "order")
 	events.waitFor(t, "order", "prestop-start")
@@ -266,7 +248,7 @@ func TestHardStopAtGraceEnd(t *testing.T) {
 	events := &timeline{}
 	c, _, _ := node(t, Config{Events: events.record})
 	p := readyPod(t, c, "long", all(withGrace(4), withPreStopSleep(2)))
-	stream := watchPrices(t, clientFor(t, p.Status.PodIP+":8471", clientSource(c)), 0)
+	stream := watchPrices(t, podtest.Dial(t, p.Status.PodIP+":8471", clientSource(c)), 0)
 	deletePod(t, c, "long")
 	err, _ := finish(stream)
 	cut := time.Now()
@@ -310,38 +292,18 @@ func TestReadinessDuringTermination(t *testing.T) {
 	waitGone(t, c, "drain")
 }
 
-// countingObserver counts connections opened from one source address.
-type countingObserver struct {
-	source netip.Addr
-	mu     sync.Mutex
-	opened int
-}
-
-func (o *countingObserver) Served(netip.AddrPort, string, codes.Code) {}
-func (o *countingObserver) Conn(peer netip.AddrPort, open bool) {
-	if open && peer.Addr() == o.source {
-		o.mu.Lock()
-		o.opened++
-		o.mu.Unlock()
-	}
-}
-
-func (o *countingObserver) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.opened
-}
-
 // TestMaxConnectionAgeDrainWithoutErrors: with MaxConnectionAge 150ms and a
 // 2s grace, unary calls much shorter than the grace see no failure over at
 // least 20 GOAWAY cycles of a real grpc-go channel (pick_first).
 func TestMaxConnectionAgeDrainWithoutErrors(t *testing.T) {
 	t.Parallel()
-	obs := &countingObserver{}
+	obs := &podtest.Recorder{}
 	c, _, _ := node(t, Config{Observe: func(*corev1.Pod) pod.Observer { return obs }})
-	obs.source = clientSource(c)
+	source := clientSource(c)
+	// connections opened from the client, not the kubelet's probes
+	opened := func() int { n, _ := obs.ConnsFrom(source); return n }
 	p := readyPod(t, c, "aged", withArgs("--max-connection-age=150ms", "--max-connection-age-grace=2s"))
-	client := pricingv1.NewPricingClient(clientFor(t, p.Status.PodIP+":8471", obs.source))
+	client := pricingv1.NewPricingClient(podtest.Dial(t, p.Status.PodIP+":8471", source))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -351,7 +313,7 @@ func TestMaxConnectionAgeDrainWithoutErrors(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil && obs.count() < 21 {
+			for ctx.Err() == nil && opened() < 21 {
 				_, err := client.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"})
 				mu.Lock()
 				calls++
@@ -363,10 +325,10 @@ func TestMaxConnectionAgeDrainWithoutErrors(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := obs.count(); n < 21 {
+	if n := opened(); n < 21 {
 		t.Fatalf("only %d connections in 30s: fewer than 20 connection-age cycles", n)
 	}
-	t.Logf("%d calls over %d connections", calls, obs.count())
+	t.Logf("%d calls over %d connections", calls, opened())
 	if len(failed) > 0 {
 		t.Errorf("%d of %d calls failed across GOAWAY drains, first: %v", len(failed), calls, failed[0])
 	}
@@ -382,7 +344,7 @@ func TestKillRestarts(t *testing.T) {
 	c, k, _ := node(t, Config{Events: events.record, RestartBackoff: backoff})
 	watchPods(t, c, events)
 	p := readyPod(t, c, "crash", nil)
-	stream := watchPrices(t, clientFor(t, p.Status.PodIP+":8471", clientSource(c)), 0)
+	stream := watchPrices(t, podtest.Dial(t, p.Status.PodIP+":8471", clientSource(c)), 0)
 	if err := k.Kill("default", "crash"); err != nil {
 		t.Fatal(err)
 	}
@@ -460,29 +422,13 @@ func TestKillAndHangErrors(t *testing.T) {
 	}
 }
 
-// dial classifies a TCP connect to addr with a 300ms timeout.
-func dial(addr string) string {
-	conn, err := loopback.Dialer{Timeout: 300 * time.Millisecond}.DialContext(context.Background(), addr)
-	var ne net.Error
-	switch {
-	case err == nil:
-		conn.Close()
-		return "connected"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	}
-	return err.Error()
-}
-
 func TestHang(t *testing.T) {
 	t.Parallel()
 	events := &timeline{}
 	c, k, _ := node(t, Config{Events: events.record})
 	p := readyPod(t, c, "stuck", nil)
 	addr := p.Status.PodIP + ":8471"
-	client := pricingv1.NewPricingClient(clientFor(t, addr, clientSource(c)))
+	client := pricingv1.NewPricingClient(podtest.Dial(t, addr, clientSource(c)))
 	call := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
@@ -498,7 +444,7 @@ func TestHang(t *testing.T) {
 	if err := call(); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("call to a hung pod: %v, want DEADLINE_EXCEEDED", err)
 	}
-	if got := dial(addr); got != "timeout" {
+	if got := podtest.Connect(addr); got != "timeout" {
 		t.Errorf("connect to a hung pod: %s, want timeout", got)
 	}
 	if err := k.Hang("default", "stuck", false); err != nil {
@@ -547,7 +493,7 @@ func TestLivenessRestartsHungPod(t *testing.T) {
 	if d := hard.Sub(sigterm); d < 1900*time.Millisecond || d > 5*time.Second {
 		t.Errorf("hard stop %v after SIGTERM, want the 2s minimum grace", d)
 	}
-	if got := dial(p.Status.PodIP + ":8471"); got != "connected" {
+	if got := podtest.Connect(p.Status.PodIP + ":8471"); got != "connected" {
 		t.Errorf("restarted container: connect %s", got)
 	}
 }
@@ -668,7 +614,7 @@ func TestDeadAddresses(t *testing.T) {
 			waitGone(t, c, "gone")
 			addr := p.Status.PodIP + ":8471"
 			for _, a := range []string{addr, p.Status.PodIP + ":8080"} {
-				if got := dial(a); got != tt.want {
+				if got := podtest.Connect(a); got != tt.want {
 					t.Errorf("connect to a deleted pod's address %s: %s, want %s", a, got, tt.want)
 				}
 			}
@@ -679,7 +625,7 @@ func TestDeadAddresses(t *testing.T) {
 			if n := c.PodIPs().InUse(); n != 0 {
 				t.Errorf("%d pod IPs in use after the kubelet stopped, want 0", n)
 			}
-			if got := dial(addr); got != "refused" {
+			if got := podtest.Connect(addr); got != "refused" {
 				t.Errorf("connect after the kubelet stopped: %s, want refused", got)
 			}
 		})

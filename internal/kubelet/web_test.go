@@ -20,8 +20,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,69 +31,32 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// served is a pod.Observer counting served calls by route and code, and
-// the peers of /healthz requests.
-type served struct {
-	mu     sync.Mutex
-	calls  map[string]int // "route code"
-	health []netip.Addr
-}
-
-func (s *served) Served(peer netip.AddrPort, route string, code codes.Code) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.calls == nil {
-		s.calls = map[string]int{}
-	}
-	s.calls[route+" "+code.String()]++
-	if route == webapi.RouteHealth {
-		s.health = append(s.health, peer.Addr())
-	}
-}
-
-func (s *served) Conn(netip.AddrPort, bool) {}
-
-func (s *served) count(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[key]
-}
-
-func (s *served) healthPeers() []netip.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]netip.Addr(nil), s.health...)
-}
-
-// waitCount waits until key was served at least n times.
-func (s *served) waitCount(t *testing.T, key string, n int) {
+// waitCount waits until rec counted route ending with code at least n
+// times.
+func waitCount(t *testing.T, rec *podtest.Recorder, route string, code codes.Code, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.count(key) < n {
-		if time.Now().After(deadline) {
-			s.mu.Lock()
-			t.Fatalf("observer saw %v, want %q at least %d times", s.calls, key, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	counted := func() bool { return rec.Count(route, code) >= n }
+	if labtest.Poll(labtest.Context(t, 10*time.Second), 5*time.Millisecond, counted) != nil {
+		t.Fatalf("observer saw %v, want %q %v at least %d times", rec, route, code, n)
 	}
 }
 
 // observers hands each pod its own observer.
 type observers struct {
 	mu   sync.Mutex
-	pods map[string]*served
+	pods map[string]*podtest.Recorder
 }
 
 func (o *observers) observe(p *corev1.Pod) pod.Observer { return o.of(p.Name) }
 
-func (o *observers) of(name string) *served {
+func (o *observers) of(name string) *podtest.Recorder {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.pods == nil {
-		o.pods = map[string]*served{}
+		o.pods = map[string]*podtest.Recorder{}
 	}
 	if o.pods[name] == nil {
-		o.pods[name] = &served{}
+		o.pods[name] = &podtest.Recorder{}
 	}
 	return o.pods[name]
 }
@@ -202,14 +167,14 @@ func TestWebPodServes(t *testing.T) {
 				t.Errorf("quote (-want +got):\n%s", diff)
 			}
 			dialWatch(t, hc, base, name)
-			resp, err := pricingv1.NewPricingClient(clientFor(t, p.Status.PodIP+":8471", clientSource(c))).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
+			resp, err := pricingv1.NewPricingClient(podtest.Dial(t, p.Status.PodIP+":8471", clientSource(c))).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
 			if err != nil || resp.GetPod() != name || resp.GetPriceCents() != q.PriceCents {
 				t.Errorf("gRPC beside HTTP: %v, %v; want pod %s at %d cents", resp, err, name, q.PriceCents)
 			}
 			o := obs.of(name)
-			o.waitCount(t, webapi.RoutePrice+" OK", 1)
-			o.waitCount(t, webapi.RouteWatchMessage+" OK", 1)
-			o.waitCount(t, "/pricing.v1.Pricing/GetPrice OK", 1)
+			waitCount(t, o, webapi.RoutePrice, codes.OK, 1)
+			waitCount(t, o, webapi.RouteWatchMessage, codes.OK, 1)
+			waitCount(t, o, "/pricing.v1.Pricing/GetPrice", codes.OK, 1)
 		})
 	}
 }
@@ -238,13 +203,13 @@ func TestWebPodTermination(t *testing.T) {
 	if _, err := conn.Write([]byte("GET /v1/price?sku=inflight HTTP/1.1\r\nHost: drain\r\nContent-Length: 4\r\n\r\nab")); err != nil {
 		t.Fatal(err)
 	}
-	obs.of("drain").waitCount(t, webapi.RoutePrice+" OK", 1)
+	waitCount(t, obs.of("drain"), webapi.RoutePrice, codes.OK, 1)
 
 	deletePod(t, c, "drain")
 	if got := readClose(t, ws); got != websocket.StatusGoingAway {
 		t.Fatalf("WebSocket closed with %v, want %v", got, websocket.StatusGoingAway)
 	}
-	if dial(addr) != "refused" {
+	if podtest.Connect(addr) != "refused" {
 		t.Error("the HTTP port still accepts connections after SIGTERM")
 	}
 	if _, err := conn.Write([]byte("cd")); err != nil {
@@ -283,7 +248,7 @@ func TestWebPodKill(t *testing.T) {
 	hc := httpClient(t, source)
 	base := "http://" + p.Status.PodIP + ":8080"
 	ws := dialWatch(t, hc, base, "crash")
-	stream := watchPrices(t, clientFor(t, p.Status.PodIP+":8471", source), 0)
+	stream := watchPrices(t, podtest.Dial(t, p.Status.PodIP+":8471", source), 0)
 	if err := k.Kill("default", "crash"); err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +329,7 @@ func TestHTTPGetProbe(t *testing.T) {
 			name := fmt.Sprint("probe-", i)
 			if tt.wantReady {
 				readyPod(t, c, name, tt.mod)
-				peers := obs.of(name).healthPeers()
+				peers := obs.of(name).Peers(webapi.RouteHealth)
 				if len(peers) == 0 || peers[0] != netip.MustParseAddr("127.0.0.1") {
 					t.Errorf("/healthz requests from %v, want them from the node IP 127.0.0.1", peers)
 				}
@@ -379,7 +344,7 @@ func TestHTTPGetProbe(t *testing.T) {
 			}
 			if tt.wantUnmatched {
 				// Three probes answered 404: still not Ready.
-				obs.of(name).waitCount(t, webapi.RouteUnmatched+" NotFound", 3)
+				waitCount(t, obs.of(name), webapi.RouteUnmatched, codes.NotFound, 3)
 			}
 			p = waitPod(t, c, name, "status", func(_ *corev1.Pod, err error) bool { return err == nil })
 			if cluster.IsPodReady(p) {

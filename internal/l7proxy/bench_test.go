@@ -1,13 +1,12 @@
 package l7proxy
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/podtest"
 )
 
 // benchCallers is the number of concurrent closed-loop callers sharing one
@@ -32,7 +31,7 @@ func BenchmarkDirectVsProxy(b *testing.B) {
 	l := newLab(b, Config{})
 	bs := l.pods(1, 191)
 	l.ready(bs...)
-	direct, via := dial(b, bs[0].addr.String()), l.client()
+	direct, via := l.dial(bs[0].addr.String()), l.client()
 	for _, c := range []pricingv1.PricingClient{direct, via} {
 		if _, err := call(c, "warm-up"); err != nil {
 			b.Fatal(err)
@@ -40,23 +39,7 @@ func BenchmarkDirectVsProxy(b *testing.B) {
 	}
 
 	b.Run("calls", func(b *testing.B) {
-		const chunks = 4
-		var tDirect, tVia time.Duration
-		b.ResetTimer()
-		for c := 0; c < chunks; c++ {
-			n := b.N / chunks
-			if c == 0 {
-				n += b.N % chunks
-			}
-			tDirect += drive(b, direct, n)
-			tVia += drive(b, via, n)
-		}
-		b.StopTimer()
-		d, v := float64(b.N)/tDirect.Seconds(), float64(b.N)/tVia.Seconds()
-		b.ReportMetric(d, "direct-calls/s")
-		b.ReportMetric(v, "proxy-calls/s")
-		b.ReportMetric(v/d, "proxy/direct")
-		b.ReportMetric(0, "ns/op")
+		podtest.CompareThroughput(b, direct, via, "proxy", benchCallers)
 	})
 	b.Run("latency", func(b *testing.B) {
 		const (
@@ -87,28 +70,4 @@ func median(ds []time.Duration) time.Duration {
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
 	return ds[len(ds)/2]
-}
-
-// drive makes n calls from benchCallers goroutines and returns the time
-// taken.
-func drive(b testing.TB, c pricingv1.PricingClient, n int) time.Duration {
-	var wg sync.WaitGroup
-	work := make(chan struct{}, n)
-	for range n {
-		work <- struct{}{}
-	}
-	close(work)
-	start := time.Now()
-	for range benchCallers {
-		wg.Go(func() {
-			for range work {
-				if _, err := c.GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
 }

@@ -3,29 +3,22 @@ package l7proxy
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 // Addresses of this package's tests: pods on 127.244.250.0/24 with
@@ -39,10 +32,10 @@ const (
 	clientIP = "127.244.251.1"
 )
 
-// lab is one Proxy over a fake clientset, with the pods the test starts.
+// lab is one Proxy over a fake API, with the pods the test starts.
 type lab struct {
 	t   testing.TB
-	cs  *fake.Clientset
+	api *labtest.API
 	p   *Proxy
 	obs *recorder
 }
@@ -51,7 +44,7 @@ type lab struct {
 // cfg says otherwise) from clientIP; cleanup closes it and its informers.
 func newLab(t testing.TB, cfg Config) *lab {
 	t.Helper()
-	l := &lab{t: t, cs: fake.NewClientset(), obs: &recorder{}}
+	l := &lab{t: t, api: labtest.NewAPI(t), obs: &recorder{}}
 	if !cfg.Listen.IsValid() {
 		cfg.Listen = netip.MustParseAddrPort("127.0.0.1:0")
 	}
@@ -67,21 +60,17 @@ func newLab(t testing.TB, cfg Config) *lab {
 	if cfg.Observer == nil {
 		cfg.Observer = l.obs
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	factory := informers.NewSharedInformerFactory(l.cs, 0)
-	p, err := New(factory, cfg)
+	cfg.Logger = labtest.Logger(t)
+	p, err := New(l.api.Factory, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	l.p = p
-	stop := make(chan struct{})
-	factory.Start(stop)
+	l.api.Start()
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		close(stop)
-		factory.Shutdown()
 	})
 	if err := p.Start(l.ctx()); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -89,38 +78,17 @@ func newLab(t testing.TB, cfg Config) *lab {
 	return l
 }
 
-// testWriter sends log lines to t.Log, shown only for failed tests or -v.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(b), "\n"))
-	return len(b), nil
-}
-
 // ctx returns a context that ends after the test's wait deadline.
-func (l *lab) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	l.t.Cleanup(cancel)
-	return ctx
-}
+func (l *lab) ctx() context.Context { return labtest.Context(l.t, deadline) }
 
 // backend is a pod server the test started.
 type backend struct {
-	name     string
-	addr     netip.AddrPort
-	served   atomic.Int64 // calls finished, as the pod's grpc-go server saw them
-	canceled atomic.Int64 // of which ended CANCELLED
-	pod      *pod.Server  // nil for a testServer
-	test     *testServer  // nil for a pod.Server
+	name string
+	addr netip.AddrPort
+	rec  podtest.Recorder // calls finished, as the pod's grpc-go server saw them
+	pod  *pod.Server      // nil for a testServer
+	test *testServer      // nil for a pod.Server
 }
-
-func (b *backend) Served(_ netip.AddrPort, _ string, c codes.Code) {
-	b.served.Add(1)
-	if c == codes.Canceled {
-		b.canceled.Add(1)
-	}
-}
-func (b *backend) Conn(netip.AddrPort, bool) {}
 
 // startPod starts a pod.Server named name on addr (IP:port, port 0 for a
 // free one); cleanup kills it unless the test stopped it.
@@ -132,15 +100,10 @@ func (l *lab) startPod(name, addr string) *backend {
 // here).
 func (l *lab) startPodWith(cfg pod.Config) *backend {
 	l.t.Helper()
-	name := cfg.Name
-	b := &backend{name: name}
-	cfg.Namespace, cfg.Observer = ns, b
-	b.pod = pod.New(cfg)
-	if err := b.pod.Start(l.ctx()); err != nil {
-		l.t.Fatalf("start pod %s: %v", name, err)
-	}
+	b := &backend{name: cfg.Name}
+	cfg.Namespace, cfg.Observer = ns, &b.rec
+	b.pod = podtest.Start(l.t, cfg)
 	b.addr = loopback.AddrPort(b.pod.Addr())
-	l.t.Cleanup(b.pod.Kill)
 	return b
 }
 
@@ -160,64 +123,25 @@ func (l *lab) podsOnPort(n, first, port int) []*backend {
 	return bs
 }
 
-// conditions for endpoints, as the EndpointSlice controller writes them.
-var (
-	readyCond       = discovery.EndpointConditions{Ready: new(true), Serving: new(true), Terminating: new(false)}
-	notReadyCond    = discovery.EndpointConditions{Ready: new(false), Serving: new(false), Terminating: new(false)}
-	terminatingCond = discovery.EndpointConditions{Ready: new(false), Serving: new(true), Terminating: new(true)}
-)
-
 // setEndpoint creates or replaces the EndpointSlice "pricing-<b.name>" that
 // holds b alone with conditions c.
 func (l *lab) setEndpoint(b *backend, c discovery.EndpointConditions) {
 	l.t.Helper()
-	l.applySlice(&discovery.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "pricing-" + b.name, Namespace: ns,
-			Labels: map[string]string{discovery.LabelServiceName: svcName},
-		},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: new("grpc"), Port: new(int32(b.addr.Port())), Protocol: new(v1.ProtocolTCP)}},
-		Endpoints: []discovery.Endpoint{{
-			Addresses:  []string{b.addr.Addr().String()},
-			Conditions: c,
-			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
-		}},
-	})
+	l.api.ApplySlice(labtest.Slice(ns, "pricing-"+b.name, svcName,
+		[]discovery.EndpointPort{labtest.SlicePort("grpc", b.addr.Port())},
+		labtest.Endpoint(ns, b.name, b.addr.Addr(), c)))
 }
 
 // setSlice creates or replaces the EndpointSlice "pricing-all" listing bs,
 // which must share one port, with conditions c[i] for bs[i].
 func (l *lab) setSlice(bs []*backend, c ...discovery.EndpointConditions) {
 	l.t.Helper()
-	s := &discovery.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "pricing-all", Namespace: ns,
-			Labels: map[string]string{discovery.LabelServiceName: svcName},
-		},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: new("grpc"), Port: new(int32(bs[0].addr.Port())), Protocol: new(v1.ProtocolTCP)}},
-	}
+	var eps []discovery.Endpoint
 	for i, b := range bs {
-		s.Endpoints = append(s.Endpoints, discovery.Endpoint{
-			Addresses:  []string{b.addr.Addr().String()},
-			Conditions: c[i],
-			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
-		})
+		eps = append(eps, labtest.Endpoint(ns, b.name, b.addr.Addr(), c[i]))
 	}
-	l.applySlice(s)
-}
-
-func (l *lab) applySlice(s *discovery.EndpointSlice) {
-	l.t.Helper()
-	ctx := l.ctx()
-	_, err := l.cs.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = l.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
-	}
-	if err != nil {
-		l.t.Fatalf("apply EndpointSlice %s: %v", s.Name, err)
-	}
+	l.api.ApplySlice(labtest.Slice(ns, "pricing-all", svcName,
+		[]discovery.EndpointPort{labtest.SlicePort("grpc", bs[0].addr.Port())}, eps...))
 }
 
 // ready makes every b a ready endpoint and waits until the proxy routes to
@@ -225,7 +149,7 @@ func (l *lab) applySlice(s *discovery.EndpointSlice) {
 func (l *lab) ready(bs ...*backend) {
 	l.t.Helper()
 	for _, b := range bs {
-		l.setEndpoint(b, readyCond)
+		l.setEndpoint(b, labtest.Ready)
 	}
 	l.waitTable(bs...)
 }
@@ -254,12 +178,8 @@ func (l *lab) waitTable(bs ...*backend) {
 // waitFor polls cond until it holds or the deadline passes.
 func (l *lab) waitFor(what string, cond func() bool) {
 	l.t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			l.t.Fatalf("timed out after %v waiting for %s; table %+v", deadline, what, l.p.Endpoints())
-		}
-		time.Sleep(2 * time.Millisecond)
+	if labtest.Poll(l.ctx(), 2*time.Millisecond, cond) != nil {
+		l.t.Fatalf("timed out after %v waiting for %s; table %+v", deadline, what, l.p.Endpoints())
 	}
 }
 
@@ -274,20 +194,13 @@ func names(bs []*backend) string {
 // client returns a pricing client over one grpc-go channel to the proxy
 // (pick_first, grpc-go's default), dialled from clientIP.
 func (l *lab) client() pricingv1.PricingClient {
-	return dial(l.t, l.p.Addr().String())
+	return l.dial(l.p.Addr().String())
 }
 
-func dial(t testing.TB, addr string) pricingv1.PricingClient {
-	t.Helper()
-	d := loopback.Dialer{Source: netip.MustParseAddr(clientIP)}
-	cc, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
-	if err != nil {
-		t.Fatalf("grpc.NewClient(%s): %v", addr, err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return pricingv1.NewPricingClient(cc)
+// dial returns a pricing client over one grpc-go channel to addr, dialled
+// from clientIP.
+func (l *lab) dial(addr string) pricingv1.PricingClient {
+	return pricingv1.NewPricingClient(podtest.Dial(l.t, addr, netip.MustParseAddr(clientIP)))
 }
 
 // call makes one GetPrice call with a generous deadline.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -87,7 +88,7 @@ func TestSpreadsCallsOverReadyPods(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			l := newLab(t, Config{Policy: policy, EWMA: EWMA{DefaultRTT: time.Second}})
 			bs := l.podsOnPort(5, 10*i+1, 18471)
-			l.setSlice(bs, readyCond, readyCond, readyCond, readyCond, notReadyCond)
+			l.setSlice(bs, labtest.Ready, labtest.Ready, labtest.Ready, labtest.Ready, labtest.NotReady)
 			l.waitTable(bs[:4]...)
 
 			perPod := hammer(t, l.client(), 2000, 8)
@@ -151,11 +152,11 @@ func TestAddedPodGetsCallsWithinASecond(t *testing.T) {
 					t.Errorf("call: %v", err)
 				}
 			}()
-			l.waitFor("load on the first pods", func() bool { return bs[0].served.Load() > 0 && bs[1].served.Load() > 0 })
+			l.waitFor("load on the first pods", func() bool { return bs[0].rec.Total() > 0 && bs[1].rec.Total() > 0 })
 
 			added := time.Now()
-			l.setEndpoint(bs[2], readyCond)
-			l.waitFor("a call on the added pod", func() bool { return bs[2].served.Load() > 0 })
+			l.setEndpoint(bs[2], labtest.Ready)
+			l.waitFor("a call on the added pod", func() bool { return bs[2].rec.Total() > 0 })
 			took := time.Since(added)
 			t.Logf("%s: first call on the added pod after %v", policy, took)
 			if took > time.Second {
@@ -172,7 +173,7 @@ func TestStatusAndMetadataPassThrough(t *testing.T) {
 	l := newLab(t, Config{})
 	b := l.startTestServer("meta", "127.244.250.201", 0)
 	l.ready(b)
-	direct, proxied := dial(t, b.addr.String()), l.client()
+	direct, proxied := l.dial(b.addr.String()), l.client()
 
 	type result struct {
 		Code     codes.Code
@@ -241,7 +242,7 @@ func TestServerStreamingThroughProxy(t *testing.T) {
 		if _, err := s.Recv(); status.Code(err) != codes.Canceled {
 			t.Errorf("Recv after cancel: %v, want Canceled", err)
 		}
-		l.waitFor("the pod to see the stream canceled", func() bool { return bs[0].canceled.Load() == 1 })
+		l.waitFor("the pod to see the stream canceled", func() bool { return bs[0].rec.Count("", codes.Canceled) == 1 })
 	})
 	t.Run("finite stream ends with OK", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -379,12 +380,12 @@ func TestNoHealthyUpstream(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "no healthy upstream" {
 		t.Errorf("call with no endpoints: %v, want Unavailable \"no healthy upstream\"", err)
 	}
-	l.setEndpoint(bs[0], notReadyCond)
+	l.setEndpoint(bs[0], labtest.NotReady)
 	if _, err := call(c, "sku"); status.Code(err) != codes.Unavailable {
 		t.Errorf("call with only a not-ready endpoint: %v, want Unavailable", err)
 	}
 
-	l.setEndpoint(bs[0], terminatingCond)
+	l.setEndpoint(bs[0], labtest.ServingTerminating)
 	l.waitTable(bs[0])
 	if resp, err := call(c, "sku"); err != nil || resp.GetPod() != bs[0].name {
 		t.Errorf("call with only a serving terminating endpoint: %v, %v; want served by %s", resp, err, bs[0].name)
@@ -621,7 +622,7 @@ func TestConfigErrors(t *testing.T) {
 func TestPortByNumber(t *testing.T) {
 	l := newLab(t, Config{Port: "8471"})
 	bs := l.pods(1, 171)
-	l.setEndpoint(bs[0], readyCond) // the slice's port is named "grpc"
+	l.setEndpoint(bs[0], labtest.Ready) // the slice's port is named "grpc"
 	c := l.client()
 	if _, err := call(c, "sku"); status.Code(err) != codes.Unavailable {
 		t.Errorf("call before the Service exists: %v, want Unavailable", err)
@@ -631,7 +632,7 @@ func TestPortByNumber(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: ns},
 		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "grpc", Port: 8471, Protocol: v1.ProtocolTCP}}},
 	}
-	svc, err := l.cs.CoreV1().Services(ns).Create(l.ctx(), svc, metav1.CreateOptions{})
+	svc, err := l.api.Client.CoreV1().Services(ns).Create(l.ctx(), svc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +642,7 @@ func TestPortByNumber(t *testing.T) {
 	}
 
 	svc.Spec.Ports[0].Name = "renamed"
-	if _, err := l.cs.CoreV1().Services(ns).Update(l.ctx(), svc, metav1.UpdateOptions{}); err != nil {
+	if _, err := l.api.Client.CoreV1().Services(ns).Update(l.ctx(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	l.waitTable()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // streamLen and streamIntervalMs shape the streams of loadGen: each lasts
@@ -169,7 +170,7 @@ func TestTerminatingPodLosesNoCalls(t *testing.T) {
 						t.Fatalf("graceful stop: %v", err)
 					}
 				}
-				l.setEndpoint(victim, terminatingCond)
+				l.setEndpoint(victim, labtest.ServingTerminating)
 				l.waitTable(rest...)
 				g.cut()
 				l.waitFor("200 calls after the cut", func() bool { return g.totalAfterCut() >= 200 })

@@ -2,18 +2,14 @@ package lab
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/netip"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
-	"github.com/pinlab/pinlab/internal/loopback"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/podtest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -37,63 +33,16 @@ func BenchmarkVIPvsDirect(b *testing.B) {
 	}
 	direct := dialBench(b, pods[0].Status.PodIP+":8471")
 	vip := dialBench(b, svc.Spec.ClusterIP+":8471")
-	const chunks = 4
-	var tDirect, tVIP time.Duration
-	b.ResetTimer()
-	for c := 0; c < chunks; c++ {
-		n := b.N / chunks
-		if c == 0 {
-			n += b.N % chunks
-		}
-		tDirect += drive(b, direct, n)
-		tVIP += drive(b, vip, n)
-	}
-	b.StopTimer()
-	d, v := float64(b.N)/tDirect.Seconds(), float64(b.N)/tVIP.Seconds()
-	b.ReportMetric(d, "direct-calls/s")
-	b.ReportMetric(v, "vip-calls/s")
-	b.ReportMetric(v/d, "vip/direct")
-	b.ReportMetric(0, "ns/op")
+	podtest.CompareThroughput(b, direct, vip, "vip", callers)
 }
 
+// dialBench returns a client of addr that has made one call.
 func dialBench(b *testing.B, addr string) pricingv1.PricingClient {
-	d := loopback.Dialer{Source: netip.MustParseAddr("127.249.255.1")}
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cc.Close() })
-	c := pricingv1.NewPricingClient(cc)
+	c := pricingv1.NewPricingClient(podtest.Dial(b, addr, netip.MustParseAddr("127.249.255.1")))
 	if _, err := c.GetPrice(context.Background(), &pricingv1.GetPriceRequest{}); err != nil {
 		b.Fatal(err)
 	}
 	return c
-}
-
-// drive makes n calls from `callers` goroutines and returns the time taken.
-func drive(b *testing.B, c pricingv1.PricingClient, n int) time.Duration {
-	var wg sync.WaitGroup
-	work := make(chan struct{}, n)
-	for range n {
-		work <- struct{}{}
-	}
-	close(work)
-	start := time.Now()
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				if _, err := c.GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start)
 }
 
 // BenchmarkStartupTo10ReadyPods measures a lab's start-up: from nothing to a
@@ -155,7 +104,7 @@ func scaleAndWait(b *testing.B, l *Lab, n int32) {
 	if err := l.Scale(ctx, "Deployment", "shop", "pricing", n); err != nil {
 		b.Fatal(err)
 	}
-	err := waitFor(ctx, func() bool {
+	err := labtest.Poll(ctx, 20*time.Millisecond, func() bool {
 		d, err := l.Cluster.Client().AppsV1().Deployments("shop").Get(ctx, "pricing", metav1.GetOptions{})
 		return err == nil && d.Status.ReadyReplicas == n
 	})
@@ -165,17 +114,6 @@ func scaleAndWait(b *testing.B, l *Lab, n int32) {
 	if err != nil {
 		b.Fatal(err)
 	}
-}
-
-func waitFor(ctx context.Context, cond func() bool) error {
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("timed out: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 func heapAndGoroutines() (uint64, int) {

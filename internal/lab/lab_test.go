@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load"
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
@@ -103,9 +104,7 @@ func runClient(t *testing.T, l *Lab, target, policy string, d time.Duration) *ta
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, d)
 	return &obs
 }
 

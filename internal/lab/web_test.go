@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -79,9 +80,7 @@ func TestWebPodsBehindAService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c.Run(ctx)
+		labtest.RunFor(c.Run, time.Second)
 		if obs.codes["OK"] < 50 || len(obs.codes) != 1 {
 			t.Fatalf("codes %v: want only OK and at least 50 requests", obs.codes)
 		}
@@ -95,9 +94,7 @@ func TestWebPodsBehindAService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c.Run(ctx)
+		labtest.RunFor(c.Run, time.Second)
 		if obs.codes["OK"] < 50 || len(obs.codes) != 1 {
 			t.Fatalf("codes %v: want only OK and at least 50 messages", obs.codes)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -200,7 +201,7 @@ func TestCausesFromRealFailures(t *testing.T) {
 // waitFailures waits until n calls have failed.
 func waitFailures(t *testing.T, obs *collector, n int) {
 	t.Helper()
-	waitFor(t, 15*time.Second, fmt.Sprintf("%d failed calls", n), func() bool {
+	labtest.WaitFor(t, 15*time.Second, fmt.Sprintf("%d failed calls", n), func() bool {
 		return count(obs.snapshot()).total-count(obs.snapshot()).codes[codes.OK] >= n
 	})
 }

@@ -6,21 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// startPod starts a gRPC pod named "pod-<ip>" on ip with a free port and
+// returns its address.
 func startPod(t *testing.T, ip string) string {
 	t.Helper()
-	s := pod.New(pod.Config{Name: "pod-" + ip, Addr: netip.MustParseAddrPort(ip + ":0")})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Kill)
-	return s.Addr().String()
+	return podtest.Start(t, pod.Config{Name: "pod-" + ip, Addr: netip.MustParseAddrPort(ip + ":0")}).Addr().String()
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -73,9 +72,7 @@ func TestOpenLoopSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, 400*time.Millisecond)
 	got := count(obs.snapshot())
 	// 500/s for 0.4s schedules calls due at 0, 2ms, ... 400ms: 201 at most.
 	if got.total > 201 || got.total < 100 || got.codes[codes.OK] != got.total {
@@ -90,11 +87,11 @@ func TestRestartOpensANewConnection(t *testing.T) {
 	addr := startPod(t, "127.203.201.2")
 	var obs collector
 	c, stop := start(t, Config{Name: "c", Source: netip.MustParseAddr("127.203.201.10"), Target: "passthrough:///" + addr, Rate: 200, Observer: &obs})
-	waitFor(t, 5*time.Second, "first connection", func() bool { return obs.connections() >= 1 })
+	labtest.WaitFor(t, 5*time.Second, "first connection", func() bool { return obs.connections() >= 1 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "second connection", func() bool { return obs.connections() >= 2 })
+	labtest.WaitFor(t, 5*time.Second, "second connection", func() bool { return obs.connections() >= 2 })
 	stop()
 	got := count(obs.snapshot())
 	if len(got.codes) != 1 || got.codes[codes.OK] == 0 {
@@ -112,9 +109,7 @@ func TestUnreachableTargetCountsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, 200*time.Millisecond)
 	got := count(obs.snapshot())
 	if got.codes[codes.OK] != 0 || got.codes[codes.Unavailable]+got.codes[codes.DeadlineExceeded] == 0 {
 		t.Errorf("codes %v; want only UNAVAILABLE or DEADLINE_EXCEEDED", got.codes)
@@ -125,21 +120,15 @@ func TestUnreachableTargetCountsErrors(t *testing.T) {
 // a stream whose server stops hard fails with UNAVAILABLE; streams still
 // open when the run ends are not reported.
 func TestStreams(t *testing.T) {
-	s := pod.New(pod.Config{Name: "streamer", Addr: netip.MustParseAddrPort("127.203.201.20:0")})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Kill()
+	s := podtest.Start(t, pod.Config{Name: "streamer", Addr: netip.MustParseAddrPort("127.203.201.20:0")})
 	var obs collector
 	c, err := New(Config{Name: "c", Source: netip.MustParseAddr("127.203.201.21"), Target: "passthrough:///" + s.Addr().String(),
 		Rate: 20, Stream: true, StreamLength: 300 * time.Millisecond, Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	start := time.Now()
-	c.Run(ctx)
+	labtest.RunFor(c.Run, time.Second)
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Run took %v after the end of load; open streams should be cut at once", took)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -105,7 +106,7 @@ func TestHealthCheck(t *testing.T) {
 				Source: netip.AddrFrom4([4]byte{127, 203, net, 9}), Target: target, Resolver: ResolverOnce,
 				Policy: tt.policy, HealthCheck: tt.healthCheck, Rate: 200, Observer: &obs,
 			})
-			waitFor(t, 10*time.Second, "a call answered by a", func() bool { return count(obs.snapshot()).pods["a"] > 0 })
+			labtest.WaitFor(t, 10*time.Second, "a call answered by a", func() bool { return count(obs.snapshot()).pods["a"] > 0 })
 			a.setServing(false)
 			avoided := func() bool {
 				last := lastAnswers(&obs, 100)
@@ -150,7 +151,7 @@ func TestRetryPolicy(t *testing.T) {
 				Source: netip.AddrFrom4([4]byte{127, 203, net, 9}), Target: "passthrough:///" + b.addr.String(),
 				Retry: tt.retry, Rate: 100, Observer: &obs,
 			})
-			waitFor(t, 10*time.Second, "20 calls", func() bool { return len(obs.snapshot()) >= 20 })
+			labtest.WaitFor(t, 10*time.Second, "20 calls", func() bool { return len(obs.snapshot()) >= 20 })
 			stop()
 			got := count(obs.snapshot())
 			if got.codes[tt.wantCodes] != got.total {

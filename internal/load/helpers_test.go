@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -117,38 +118,23 @@ func dueAfter(rs []Result, t time.Time) []Result {
 	return out
 }
 
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // start creates a client for cfg and runs it until the returned stop is
 // called (or the test ends); stop waits for Run to return.
 func start(t *testing.T, cfg Config) (*Client, func()) {
 	t.Helper()
 	c, err := New(cfg)
+	return c, running(t, c, err)
+}
+
+// running runs c, just made with error err (which fails t), until stop is
+// called or the test ends; stop waits for Run to return.
+func running(t *testing.T, c interface{ Run(context.Context) error }, err error) (stop func()) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return c, stop
+	run := labtest.Run(t, c.Run)
+	return func() { run() }
 }
 
 // backend is a pricing server for tests with knobs the pod server lacks:

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/webapi"
@@ -58,13 +60,6 @@ func TestClientConfigErrors(t *testing.T) {
 	}
 }
 
-// runFor runs a client's Run for d.
-func runFor(run func(context.Context) error, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	run(ctx)
-}
-
 // TestHTTPClientCodes: statuses reach the client's Observer as codes, the
 // server's too, and failures without a status get a code as well.
 func TestHTTPClientCodes(t *testing.T) {
@@ -95,7 +90,7 @@ func TestHTTPClientCodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := rec.Count(tt.wantRoute, tt.want)
-			runFor(c.Run, 200*time.Millisecond)
+			labtest.RunFor(c.Run, 200*time.Millisecond)
 			tl := count(obs.snapshot())
 			got, pods := tl.codes, tl.pods
 			n := got[tt.want]
@@ -124,20 +119,14 @@ func TestHTTPClientRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	podtest.WaitFor(t, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
+	stop := labtest.Run(t, c.Run)
+	labtest.WaitFor(t, 10*time.Second, "first connection", func() bool { o, _ := obs.conns(); return o >= 1 })
 	opened, _ := obs.conns()
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	podtest.WaitFor(t, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
-	cancel()
-	<-done
+	labtest.WaitFor(t, 10*time.Second, "a connection from the new pool, and the old one closed", func() bool { o, cl := obs.conns(); return o > opened && cl >= opened })
+	stop()
 	if got := count(obs.snapshot()).codes; len(got) != 1 || got[codes.OK] == 0 {
 		t.Errorf("codes %v across a restart; want only OK", got)
 	}
@@ -165,21 +154,22 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := startDNS(t, "127.206.4.53", "pricing.shop.svc.cluster.local", ips...)
+			d := dnstest.StartWith(t, dnstest.Options{IP: netip.MustParseAddr("127.206.4.53"), Rotate: true})
+			d.Set("pricing.shop.svc.cluster.local", ips...)
 			var obs collector
 			c, err := NewHTTPClient(HTTPConfig{
-				Source: netip.AddrFrom4([4]byte{127, 206, 4, byte(i + 1)}), DNS: d.Addr(),
+				Source: netip.AddrFrom4([4]byte{127, 206, 4, byte(i + 1)}), DNS: d.Addr().String(),
 				URL:  "http://pricing.shop.svc.cluster.local.:" + port,
 				Rate: 100, DisableKeepAlives: tt.noKeepAlive, MaxConnsPerHost: tt.maxConns, Observer: &obs,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			runFor(c.Run, 300*time.Millisecond)
+			labtest.RunFor(c.Run, 300*time.Millisecond)
 			tl := count(obs.snapshot())
 			got, pods := tl.codes, tl.pods
 			opened, _ := obs.conns()
-			t.Logf("%d requests, %d connections, %d DNS queries, per pod %v", got[codes.OK], opened, d.queries.Load(), pods)
+			t.Logf("%d requests, %d connections, %d DNS queries, per pod %v", got[codes.OK], opened, d.Queries("pricing.shop.svc.cluster.local"), pods)
 			if len(got) != 1 || got[codes.OK] == 0 {
 				t.Fatalf("codes %v, want only OK", got)
 			}
@@ -189,7 +179,7 @@ func TestDNSResolvesEveryNewConnection(t *testing.T) {
 			// Go's resolver shares one query among concurrent lookups of
 			// a name (singleflight), so two dials at once may make one
 			// query; with a cache there would be one query in all.
-			if q := int(d.queries.Load()); q > opened || (tt.wantOneLookup && q != 1) || (!tt.wantOneLookup && q <= opened/2) {
+			if q := d.Queries("pricing.shop.svc.cluster.local"); q > opened || (tt.wantOneLookup && q != 1) || (!tt.wantOneLookup && q <= opened/2) {
 				t.Errorf("%d DNS queries for %d connections; want one per connection", q, opened)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
@@ -99,7 +100,7 @@ func TestRunBlocksUntilCtxEnds(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
-			waitFor(t, 10*time.Second, "a reply", func() bool { return count(obs.snapshot()).total > 0 })
+			labtest.WaitFor(t, 10*time.Second, "a reply", func() bool { return count(obs.snapshot()).total > 0 })
 			select {
 			case err := <-done:
 				t.Fatalf("Run returned %v before its ctx ended", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/grpcconn"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
@@ -221,7 +222,7 @@ func TestCloseReasonsFromRealServers(t *testing.T) {
 			obs := &collector{events: make(chan ConnEvent, 64)}
 			src := netip.AddrFrom4([4]byte{127, 203, 70, byte(10 + i)})
 			_, stop := start(t, Config{Source: src, Target: "passthrough:///" + b.addr.String(), Rate: 2, Observer: obs})
-			waitFor(t, 10*time.Second, "a call answered", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
+			labtest.WaitFor(t, 10*time.Second, "a call answered", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
 			tt.end(b, ln, stop)
 			want := []ConnEvent{{Remote: b.addr, Open: true}, {Remote: b.addr, Reason: tt.want}}
 			got := []ConnEvent{nextEvent(t, obs.events), nextEvent(t, obs.events)}

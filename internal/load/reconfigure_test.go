@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"google.golang.org/grpc/codes"
 )
@@ -28,7 +29,7 @@ func TestReconfigureSwitchesPolicy(t *testing.T) {
 		Resolver: ResolverCached, Policy: "pick_first", Rate: 200, Observer: &obs,
 	}
 	c, stop := start(t, cfg)
-	waitFor(t, 10*time.Second, "50 calls", func() bool { return len(obs.snapshot()) >= 50 })
+	labtest.WaitFor(t, 10*time.Second, "50 calls", func() bool { return len(obs.snapshot()) >= 50 })
 	if pods := count(obs.snapshot()).pods; len(pods) != 1 {
 		t.Fatalf("pick_first answers by %v; want one pod", pods)
 	}
@@ -41,7 +42,7 @@ func TestReconfigureSwitchesPolicy(t *testing.T) {
 		pods := count(dueAfter(obs.snapshot(), switched)).pods
 		return pods["a"] > 5 && pods["b"] > 5 && pods["c"] > 5
 	}
-	waitFor(t, 10*time.Second, "round_robin to reach every pod", everyPod)
+	labtest.WaitFor(t, 10*time.Second, "round_robin to reach every pod", everyPod)
 	stop()
 	if got := count(obs.snapshot()); got.codes[codes.OK] != got.total {
 		t.Errorf("codes %v across the switch; want all OK", got.codes)
@@ -59,13 +60,13 @@ func TestReconfigureRate(t *testing.T) {
 	var obs collector
 	cfg := Config{Source: netip.MustParseAddr("127.203.61.9"), Target: "passthrough:///" + b.addr.String(), Rate: 10, Observer: &obs}
 	c, stop := start(t, cfg)
-	waitFor(t, 10*time.Second, "5 calls", func() bool { return len(obs.snapshot()) >= 5 })
+	labtest.WaitFor(t, 10*time.Second, "5 calls", func() bool { return len(obs.snapshot()) >= 5 })
 	switched := time.Now()
 	cfg.Rate = 200
 	if err := c.Reconfigure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "80 calls at the new rate", func() bool { return len(dueAfter(obs.snapshot(), switched)) >= 80 })
+	labtest.WaitFor(t, 10*time.Second, "80 calls at the new rate", func() bool { return len(dueAfter(obs.snapshot(), switched)) >= 80 })
 	stop()
 	rs := obs.snapshot()
 	slices.SortFunc(rs, func(x, y Result) int { return x.Due.Compare(y.Due) })
@@ -97,7 +98,7 @@ func TestReconfigureRejectsBadConfig(t *testing.T) {
 		t.Fatal("Reconfigure with an unknown policy succeeded, want an error")
 	}
 	after := time.Now()
-	waitFor(t, 10*time.Second, "calls after the rejected change", func() bool { return len(dueAfter(obs.snapshot(), after)) >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "calls after the rejected change", func() bool { return len(dueAfter(obs.snapshot(), after)) >= 20 })
 	stop()
 	if got := count(obs.snapshot()); got.codes[codes.OK] != got.total || got.total == 0 {
 		t.Errorf("codes %v; want all OK", got.codes)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"google.golang.org/grpc/codes"
 	grpcdns "google.golang.org/grpc/resolver/dns"
@@ -49,7 +50,7 @@ func TestResolverModes(t *testing.T) {
 				Rate: 100, Timeout: 500 * time.Millisecond, Observer: &obs,
 				Resolver: tt.resolver, MinResolutionInterval: interval, CacheTTL: tt.ttl,
 			})
-			waitFor(t, 10*time.Second, "a call answered by a", func() bool { return count(obs.snapshot()).pods["a"] > 0 })
+			labtest.WaitFor(t, 10*time.Second, "a call answered by a", func() bool { return count(obs.snapshot()).pods["a"] > 0 })
 			d.Set("pricing.test", b.addr.Addr())
 			a.stop()
 			killed := time.Now()

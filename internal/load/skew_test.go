@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -83,7 +84,7 @@ func TestKeepAlivePoolSkewsLessThanOneConnection(t *testing.T) {
 				}
 				run = c.Run
 			}
-			runFor(run, 1500*time.Millisecond)
+			labtest.RunFor(run, 1500*time.Millisecond)
 			tl := count(obs.snapshot())
 			cs, pods := tl.codes, tl.pods
 			var counts []float64

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/pinlab/pinlab/internal/loopback"
 )
 
@@ -118,58 +117,4 @@ func (f *forwarder) close() {
 	f.mu.Unlock()
 	f.ln.Close()
 	f.wg.Wait()
-}
-
-// dnsServer answers A queries for one name with a list of IPs, rotated by
-// one per query (as a round-robin DNS server does), and counts queries.
-type dnsServer struct {
-	name    string
-	ips     []netip.Addr
-	queries atomic.Int64
-	srv     *dns.Server
-}
-
-func startDNS(t *testing.T, addr, name string, ips ...netip.Addr) *dnsServer {
-	t.Helper()
-	pc, err := loopback.ListenPacket(context.Background(), addr+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dnsServer{name: dns.Fqdn(name), ips: ips}
-	started := make(chan struct{})
-	d.srv = &dns.Server{PacketConn: pc, Handler: d, NotifyStartedFunc: func() { close(started) }}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		d.srv.ActivateAndServe()
-	}()
-	<-started
-	t.Cleanup(func() {
-		d.srv.Shutdown()
-		<-served
-	})
-	return d
-}
-
-func (d *dnsServer) Addr() string { return d.srv.PacketConn.LocalAddr().String() }
-
-func (d *dnsServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
-	m := new(dns.Msg)
-	m.SetReply(q)
-	m.Authoritative = true
-	if len(q.Question) == 1 && dns.CanonicalName(q.Question[0].Name) == d.name {
-		if q.Question[0].Qtype == dns.TypeA {
-			n := int(d.queries.Add(1))
-			for i := range d.ips {
-				ip := d.ips[(n+i)%len(d.ips)]
-				m.Answer = append(m.Answer, &dns.A{
-					Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30},
-					A:   ip.AsSlice(),
-				})
-			}
-		}
-	} else {
-		m.Rcode = dns.RcodeNameError
-	}
-	w.WriteMsg(m)
 }

@@ -1,12 +1,13 @@
 package load
 
 import (
-	"context"
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
@@ -29,22 +30,16 @@ func TestWebCloseReasons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c.Run(ctx)
-			}()
+			stop := labtest.Run(t, c.Run)
 			defer func() {
-				cancel()
-				<-done
+				stop()
 				c.Close()
 			}()
-			podtest.WaitFor(t, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
+			labtest.WaitFor(t, 10*time.Second, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
 			if err := c.Restart(); err != nil {
 				t.Fatal(err)
 			}
-			podtest.WaitFor(t, "the old connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
+			labtest.WaitFor(t, 10*time.Second, "the old connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
 		},
 		want: []CloseReason{ReasonClient},
 	}, {
@@ -53,9 +48,9 @@ func TestWebCloseReasons(t *testing.T) {
 			// A low rate leaves no message unread when the server closes,
 			// which would make its kernel send RST rather than FIN.
 			startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.7.2"), URL: "http://" + s.Addr().String(), Rate: 2, Observer: obs})
-			podtest.WaitFor(t, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
+			labtest.WaitFor(t, 10*time.Second, "a reply", func() bool { return count(obs.snapshot()).codes[codes.OK] > 0 })
 			s.Kill()
-			podtest.WaitFor(t, "the connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
+			labtest.WaitFor(t, 10*time.Second, "the connection closed", func() bool { _, cl := obs.conns(); return cl >= 1 })
 		},
 		want: []CloseReason{ReasonEOF},
 	}}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
@@ -31,25 +33,12 @@ func (c *closes) get() []int {
 	return append([]int(nil), c.statuses...)
 }
 
-// startWS runs a WebSocket client until the returned stop is called.
+// startWS runs a WebSocket client until the returned stop is called (or
+// the test ends); stop waits for Run to return.
 func startWS(t *testing.T, cfg WSConfig) (*WSClient, func()) {
 	t.Helper()
 	c, err := NewWSClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return c, stop
+	return c, running(t, c, err)
 }
 
 // TestWSClientReconnectsAfterGoingAway: a graceful Stop of the pod the
@@ -61,7 +50,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 		name    string
 		first   int
 		viaDNS  bool
-		wantDNS int64
+		wantDNS int
 	}{
 		{name: "via a ClusterIP", first: 61},
 		{name: "via a DNS name", first: 71, viaDNS: true, wantDNS: 2},
@@ -70,10 +59,11 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := startPodsOnOnePort(t, "127.244.0.", tt.first, 2, pod.WebConfig{})
 			cfg := WSConfig{Source: netip.AddrFrom4([4]byte{127, 206, 6, byte(10 + i)}), Rate: 200}
-			var d *dnsServer
+			var d *dnstest.Server
 			if tt.viaDNS {
-				d = startDNS(t, "127.206.6.53", "pricing.shop.svc.cluster.local", podIPs(pods)...)
-				cfg.DNS, cfg.URL = d.Addr(), "http://pricing.shop.svc.cluster.local.:"+strconv.Itoa(int(pods[0].Addr().Port()))
+				d = dnstest.StartWith(t, dnstest.Options{IP: netip.MustParseAddr("127.206.6.53"), Rotate: true})
+				d.Set("pricing.shop.svc.cluster.local", podIPs(pods)...)
+				cfg.DNS, cfg.URL = d.Addr().String(), "http://pricing.shop.svc.cluster.local.:"+strconv.Itoa(int(pods[0].Addr().Port()))
 			} else {
 				cfg.URL = startForwarder(t, "127.96.201."+strconv.Itoa(10+i), pods[0].Addr(), pods[1].Addr()).URL()
 			}
@@ -81,7 +71,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			var cl closes
 			cfg.Observer, cfg.OnClose = &obs, cl.add
 			_, stop := startWS(t, cfg)
-			podtest.WaitFor(t, "replies", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.OK] >= 20 })
+			labtest.WaitFor(t, 10*time.Second, "replies", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.OK] >= 20 })
 			byPod := count(obs.snapshot()).pods
 			if len(byPod) != 1 {
 				t.Fatalf("replies by pod %v before any stop; want one pod", byPod)
@@ -95,7 +85,7 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			if err := first.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
-			podtest.WaitFor(t, "replies from the other pod", func() bool { return count(obs.snapshot()).pods["pod-"+second.Addr().Addr().String()] >= 20 })
+			labtest.WaitFor(t, 10*time.Second, "replies from the other pod", func() bool { return count(obs.snapshot()).pods["pod-"+second.Addr().Addr().String()] >= 20 })
 			stop()
 			if got := cl.get(); len(got) != 1 || got[0] != 1001 {
 				t.Errorf("OnClose statuses %v, want one 1001 (going away)", got)
@@ -111,8 +101,8 @@ func TestWSClientReconnectsAfterGoingAway(t *testing.T) {
 			if o, c := obs.conns(); o != 2 || c != 2 {
 				t.Errorf("client observer: %d connections opened, %d closed; want 2 and 2", o, c)
 			}
-			if d != nil && d.queries.Load() != tt.wantDNS {
-				t.Errorf("%d DNS queries, want %d: one per connection", d.queries.Load(), tt.wantDNS)
+			if d != nil && d.Queries("pricing.shop.svc.cluster.local") != tt.wantDNS {
+				t.Errorf("%d DNS queries, want %d: one per connection", d.Queries("pricing.shop.svc.cluster.local"), tt.wantDNS)
 			}
 		})
 	}
@@ -127,9 +117,9 @@ func TestWSClientReconnectsAfterKill(t *testing.T) {
 	var obs collector
 	var cl closes
 	startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.2"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.63"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.63"] >= 20 })
 	a.Kill()
-	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.64"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.64"] >= 20 })
 	if got := cl.get(); len(got) != 1 || got[0] != WSStatusNoCloseFrame {
 		t.Errorf("OnClose statuses %v, want one %d (no close frame)", got, WSStatusNoCloseFrame)
 	}
@@ -145,12 +135,12 @@ func TestWSClientRestart(t *testing.T) {
 	var obs collector
 	var cl closes
 	c, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.3"), URL: vip.URL(), Rate: 200, Observer: &obs, OnClose: cl.add})
-	podtest.WaitFor(t, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.65"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the first pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.65"] >= 20 })
 	if err := c.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	podtest.WaitFor(t, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.66"] >= 20 })
-	podtest.WaitFor(t, "the first pod's connection closed", func() bool { _, c := rec.Conns(); return c == 1 })
+	labtest.WaitFor(t, 10*time.Second, "replies from the second pod", func() bool { return count(obs.snapshot()).pods["pod-127.244.0.66"] >= 20 })
+	labtest.WaitFor(t, 10*time.Second, "the first pod's connection closed", func() bool { _, c := rec.Conns(); return c == 1 })
 	stop()
 	if cs := count(obs.snapshot()).codes; len(cs) != 1 {
 		t.Errorf("codes %v across a restart; want only OK", cs)
@@ -168,7 +158,7 @@ func TestWSClientRestart(t *testing.T) {
 func TestWSClientWithoutServer(t *testing.T) {
 	var obs collector
 	_, stop := startWS(t, WSConfig{Source: netip.MustParseAddr("127.206.6.4"), URL: "http://127.244.0.67:1", Rate: 100, Timeout: 100 * time.Millisecond, Observer: &obs})
-	podtest.WaitFor(t, "failed messages", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.Unavailable] >= 5 })
+	labtest.WaitFor(t, 10*time.Second, "failed messages", func() bool { cs := count(obs.snapshot()).codes; return cs[codes.Unavailable] >= 5 })
 	stop()
 	cs := count(obs.snapshot()).codes
 	for code, n := range cs {

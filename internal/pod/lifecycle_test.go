@@ -1,10 +1,9 @@
-package pod
+package pod_test
 
 import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -12,50 +11,37 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
-// dialTCP connects to addr with a short timeout and classifies the result.
-func dialTCP(addr string) string {
-	c, err := loopback.Dialer{Timeout: 300 * time.Millisecond}.DialContext(context.Background(), addr)
-	var ne net.Error
-	switch {
-	case err == nil:
-		c.Close()
-		return "connected"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	}
-	return err.Error()
-}
-
 func TestBlackholeTimesOut(t *testing.T) {
 	addr := netip.MustParseAddrPort("127.203.201.1:8471")
-	if got := dialTCP(addr.String()); got != "refused" {
+	if got := podtest.Connect(addr.String()); got != "refused" {
 		t.Fatalf("before the blackhole: %s, want refused", got)
 	}
-	b, err := NewBlackhole(context.Background(), addr)
+	b, err := pod.NewBlackhole(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if got := dialTCP(addr.String()); got != "timeout" {
+		if got := podtest.Connect(addr.String()); got != "timeout" {
 			t.Errorf("dial %d to the blackhole: %s, want timeout", i, got)
 		}
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := dialTCP(addr.String()); got != "refused" {
+	if got := podtest.Connect(addr.String()); got != "refused" {
 		t.Errorf("after Close: %s, want refused", got)
 	}
-	if _, err := NewBlackhole(context.Background(), netip.MustParseAddrPort("10.1.2.3:80")); err == nil {
-		t.Error("NewBlackhole outside loopback succeeded")
+	if _, err := pod.NewBlackhole(context.Background(), netip.MustParseAddrPort("10.1.2.3:80")); err == nil {
+		t.Error("pod.NewBlackhole outside loopback succeeded")
 	}
 }
 
@@ -67,7 +53,7 @@ func getPrice(cc pricingv1.PricingClient, timeout time.Duration) error {
 }
 
 func TestHangStallsCallsAndConnects(t *testing.T) {
-	s := startServer(t, Config{})
+	s := startServer(t, pod.Config{})
 	c := pricingv1.NewPricingClient(dial(t, s))
 	if err := getPrice(c, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -79,7 +65,7 @@ func TestHangStallsCallsAndConnects(t *testing.T) {
 	if err := getPrice(c, 300*time.Millisecond); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("call on an open connection to a hung server: %v, want DEADLINE_EXCEEDED", err)
 	}
-	if got := dialTCP(s.Addr().String()); got != "timeout" {
+	if got := podtest.Connect(s.Addr().String()); got != "timeout" {
 		t.Errorf("connect to a hung server: %s, want timeout", got)
 	}
 	if err := s.Hang(ctx, false); err != nil {
@@ -88,31 +74,31 @@ func TestHangStallsCallsAndConnects(t *testing.T) {
 	if err := getPrice(c, 5*time.Second); err != nil {
 		t.Errorf("call after the hang ended: %v", err)
 	}
-	if got := dialTCP(s.Addr().String()); got != "connected" {
+	if got := podtest.Connect(s.Addr().String()); got != "connected" {
 		t.Errorf("connect after the hang ended: %s", got)
 	}
 }
 
 func TestHungServerIgnoresSIGTERM(t *testing.T) {
-	s := startServer(t, Config{})
+	s := startServer(t, pod.Config{})
 	if err := s.Hang(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := s.Stop(ctx); !errors.Is(err, ErrHardStop) {
+	if err := s.Stop(ctx); !errors.Is(err, pod.ErrHardStop) {
 		t.Errorf("Stop of a hung server: %v, want ErrHardStop", err)
 	}
-	if got := dialTCP(s.Addr().String()); got != "refused" {
+	if got := podtest.Connect(s.Addr().String()); got != "refused" {
 		t.Errorf("address of a stopped server: %s, want refused", got)
 	}
-	if err := s.Hang(context.Background(), false); !errors.Is(err, ErrNotServing) {
+	if err := s.Hang(context.Background(), false); !errors.Is(err, pod.ErrNotServing) {
 		t.Errorf("Hang after Stop: %v, want ErrNotServing", err)
 	}
 }
 
 // openStream starts an endless WatchPrices and waits for its first message.
-func openStream(t *testing.T, s *Server) pricingv1.Pricing_WatchPricesClient {
+func openStream(t *testing.T, s *pod.Server) pricingv1.Pricing_WatchPricesClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -135,7 +121,7 @@ func drain(stream pricingv1.Pricing_WatchPricesClient) error {
 }
 
 func TestKillResetsConnections(t *testing.T) {
-	s := startServer(t, Config{})
+	s := startServer(t, pod.Config{})
 	stream := openStream(t, s)
 	// A raw connection that never writes shows what the kernel sends: a
 	// reader sees ECONNRESET only after an RST. (On the gRPC connection the
@@ -164,29 +150,20 @@ func TestKillResetsConnections(t *testing.T) {
 }
 
 // waitConns waits until the server has accepted n connections.
-func waitConns(t *testing.T, s *Server, n int) {
+func waitConns(t *testing.T, s *pod.Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.gate.mu.Lock()
-		got := len(s.gate.conns)
-		s.gate.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server accepted %d connections, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	accepted := func() bool { return pod.Accepted(s) >= n }
+	if labtest.Poll(labtest.Context(t, 10*time.Second), 5*time.Millisecond, accepted) != nil {
+		t.Fatalf("server accepted %d connections, want %d", pod.Accepted(s), n)
 	}
 }
 
 func TestStopHardAtGraceEnd(t *testing.T) {
-	s := startServer(t, Config{})
+	s := startServer(t, pod.Config{})
 	stream := openStream(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if err := s.Stop(ctx); !errors.Is(err, ErrHardStop) {
+	if err := s.Stop(ctx); !errors.Is(err, pod.ErrHardStop) {
 		t.Errorf("Stop with an endless stream: %v, want ErrHardStop", err)
 	}
 	if err := drain(stream); status.Code(err) != codes.Unavailable {
@@ -195,21 +172,19 @@ func TestStopHardAtGraceEnd(t *testing.T) {
 }
 
 func TestDrainDelayKeepsServing(t *testing.T) {
-	s := startServer(t, Config{DrainDelay: 700 * time.Millisecond})
+	s := startServer(t, pod.Config{DrainDelay: 700 * time.Millisecond})
 	cc := dial(t, s)
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop(context.Background()) }()
 	h := healthpb.NewHealthClient(cc)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health never NOT_SERVING after SIGTERM: %v %v", resp, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var resp *healthpb.HealthCheckResponse
+	var err error
+	notServing := func() bool {
+		resp, err = h.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	if labtest.Poll(labtest.Context(t, 5*time.Second), 5*time.Millisecond, notServing) != nil {
+		t.Fatalf("health never NOT_SERVING after SIGTERM: %v %v", resp, err)
 	}
 	// Still in the drain delay: new connections and calls work.
 	if err := getPrice(pricingv1.NewPricingClient(dial(t, s)), 5*time.Second); err != nil {
@@ -218,34 +193,27 @@ func TestDrainDelayKeepsServing(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("Stop: %v", err)
 	}
-	if got := dialTCP(s.Addr().String()); got != "refused" {
+	if got := podtest.Connect(s.Addr().String()); got != "refused" {
 		t.Errorf("after the graceful stop: %s, want refused", got)
 	}
 }
 
 func TestStartupDelayRefusesUntilListening(t *testing.T) {
-	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.201.2:8471"), StartupDelay: 400 * time.Millisecond})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Kill)
-	if got := dialTCP("127.203.201.2:8471"); got != "refused" {
+	s := podtest.Start(t, pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.201.2:8471"), StartupDelay: 400 * time.Millisecond})
+	if got := podtest.Connect("127.203.201.2:8471"); got != "refused" {
 		t.Errorf("during the startup delay: %s, want refused", got)
 	}
-	if err := s.Hang(context.Background(), true); !errors.Is(err, ErrNotServing) {
+	if err := s.Hang(context.Background(), true); !errors.Is(err, pod.ErrNotServing) {
 		t.Errorf("Hang before listening: %v, want ErrNotServing", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for dialTCP("127.203.201.2:8471") != "connected" {
-		if time.Now().After(deadline) {
-			t.Fatal("server never listened after its startup delay")
-		}
-		time.Sleep(20 * time.Millisecond)
+	listening := func() bool { return podtest.Connect("127.203.201.2:8471") == "connected" }
+	if labtest.Poll(labtest.Context(t, 10*time.Second), 20*time.Millisecond, listening) != nil {
+		t.Fatal("server never listened after its startup delay")
 	}
 }
 
 func TestStopDuringStartupDelay(t *testing.T) {
-	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.201.3:8471"), StartupDelay: time.Hour})
+	s := pod.New(pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.201.3:8471"), StartupDelay: time.Hour})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +230,7 @@ func TestStartupBindFailureEndsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	s := New(Config{Name: "p", Addr: addr, StartupDelay: time.Millisecond})
+	s := pod.New(pod.Config{Name: "p", Addr: addr, StartupDelay: time.Millisecond})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +248,7 @@ func TestStartupBindFailureEndsServer(t *testing.T) {
 // connection MaxConnectionAgeGrace after its GOAWAY, whatever still runs on
 // it.
 func TestStreamLongerThanMaxConnectionAgeGraceFails(t *testing.T) {
-	s := startServer(t, Config{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 300 * time.Millisecond})
+	s := startServer(t, pod.Config{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 300 * time.Millisecond})
 	stream := openStream(t, s)
 	start := time.Now()
 	err := drain(stream)

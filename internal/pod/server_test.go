@@ -1,20 +1,19 @@
-package pod
+package pod_test
 
 import (
 	"context"
-	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
-	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -25,13 +24,13 @@ func TestParseArgs(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
-		want    Args
+		want    pod.Args
 		wantErr bool
 	}{
-		{name: "plain", args: []string{"pod", "pricing"}, want: Args{Workload: "pricing"}},
+		{name: "plain", args: []string{"pod", "pricing"}, want: pod.Args{Workload: "pricing"}},
 		{name: "all flags", args: []string{"pod", "pricing", "--port=9000", "--max-connection-age", "10s", "--max-connection-age-grace=5s"},
-			want: Args{Workload: "pricing", Port: 9000, MaxConnectionAge: 10 * time.Second, MaxConnectionAgeGrace: 5 * time.Second}},
-		{name: "flags first", args: []string{"pod", "--max-connection-age=1m", "pricing"}, want: Args{Workload: "pricing", MaxConnectionAge: time.Minute}},
+			want: pod.Args{Workload: "pricing", Port: 9000, MaxConnectionAge: 10 * time.Second, MaxConnectionAgeGrace: 5 * time.Second}},
+		{name: "flags first", args: []string{"pod", "--max-connection-age=1m", "pricing"}, want: pod.Args{Workload: "pricing", MaxConnectionAge: time.Minute}},
 		{name: "not a pod command", args: []string{"load", "pricing"}, wantErr: true},
 		{name: "no workload", args: []string{"pod"}, wantErr: true},
 		{name: "unknown workload", args: []string{"pod", "inventory"}, wantErr: true},
@@ -39,15 +38,15 @@ func TestParseArgs(t *testing.T) {
 		{name: "bad duration", args: []string{"pod", "pricing", "--max-connection-age=soon"}, wantErr: true},
 		{name: "bad port", args: []string{"pod", "pricing", "--port=70000"}, wantErr: true},
 		{name: "delays", args: []string{"pod", "pricing", "--startup-delay=2s", "--drain-delay", "500ms"},
-			want: Args{Workload: "pricing", StartupDelay: 2 * time.Second, DrainDelay: 500 * time.Millisecond}},
+			want: pod.Args{Workload: "pricing", StartupDelay: 2 * time.Second, DrainDelay: 500 * time.Millisecond}},
 		{name: "negative drain delay", args: []string{"pod", "pricing", "--drain-delay=-1s"}, wantErr: true},
 		{name: "negative startup delay", args: []string{"pod", "pricing", "--startup-delay=-1s"}, wantErr: true},
-		{name: "service time", args: []string{"pod", "pricing", "--service-time=20ms"}, want: Args{Workload: "pricing", ServiceTime: 20 * time.Millisecond}},
+		{name: "service time", args: []string{"pod", "pricing", "--service-time=20ms"}, want: pod.Args{Workload: "pricing", ServiceTime: 20 * time.Millisecond}},
 		{name: "negative service time", args: []string{"pod", "pricing", "--service-time=-1ms"}, wantErr: true},
 		{name: "endless service time", args: []string{"pod", "pricing", "--service-time=1h"}, wantErr: true},
-		{name: "http port", args: []string{"pod", "pricing", "--http-port=8080"}, want: Args{Workload: "pricing", HTTPPort: 8080}},
+		{name: "http port", args: []string{"pod", "pricing", "--http-port=8080"}, want: pod.Args{Workload: "pricing", HTTPPort: 8080}},
 		{name: "http port beside port", args: []string{"pod", "pricing", "--port", "9000", "--http-port", "9001"},
-			want: Args{Workload: "pricing", Port: 9000, HTTPPort: 9001}},
+			want: pod.Args{Workload: "pricing", Port: 9000, HTTPPort: 9001}},
 		{name: "http port zero", args: []string{"pod", "pricing", "--http-port=0"}, wantErr: true},
 		{name: "http port too big", args: []string{"pod", "pricing", "--http-port=65536"}, wantErr: true},
 		{name: "http port negative", args: []string{"pod", "pricing", "--http-port=-1"}, wantErr: true},
@@ -56,9 +55,9 @@ func TestParseArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseArgs(tt.args)
+			got, err := pod.ParseArgs(tt.args)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("ParseArgs(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
+				t.Fatalf("pod.ParseArgs(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
 			}
 			if diff := cmp.Diff(tt.want, got); !tt.wantErr && diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
@@ -67,63 +66,25 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
-// recorder is an Observer that keeps what it was told.
-type recorder struct {
-	mu     sync.Mutex
-	served map[string]int // by method
-	opened int
-	closed int
-}
-
-func (r *recorder) Served(_ netip.AddrPort, method string, code codes.Code) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.served == nil {
-		r.served = map[string]int{}
-	}
-	if code == codes.OK {
-		r.served[method]++
-	}
-}
-
-func (r *recorder) Conn(_ netip.AddrPort, open bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if open {
-		r.opened++
-	} else {
-		r.closed++
-	}
-}
-
-func startServer(t *testing.T, cfg Config) *Server {
+// startServer starts a server named pricing-abc in shop on 127.203.200.1
+// with a free port until the test ends; cfg's Name, Namespace and Addr are
+// overwritten.
+func startServer(t *testing.T, cfg pod.Config) *pod.Server {
 	t.Helper()
 	cfg.Name, cfg.Namespace = "pricing-abc", "shop"
 	cfg.Addr = netip.MustParseAddrPort("127.203.200.1:0")
-	s := New(cfg)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Kill)
-	return s
+	return podtest.Start(t, cfg)
 }
 
-func dial(t *testing.T, s *Server) *grpc.ClientConn {
+// dial returns a channel to s from 127.203.200.9.
+func dial(t *testing.T, s *pod.Server) *grpc.ClientConn {
 	t.Helper()
-	d := loopback.Dialer{Source: netip.MustParseAddr("127.203.200.9")}
-	cc, err := grpc.NewClient("passthrough:///"+s.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, a) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
+	return podtest.Dial(t, s.Addr().String(), netip.MustParseAddr("127.203.200.9"))
 }
 
 func TestGetPriceNamesThePod(t *testing.T) {
-	rec := &recorder{}
-	s := startServer(t, Config{Observer: rec})
+	rec := &podtest.Recorder{}
+	s := startServer(t, pod.Config{Observer: rec})
 	cc := dial(t, s)
 	resp, err := pricingv1.NewPricingClient(cc).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "a"})
 	if err != nil {
@@ -140,15 +101,13 @@ func TestGetPriceNamesThePod(t *testing.T) {
 	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health = %v, %v; want SERVING", h, err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.served["/pricing.v1.Pricing/GetPrice"] != 2 || rec.opened != 1 {
-		t.Errorf("observer saw %v and %d connections; want 2 GetPrice calls on 1 connection", rec.served, rec.opened)
+	if opened, _ := rec.Conns(); rec.Count("/pricing.v1.Pricing/GetPrice", codes.OK) != 2 || opened != 1 {
+		t.Errorf("observer saw %v and %d connections; want 2 GetPrice calls on 1 connection", rec, opened)
 	}
 }
 
 func TestWatchPricesStreams(t *testing.T) {
-	s := startServer(t, Config{})
+	s := startServer(t, pod.Config{})
 	stream, err := pricingv1.NewPricingClient(dial(t, s)).WatchPrices(context.Background(), &pricingv1.WatchPricesRequest{Sku: "a", IntervalMs: 1, Count: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -173,14 +132,12 @@ func TestWatchPricesStreams(t *testing.T) {
 // period survive many GOAWAY cycles without a single failure, and the
 // client really did reconnect each time.
 func TestMaxConnectionAgeDrainsWithoutErrors(t *testing.T) {
-	rec := &recorder{}
-	s := startServer(t, Config{MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: time.Second, Observer: rec})
+	rec := &podtest.Recorder{}
+	s := startServer(t, pod.Config{MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: time.Second, Observer: rec})
 	c := pricingv1.NewPricingClient(dial(t, s))
 	deadline := time.Now().Add(10 * time.Second)
 	for calls := 0; ; calls++ {
-		rec.mu.Lock()
-		cycles := rec.opened
-		rec.mu.Unlock()
+		cycles, _ := rec.Conns()
 		if cycles > 20 {
 			t.Logf("%d calls over %d connections", calls, cycles)
 			break
@@ -195,7 +152,7 @@ func TestMaxConnectionAgeDrainsWithoutErrors(t *testing.T) {
 }
 
 func TestStopLetsInFlightStreamFinishWithinGrace(t *testing.T) {
-	s := New(Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.200.2:0")})
+	s := pod.New(pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.200.2:0")})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +187,10 @@ func TestStopLetsInFlightStreamFinishWithinGrace(t *testing.T) {
 // pricing.v1.Pricing (the overall status stays SERVING) and fails its calls
 // with UNAVAILABLE; healthy again, it serves.
 func TestSetHealthy(t *testing.T) {
-	s := startServer(t, Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.1:0")})
+	s := startServer(t, pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.1:0")})
 	conn := dial(t, s)
 	hc, pc := healthpb.NewHealthClient(conn), pricingv1.NewPricingClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 5*time.Second)
 	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()
 		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
@@ -265,10 +221,9 @@ func TestSetHealthy(t *testing.T) {
 // TestServiceTime: a call takes at least the service time, and a deadline
 // shorter than it ends the call with DEADLINE_EXCEEDED.
 func TestServiceTime(t *testing.T) {
-	s := startServer(t, Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.2:0"), ServiceTime: 80 * time.Millisecond})
+	s := startServer(t, pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.40.2:0"), ServiceTime: 80 * time.Millisecond})
 	pc := pricingv1.NewPricingClient(dial(t, s))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 5*time.Second)
 	start := time.Now()
 	if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
@@ -65,7 +66,7 @@ func TestServerRoutes(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus || resp.Proto != "HTTP/1.1" || !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("%s %s = %s %d %q; want HTTP/1.1 %d containing %q", tt.method, tt.path, resp.Proto, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 			}
-			podtest.WaitFor(t, "the request observed", func() bool { return rec.Count(tt.wantRoute, webapi.CodeOf(tt.wantStatus)) == before+1 })
+			labtest.WaitFor(t, 10*time.Second, "the request observed", func() bool { return rec.Count(tt.wantRoute, webapi.CodeOf(tt.wantStatus)) == before+1 })
 		})
 	}
 	if opened, _ := rec.Conns(); opened != 1 {
@@ -81,8 +82,7 @@ func TestServerSpeaksOnlyHTTP1(t *testing.T) {
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
 	defer tr.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 5*time.Second)
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.Addr().String()+"/healthz", nil)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err == nil {
@@ -104,25 +104,24 @@ func TestServerReportsConnections(t *testing.T) {
 		resp.Body.Close()
 	}
 	hc.Transport.(*http.Transport).CloseIdleConnections()
-	podtest.WaitFor(t, "keep-alive connection reported closed", func() bool { o, c := rec.Conns(); return o == 1 && c == 1 })
+	labtest.WaitFor(t, 10*time.Second, "keep-alive connection reported closed", func() bool { o, c := rec.Conns(); return o == 1 && c == 1 })
 
 	ws, _, err := websocket.Dial(context.Background(), "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	podtest.WaitFor(t, "websocket connection reported open", func() bool { o, _ := rec.Conns(); return o == 2 })
+	labtest.WaitFor(t, 10*time.Second, "websocket connection reported open", func() bool { o, _ := rec.Conns(); return o == 2 })
 	if _, c := rec.Conns(); c != 1 {
 		t.Errorf("a hijacked connection was reported closed while its WebSocket is open")
 	}
 	ws.Close(websocket.StatusNormalClosure, "")
-	podtest.WaitFor(t, "websocket connection reported closed", func() bool { _, c := rec.Conns(); return c == 2 })
+	labtest.WaitFor(t, 10*time.Second, "websocket connection reported closed", func() bool { _, c := rec.Conns(); return c == 2 })
 }
 
 func TestWebSocketReplies(t *testing.T) {
 	rec := &podtest.Recorder{}
 	s := podtest.StartWeb(t, "127.244.0.24", 0, pod.WebConfig{Observer: rec})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 10*time.Second)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: plainClient(t, "127.206.0.3")})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +159,7 @@ func TestWebSocketReplies(t *testing.T) {
 	}
 	// The server reports a message once its reply is written, which may
 	// be after the client read it.
-	podtest.WaitFor(t, "2 OK and 1 INVALID_ARGUMENT messages observed", func() bool {
+	labtest.WaitFor(t, 10*time.Second, "2 OK and 1 INVALID_ARGUMENT messages observed", func() bool {
 		return rec.Count(webapi.RouteWatchMessage, codes.OK) == 2 && rec.Count(webapi.RouteWatchMessage, codes.InvalidArgument) == 1
 	})
 	ws.Write(ctx, websocket.MessageBinary, []byte{1})
@@ -176,8 +175,7 @@ func TestStopGoingAway(t *testing.T) {
 	rec := &podtest.Recorder{}
 	s := podtest.StartWeb(t, "127.244.0.25", 0, pod.WebConfig{Observer: rec, ServiceTime: 300 * time.Millisecond})
 	hc := plainClient(t, "127.206.0.4")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 10*time.Second)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +196,7 @@ func TestStopGoingAway(t *testing.T) {
 		resp.Body.Close()
 		inflight <- reply{status: resp.StatusCode}
 	}()
-	podtest.WaitFor(t, "request in flight", func() bool { o, _ := rec.Conns(); return o == 2 })
+	labtest.WaitFor(t, 10*time.Second, "request in flight", func() bool { o, _ := rec.Conns(); return o == 2 })
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop(ctx) }()
@@ -220,8 +218,7 @@ func TestStopGoingAway(t *testing.T) {
 // TestKillClosesHard: Kill ends WebSockets without a close frame.
 func TestKillClosesHard(t *testing.T) {
 	s := podtest.StartWeb(t, "127.244.0.26", 0, pod.WebConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := labtest.Context(t, 10*time.Second)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/v1/watch", &websocket.DialOptions{HTTPClient: plainClient(t, "127.206.0.5")})
 	if err != nil {
 		t.Fatal(err)

@@ -1,20 +1,33 @@
-// Package podtest helps tests that run the lab's pod servers: it starts a
-// pod's HTTP/1.1 and WebSocket server on loopback, records what a pod
-// reports to its pod.Observer, and waits for what was reported. Tests of
-// the server (internal/pod) and of the clients that load it
-// (internal/load) share it.
+// Package podtest helps tests that run the lab's pod servers and call
+// them: it starts a pod's gRPC server or its HTTP/1.1 and WebSocket server
+// on loopback, records what a pod reports to its pod.Observer, dials a pod
+// over gRPC from a source address of the test's choosing, classifies a TCP
+// connect, and compares call throughput on two paths in benchmarks. Tests
+// of the servers (internal/pod, as package pod_test), of the kubelet that
+// runs them, of the proxies in front of them (internal/l7proxy) and of the
+// clients that load them (internal/load, internal/lab) share it.
 package podtest
 
 import (
 	"context"
 	"net/netip"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/pinlab/pinlab/internal/pod"
-	"google.golang.org/grpc/codes"
 )
+
+// Start starts a pod's gRPC server with cfg, whose Addr must be an IP of
+// 127.0.0.0/8 and a port (0 picks a free one), and kills it when the test
+// ends.
+func Start(t testing.TB, cfg pod.Config) *pod.Server {
+	t.Helper()
+	s := pod.New(cfg)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
 
 // StartWeb starts a pod's web server named "pod-<ip>" in namespace "shop"
 // on ip:port (port 0 picks a free one) and kills it when the test ends.
@@ -29,64 +42,4 @@ func StartWeb(t testing.TB, ip string, port uint16, cfg pod.WebConfig) *pod.WebS
 	}
 	t.Cleanup(s.Kill)
 	return s
-}
-
-// Recorder is a pod.Observer keeping counts of what it was told. The zero
-// value is ready; it is safe for concurrent use.
-type Recorder struct {
-	mu     sync.Mutex
-	served map[string]map[codes.Code]int // route -> code -> count
-	opened int
-	closed int
-}
-
-// Served counts one finished request or message.
-func (r *Recorder) Served(_ netip.AddrPort, route string, code codes.Code) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.served == nil {
-		r.served = map[string]map[codes.Code]int{}
-	}
-	if r.served[route] == nil {
-		r.served[route] = map[codes.Code]int{}
-	}
-	r.served[route][code]++
-}
-
-// Conn counts a connection opening or closing.
-func (r *Recorder) Conn(_ netip.AddrPort, open bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if open {
-		r.opened++
-	} else {
-		r.closed++
-	}
-}
-
-// Count is how many requests or messages of route ended with code.
-func (r *Recorder) Count(route string, code codes.Code) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.served[route][code]
-}
-
-// Conns is how many connections were reported open and closed.
-func (r *Recorder) Conns() (opened, closed int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.opened, r.closed
-}
-
-// WaitFor polls cond every 5 ms until it holds, and fails the test if 10 s
-// pass first.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 10s waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,7 +42,7 @@ func TestAffinityTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &Proxier{log: slog.New(slog.DiscardHandler), warned: map[string]bool{}}
-			svc := newService("pricing", "127.96.0.1")
+			svc := labtest.Service(ns, "pricing", "127.96.0.1")
 			svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = tt.affinity, tt.config
 			if got := p.affinityTimeout(types.NamespacedName{Namespace: ns, Name: "pricing"}, svc); got != tt.want {
 				t.Errorf("affinityTimeout() = %v, want %v", got, tt.want)
@@ -243,7 +244,7 @@ func withClock(c *fakeClock) func(*Proxier) {
 // affinityService is a ClusterIP Service with sessionAffinity ClientIP and
 // the given timeoutSeconds.
 func affinityService(name, clusterIP string, timeoutSeconds int32, ports ...v1.ServicePort) *v1.Service {
-	svc := newService(name, clusterIP, ports...)
+	svc := labtest.Service(ns, name, clusterIP, ports...)
 	svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 	svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeoutSeconds}}
 	return svc
@@ -301,8 +302,8 @@ func TestClientIPAffinity(t *testing.T) {
 			clk := newFakeClock()
 			l := newLab(t, Config{Mode: mode, Seed: seed}, withClock(clk))
 			ref := newPicker(mode, seed, ap)
-			l.applyService(affinityService("pricing", ip, 1, tcpPort("grpc", 18211)))
-			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond), endpoint(bs[2], readyCond))
+			l.api.ApplyService(affinityService("pricing", ip, 1, labtest.ServicePort("grpc", 18211)))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready), endpoint(bs[1], labtest.Ready), endpoint(bs[2], labtest.Ready))
 			l.waitEndpoints(vip, bs...)
 			l.waitRule(vip, func(r *Rule) bool { return r != nil && r.Affinity == time.Second })
 			clientA, clientB := prefix+"101", prefix+"102"
@@ -336,7 +337,7 @@ func TestClientIPAffinity(t *testing.T) {
 			var keepB []*backend
 			for _, b := range bs {
 				if b.name != z {
-					keep = append(keep, endpoint(b, readyCond))
+					keep = append(keep, endpoint(b, labtest.Ready))
 					keepB = append(keepB, b)
 				}
 			}
@@ -352,7 +353,7 @@ func TestClientIPAffinity(t *testing.T) {
 
 			// Affinity off (read from the watched Service): every
 			// connection is a new pick.
-			l.service("pricing", ip, tcpPort("grpc", 18211))
+			l.service("pricing", ip, labtest.ServicePort("grpc", 18211))
 			l.waitRule(vip, func(r *Rule) bool { return r != nil && r.Affinity == 0 })
 			var want, got []string
 			for range 6 {
@@ -390,8 +391,8 @@ func TestAffinityWhileConnected(t *testing.T) {
 			clk := newFakeClock()
 			l := newLab(t, Config{Mode: tt.mode, Seed: seed}, withClock(clk))
 			ref := newPicker(tt.mode, seed, ap)
-			l.applyService(affinityService("pricing", ip, 1, tcpPort("grpc", 18221)))
-			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond), endpoint(bs[2], readyCond))
+			l.api.ApplyService(affinityService("pricing", ip, 1, labtest.ServicePort("grpc", 18221)))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready), endpoint(bs[1], labtest.Ready), endpoint(bs[2], labtest.Ready))
 			l.waitEndpoints(vip, bs...)
 			l.waitRule(vip, func(r *Rule) bool { return r != nil && r.Affinity == time.Second })
 			client := prefix + "101"
@@ -447,10 +448,10 @@ func TestAffinityConcurrentClients(t *testing.T) {
 			bs := startBackends(t, prefix+"1", prefix+"2", prefix+"3", prefix+"4")
 			ip := fmt.Sprintf("127.201.78.%d", 40+i)
 			vip := ip + ":18231"
-			l.applyService(affinityService("pricing", ip, 10800, tcpPort("grpc", 18231)))
+			l.api.ApplyService(affinityService("pricing", ip, 10800, labtest.ServicePort("grpc", 18231)))
 			var eps []discovery.Endpoint
 			for _, b := range bs {
-				eps = append(eps, endpoint(b, readyCond))
+				eps = append(eps, endpoint(b, labtest.Ready))
 			}
 			l.slice("pricing-a", "pricing", grpcPorts(bs), eps...)
 			l.waitEndpoints(vip, bs...)

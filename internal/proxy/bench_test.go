@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // BenchmarkRelay compares request/response round trips per second on one
@@ -15,8 +17,8 @@ func BenchmarkRelay(b *testing.B) {
 	l := newLab(b, Config{})
 	bs := startBackends(b, "127.202.10.1")
 	const vip = "127.201.77.13:18101"
-	l.service("pricing", "127.201.77.13", tcpPort("grpc", 18101))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
+	l.service("pricing", "127.201.77.13", labtest.ServicePort("grpc", 18101))
+	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 	l.waitListening(vip)
 
 	direct := mustDial(b, bs[0].addr.String())

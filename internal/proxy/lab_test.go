@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -16,11 +15,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
 )
 
@@ -29,10 +25,10 @@ const (
 	deadline = 10 * time.Second
 )
 
-// lab is one Proxier fed by a fake clientset, running until the test ends.
+// lab is one Proxier fed by a fake API, running until the test ends.
 type lab struct {
 	t      testing.TB
-	cs     *fake.Clientset
+	api    *labtest.API
 	p      *Proxier
 	events chan connEvent
 	stop   func() error // ends Run and returns its error; idempotent
@@ -48,7 +44,7 @@ type connEvent struct {
 // Run starts (to replace its clock, say).
 func newLab(t testing.TB, cfg Config, setup ...func(*Proxier)) *lab {
 	t.Helper()
-	l := &lab{t: t, cs: fake.NewClientset(), events: make(chan connEvent, 1<<14)}
+	l := &lab{t: t, api: labtest.NewAPI(t), events: make(chan connEvent, 1<<14)}
 	cfg.OnConn = func(c Conn, e ConnEvent) {
 		select {
 		case l.events <- connEvent{c, e}:
@@ -56,127 +52,40 @@ func newLab(t testing.TB, cfg Config, setup ...func(*Proxier)) *lab {
 		}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = labtest.Logger(t)
 	}
-	factory := informers.NewSharedInformerFactory(l.cs, 0)
-	l.p = New(factory, cfg)
+	l.p = New(l.api.Factory, cfg)
 	for _, f := range setup {
 		f(l.p)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	runErr := make(chan error, 1)
-	go func() { runErr <- l.p.Run(ctx) }()
-	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("informer for %v did not sync", typ)
-		}
-	}
-	l.stop = sync.OnceValue(func() error {
-		cancel()
-		return <-runErr
-	})
+	l.stop = labtest.Run(t, l.p.Run)
+	l.api.Start()
 	t.Cleanup(func() {
 		if err := l.stop(); err != nil {
 			t.Errorf("Run() = %v, want nil", err)
 		}
-		factory.Shutdown()
 	})
 	return l
 }
 
-// testWriter sends log lines to t.Log, shown only for failed tests or -v.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(b), "\n"))
-	return len(b), nil
-}
-
 // ctx returns a context that ends after the test's wait deadline.
-func (l *lab) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	l.t.Cleanup(cancel)
-	return ctx
-}
-
-func tcpPort(name string, port int32) v1.ServicePort {
-	return v1.ServicePort{Name: name, Port: port, Protocol: v1.ProtocolTCP}
-}
+func (l *lab) ctx() context.Context { return labtest.Context(l.t, deadline) }
 
 // service creates a ClusterIP Service (clusterIP "None" makes it headless).
 func (l *lab) service(name, clusterIP string, ports ...v1.ServicePort) {
 	l.t.Helper()
-	l.applyService(newService(name, clusterIP, ports...))
-}
-
-func newService(name, clusterIP string, ports ...v1.ServicePort) *v1.Service {
-	return &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: clusterIP, ClusterIPs: []string{clusterIP}, Ports: ports},
-	}
-}
-
-func (l *lab) applyService(svc *v1.Service) {
-	l.t.Helper()
-	ctx := l.ctx()
-	_, err := l.cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = l.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-	}
-	if err != nil {
-		l.t.Fatalf("apply Service %s: %v", svc.Name, err)
-	}
-}
-
-func (l *lab) deleteService(name string) {
-	l.t.Helper()
-	if err := l.cs.CoreV1().Services(ns).Delete(l.ctx(), name, metav1.DeleteOptions{}); err != nil {
-		l.t.Fatalf("delete Service %s: %v", name, err)
-	}
+	l.api.ApplyService(labtest.Service(ns, name, clusterIP, ports...))
 }
 
 // slice creates or replaces an IPv4 EndpointSlice of Service svc.
 func (l *lab) slice(name, svc string, ports []discovery.EndpointPort, eps ...discovery.Endpoint) {
 	l.t.Helper()
-	s := &discovery.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: ns,
-			Labels: map[string]string{discovery.LabelServiceName: svc},
-		},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       ports,
-		Endpoints:   eps,
-	}
-	ctx := l.ctx()
-	_, err := l.cs.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = l.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
-	}
-	if err != nil {
-		l.t.Fatalf("apply EndpointSlice %s: %v", name, err)
-	}
+	l.api.ApplySlice(labtest.Slice(ns, name, svc, ports, eps...))
 }
-
-func slicePort(name string, port uint16) discovery.EndpointPort {
-	return discovery.EndpointPort{Name: new(name), Port: new(int32(port)), Protocol: new(v1.ProtocolTCP)}
-}
-
-// conditions for endpoints, as the EndpointSlice controller writes them.
-var (
-	readyCond       = discovery.EndpointConditions{Ready: new(true), Serving: new(true), Terminating: new(false)}
-	notReadyCond    = discovery.EndpointConditions{Ready: new(false), Serving: new(false), Terminating: new(false)}
-	drainingCond    = discovery.EndpointConditions{Ready: new(false), Serving: new(true), Terminating: new(true)}
-	terminatingCond = discovery.EndpointConditions{Ready: new(false), Serving: new(false), Terminating: new(true)}
-)
 
 // endpoint is b's entry in an EndpointSlice, with conditions c.
 func endpoint(b *backend, c discovery.EndpointConditions) discovery.Endpoint {
-	return discovery.Endpoint{
-		Addresses:  []string{b.addr.Addr().String()},
-		Conditions: c,
-		TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.name},
-	}
+	return labtest.Endpoint(ns, b.name, b.addr.Addr(), c)
 }
 
 // waitRule waits until the rule for vip satisfies cond (nil rule: absent).

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -12,9 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 // The VIPs of the socket tests in this file live in 127.201.78.1 to .19,
@@ -45,11 +43,8 @@ func TestParseMode(t *testing.T) {
 }
 
 func TestRunRejectsUnknownMode(t *testing.T) {
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	p := New(factory, Config{Mode: "userspace"})
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	if err := p.Run(ctx); err == nil || !strings.Contains(err.Error(), `unknown mode "userspace"`) {
+	p := New(labtest.NewAPI(t).Factory, Config{Mode: "userspace"})
+	if err := p.Run(labtest.Context(t, deadline)); err == nil || !strings.Contains(err.Error(), `unknown mode "userspace"`) {
 		t.Errorf("Run() = %v, want an unknown mode error", err)
 	}
 }
@@ -166,12 +161,12 @@ func TestRoundRobin(t *testing.T) {
 			bs := startBackends(t, prefix+"1", prefix+"2", prefix+"3", prefix+"4")
 			ip := fmt.Sprintf("127.201.78.%d", i+1)
 			vip := ip + ":18201"
-			l.service("pricing", ip, tcpPort("grpc", 18201))
+			l.service("pricing", ip, labtest.ServicePort("grpc", 18201))
 			for j, st := range tt.steps {
 				var eps []discovery.Endpoint
 				var ready []*backend
 				for _, k := range st.ready {
-					eps = append(eps, endpoint(bs[k], readyCond))
+					eps = append(eps, endpoint(bs[k], labtest.Ready))
 					ready = append(ready, bs[k])
 				}
 				l.slice("pricing-a", "pricing", grpcPorts(bs), eps...)
@@ -205,8 +200,8 @@ func TestRoundRobinEvenUnderConcurrency(t *testing.T) {
 	l := newLab(t, Config{Mode: ModeIPVS})
 	bs := startBackends(t, "127.202.40.1", "127.202.40.2", "127.202.40.3")
 	const vip = "127.201.78.10:18202"
-	l.service("pricing", "127.201.78.10", tcpPort("grpc", 18202))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond), endpoint(bs[2], readyCond))
+	l.service("pricing", "127.201.78.10", labtest.ServicePort("grpc", 18202))
+	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready), endpoint(bs[1], labtest.Ready), endpoint(bs[2], labtest.Ready))
 	l.waitEndpoints(vip, bs...)
 
 	counts := map[string]int{}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labtest"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +20,7 @@ import (
 // The VIPs of this file live in 127.201.77.0/24, one port per test.
 
 func grpcPorts(b []*backend) []discovery.EndpointPort {
-	return []discovery.EndpointPort{slicePort("grpc", b[0].addr.Port())}
+	return []discovery.EndpointPort{labtest.SlicePort("grpc", b[0].addr.Port())}
 }
 
 // TestDistribution: 2000 connections over 4 ready endpoints, split across two
@@ -40,9 +41,9 @@ func TestDistribution(t *testing.T) {
 			l := newLab(t, Config{Mode: tt.mode, Seed: tt.seed})
 			bs := startBackends(t, "127.202.0.1", "127.202.0.2", "127.202.0.3", "127.202.0.4")
 			vip := tt.ip + ":18001"
-			l.service("pricing", tt.ip, tcpPort("grpc", 18001))
-			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond))
-			l.slice("pricing-b", "pricing", grpcPorts(bs), endpoint(bs[2], readyCond), endpoint(bs[3], readyCond))
+			l.service("pricing", tt.ip, labtest.ServicePort("grpc", 18001))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready), endpoint(bs[1], labtest.Ready))
+			l.slice("pricing-b", "pricing", grpcPorts(bs), endpoint(bs[2], labtest.Ready), endpoint(bs[3], labtest.Ready))
 			l.waitEndpoints(vip, bs...)
 			counts := connectMany(t, vip, 2000, 8)
 
@@ -103,8 +104,8 @@ func TestConnectionPinnedToOneBackend(t *testing.T) {
 	l := newLab(t, Config{Seed: 1})
 	bs := startBackends(t, "127.202.0.11", "127.202.0.12", "127.202.0.13")
 	const vip = "127.201.77.2:18002"
-	l.service("pricing", "127.201.77.2", tcpPort("grpc", 18002))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond), endpoint(bs[1], readyCond), endpoint(bs[2], readyCond))
+	l.service("pricing", "127.201.77.2", labtest.ServicePort("grpc", 18002))
+	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready), endpoint(bs[1], labtest.Ready), endpoint(bs[2], labtest.Ready))
 	l.waitEndpoints(vip, bs...)
 
 	seen := map[string]bool{}
@@ -136,13 +137,13 @@ func TestConntrackSurvivesEndpointChange(t *testing.T) {
 		wantRemaining bool // b is eligible afterwards
 	}{
 		{"endpoint turns not ready", 18011, func(a, b *backend) []discovery.Endpoint {
-			return []discovery.Endpoint{endpoint(a, notReadyCond), endpoint(b, readyCond)}
+			return []discovery.Endpoint{endpoint(a, labtest.NotReady), endpoint(b, labtest.Ready)}
 		}, true},
 		{"endpoint removed from the slice", 18012, func(a, b *backend) []discovery.Endpoint {
-			return []discovery.Endpoint{endpoint(b, readyCond)}
+			return []discovery.Endpoint{endpoint(b, labtest.Ready)}
 		}, true},
 		{"last endpoint turns not ready", 18013, func(a, b *backend) []discovery.Endpoint {
-			return []discovery.Endpoint{endpoint(a, notReadyCond)}
+			return []discovery.Endpoint{endpoint(a, labtest.NotReady)}
 		}, false},
 	}
 	for i, tt := range tests {
@@ -151,8 +152,8 @@ func TestConntrackSurvivesEndpointChange(t *testing.T) {
 			bs := startBackends(t, fmt.Sprintf("127.202.1.%d", 2*i+1), fmt.Sprintf("127.202.1.%d", 2*i+2))
 			a, b := bs[0], bs[1]
 			vip := fmt.Sprintf("127.201.77.3:%d", tt.port)
-			l.service("pricing", "127.201.77.3", tcpPort("grpc", int32(tt.port)))
-			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(a, readyCond))
+			l.service("pricing", "127.201.77.3", labtest.ServicePort("grpc", int32(tt.port)))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(a, labtest.Ready))
 			l.waitEndpoints(vip, a)
 
 			c := mustDial(t, vip)
@@ -222,15 +223,15 @@ func TestRefusedWithoutEligibleEndpoints(t *testing.T) {
 		cond  discovery.EndpointConditions
 	}{
 		{"no EndpointSlice", 18021, false, discovery.EndpointConditions{}},
-		{"endpoint not ready", 18022, true, notReadyCond},
-		{"endpoint terminating, not serving", 18023, true, terminatingCond},
+		{"endpoint not ready", 18022, true, labtest.NotReady},
+		{"endpoint terminating, not serving", 18023, true, labtest.Terminating},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLab(t, Config{})
 			bs := startBackends(t, fmt.Sprintf("127.202.2.%d", i+1))
 			vip := fmt.Sprintf("127.201.77.4:%d", tt.port)
-			l.service("pricing", "127.201.77.4", tcpPort("grpc", int32(tt.port)))
+			l.service("pricing", "127.201.77.4", labtest.ServicePort("grpc", int32(tt.port)))
 			if tt.slice {
 				l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], tt.cond))
 			}
@@ -239,13 +240,13 @@ func TestRefusedWithoutEligibleEndpoints(t *testing.T) {
 				t.Fatalf("dial with no eligible endpoints: %v, want ECONNREFUSED", err)
 			}
 
-			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 			l.waitListening(vip)
 			if name, err := once(vip); err != nil || name != bs[0].name {
 				t.Fatalf("after endpoint ready: %q, %v; want %s", name, err, bs[0].name)
 			}
 
-			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], notReadyCond))
+			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.NotReady))
 			l.waitEndpoints(vip)
 			if _, err := dial(vip, ""); !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("dial after endpoint not ready again: %v, want ECONNREFUSED", err)
@@ -261,9 +262,9 @@ func TestTerminatingFallback(t *testing.T) {
 	bs := startBackends(t, "127.202.3.1", "127.202.3.2", "127.202.3.3", "127.202.3.4")
 	draining, gone, notReady, fresh := bs[0], bs[1], bs[2], bs[3]
 	const vip = "127.201.77.5:18031"
-	l.service("pricing", "127.201.77.5", tcpPort("grpc", 18031))
+	l.service("pricing", "127.201.77.5", labtest.ServicePort("grpc", 18031))
 	l.slice("pricing-a", "pricing", grpcPorts(bs),
-		endpoint(draining, drainingCond), endpoint(gone, terminatingCond), endpoint(notReady, notReadyCond))
+		endpoint(draining, labtest.ServingTerminating), endpoint(gone, labtest.Terminating), endpoint(notReady, labtest.NotReady))
 	l.waitEndpoints(vip, draining)
 	for i := 0; i < 30; i++ {
 		if name, err := once(vip); err != nil || name != draining.name {
@@ -272,7 +273,7 @@ func TestTerminatingFallback(t *testing.T) {
 	}
 
 	l.slice("pricing-a", "pricing", grpcPorts(bs),
-		endpoint(draining, drainingCond), endpoint(gone, terminatingCond), endpoint(fresh, readyCond))
+		endpoint(draining, labtest.ServingTerminating), endpoint(gone, labtest.Terminating), endpoint(fresh, labtest.Ready))
 	l.waitEndpoints(vip, fresh)
 	for i := 0; i < 30; i++ {
 		if name, err := once(vip); err != nil || name != fresh.name {
@@ -287,18 +288,18 @@ func TestTerminatingFallback(t *testing.T) {
 func TestNoListener(t *testing.T) {
 	l := newLab(t, Config{})
 	bs := startBackends(t, "127.202.4.1")
-	l.service("headless", "None", tcpPort("grpc", 18041))
-	l.slice("headless-a", "headless", grpcPorts(bs), endpoint(bs[0], readyCond))
-	l.service("outside", "10.96.0.10", tcpPort("grpc", 18041))
-	l.slice("outside-a", "outside", grpcPorts(bs), endpoint(bs[0], readyCond))
+	l.service("headless", "None", labtest.ServicePort("grpc", 18041))
+	l.slice("headless-a", "headless", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
+	l.service("outside", "10.96.0.10", labtest.ServicePort("grpc", 18041))
+	l.slice("outside-a", "outside", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 	l.service("udp", "127.201.77.6", v1.ServicePort{Name: "dns", Port: 18042, Protocol: v1.ProtocolUDP})
-	l.slice("udp-a", "udp", grpcPorts(bs), endpoint(bs[0], readyCond))
+	l.slice("udp-a", "udp", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 	ext := externalName("ext")
-	l.applyService(ext)
+	l.api.ApplyService(ext)
 	// Events are handled in order, so once the last Service is programmed
 	// the ones before it have been considered.
-	l.service("sentinel", "127.201.77.7", tcpPort("grpc", 18043))
-	l.slice("sentinel-a", "sentinel", grpcPorts(bs), endpoint(bs[0], readyCond))
+	l.service("sentinel", "127.201.77.7", labtest.ServicePort("grpc", 18043))
+	l.slice("sentinel-a", "sentinel", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 	l.waitListening("127.201.77.7:18043")
 
 	var got []string
@@ -323,9 +324,9 @@ func TestNamedTargetPort(t *testing.T) {
 	if grpcB.addr.Port() == metricsB.addr.Port() {
 		t.Fatal("backends share a port")
 	}
-	l.service("pricing", "127.201.77.8", tcpPort("grpc", 8471), tcpPort("metrics", 18051))
-	ports := []discovery.EndpointPort{slicePort("metrics", metricsB.addr.Port()), slicePort("grpc", grpcB.addr.Port())}
-	l.slice("pricing-a", "pricing", ports, endpoint(grpcB, readyCond))
+	l.service("pricing", "127.201.77.8", labtest.ServicePort("grpc", 8471), labtest.ServicePort("metrics", 18051))
+	ports := []discovery.EndpointPort{labtest.SlicePort("metrics", metricsB.addr.Port()), labtest.SlicePort("grpc", grpcB.addr.Port())}
+	l.slice("pricing-a", "pricing", ports, endpoint(grpcB, labtest.Ready))
 	l.waitListening("127.201.77.8:8471")
 	l.waitListening("127.201.77.8:18051")
 
@@ -349,24 +350,24 @@ func TestNamedTargetPort(t *testing.T) {
 func TestServiceUpdates(t *testing.T) {
 	l := newLab(t, Config{})
 	bs := startBackends(t, "127.202.6.1")
-	ports := []discovery.EndpointPort{slicePort("a", bs[0].addr.Port()), slicePort("b", bs[0].addr.Port())}
-	l.slice("pricing-a", "pricing", ports, endpoint(bs[0], readyCond))
-	l.service("pricing", "127.201.77.9", tcpPort("a", 18061))
+	ports := []discovery.EndpointPort{labtest.SlicePort("a", bs[0].addr.Port()), labtest.SlicePort("b", bs[0].addr.Port())}
+	l.slice("pricing-a", "pricing", ports, endpoint(bs[0], labtest.Ready))
+	l.service("pricing", "127.201.77.9", labtest.ServicePort("a", 18061))
 	l.waitListening("127.201.77.9:18061")
 
-	l.service("pricing", "127.201.77.9", tcpPort("a", 18061), tcpPort("b", 18062))
+	l.service("pricing", "127.201.77.9", labtest.ServicePort("a", 18061), labtest.ServicePort("b", 18062))
 	l.waitListening("127.201.77.9:18062")
 	if _, err := once("127.201.77.9:18062"); err != nil {
 		t.Fatalf("added port: %v", err)
 	}
 
-	l.service("pricing", "127.201.77.9", tcpPort("b", 18062))
+	l.service("pricing", "127.201.77.9", labtest.ServicePort("b", 18062))
 	l.waitRule("127.201.77.9:18061", func(r *Rule) bool { return r == nil })
 	if _, err := dial("127.201.77.9:18061", ""); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("removed port: %v, want ECONNREFUSED", err)
 	}
 
-	l.deleteService("pricing")
+	l.api.DeleteService(ns, "pricing")
 	l.waitRule("127.201.77.9:18062", func(r *Rule) bool { return r == nil })
 	if _, err := dial("127.201.77.9:18062", ""); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("deleted Service: %v, want ECONNREFUSED", err)
@@ -378,8 +379,8 @@ func TestClientSourceIP(t *testing.T) {
 	l := newLab(t, Config{})
 	bs := startBackends(t, "127.202.7.1")
 	const vip = "127.201.77.10:18071"
-	l.service("pricing", "127.201.77.10", tcpPort("grpc", 18071))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
+	l.service("pricing", "127.201.77.10", labtest.ServicePort("grpc", 18071))
+	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 	l.waitListening(vip)
 
 	c, err := dial(vip, "127.202.9.9")
@@ -400,8 +401,8 @@ func TestDialFailureResetsClient(t *testing.T) {
 	bs := startBackends(t, "127.202.8.1")
 	dead := &backend{name: "dead", addr: netip.AddrPortFrom(netip.MustParseAddr("127.202.8.2"), bs[0].addr.Port())}
 	const vip = "127.201.77.11:18081"
-	l.service("pricing", "127.201.77.11", tcpPort("grpc", 18081))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(dead, readyCond))
+	l.service("pricing", "127.201.77.11", labtest.ServicePort("grpc", 18081))
+	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(dead, labtest.Ready))
 	l.waitListening(vip)
 
 	// The RST may arrive before connect(2) reports success, or after.
@@ -421,8 +422,8 @@ func TestOnConnAndShutdown(t *testing.T) {
 	l := newLab(t, Config{})
 	bs := startBackends(t, "127.202.8.11")
 	const vip = "127.201.77.12:18091"
-	l.service("pricing", "127.201.77.12", tcpPort("grpc", 18091))
-	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], readyCond))
+	l.service("pricing", "127.201.77.12", labtest.ServicePort("grpc", 18091))
+	l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready))
 	l.waitListening(vip)
 
 	c := mustDial(t, vip)

@@ -1,6 +1,7 @@
 // Package dnstest runs a small DNS server on loopback for tests of DNS
-// clients: it answers A queries from a table the test sets and changes, and
-// counts the queries it saw. It stands in for the lab's cluster DNS.
+// clients: it answers A queries from a table the test sets and changes,
+// optionally turning each answer list round-robin, and counts the queries
+// it saw. It stands in for the lab's cluster DNS.
 package dnstest
 
 import (
@@ -19,7 +20,8 @@ import (
 // Server is a running test DNS server over UDP and TCP on one loopback
 // address. Its methods are safe for concurrent use.
 type Server struct {
-	addr netip.AddrPort
+	addr   netip.AddrPort
+	rotate bool
 
 	mu      sync.Mutex
 	answers map[string][]netip.Addr // by FQDN, lower case
@@ -28,13 +30,36 @@ type Server struct {
 	srvs    []*dns.Server
 }
 
+// Options says where a Server listens and how it answers. The zero value
+// is what Start uses.
+type Options struct {
+	// IP is the address to listen on, in 127.0.0.0/8; the zero Addr means
+	// 127.0.0.1.
+	IP netip.Addr
+	// Rotate turns a name's answer list by one more on each A query for
+	// it, as a round-robin DNS server does: the n-th query's answer starts
+	// at address n (mod the list's length), so the first starts at the
+	// second. False answers in the order Set gave.
+	Rotate bool
+}
+
 // Start serves on 127.0.0.1 with a port the kernel picks, over UDP and TCP
 // (the same port), and shuts down when the test ends. Names not Set get
 // NXDOMAIN; names Set to no addresses get NOERROR with an empty answer.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{answers: map[string][]netip.Addr{}, queries: map[string]int{}, sources: map[netip.Addr]bool{}}
-	pc, ln, err := listen()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start as o says.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
+	ip := o.IP
+	if !ip.IsValid() {
+		ip = netip.MustParseAddr("127.0.0.1")
+	}
+	s := &Server{rotate: o.Rotate, answers: map[string][]netip.Addr{}, queries: map[string]int{}, sources: map[netip.Addr]bool{}}
+	pc, ln, err := listen(ip)
 	if err != nil {
 		t.Fatalf("dnstest: %v", err)
 	}
@@ -68,13 +93,13 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-// listen opens a UDP socket on a free port of 127.0.0.1 and a TCP listener
-// on the same port, trying again when TCP has that port taken.
-func listen() (net.PacketConn, net.Listener, error) {
+// listen opens a UDP socket on a free port of ip and a TCP listener on the
+// same port, trying again when TCP has that port taken.
+func listen(ip netip.Addr) (net.PacketConn, net.Listener, error) {
 	var err error
 	for range 20 {
 		var pc net.PacketConn
-		pc, err = loopback.ListenPacket(context.Background(), "127.0.0.1:0")
+		pc, err = loopback.ListenPacket(context.Background(), netip.AddrPortFrom(ip, 0).String())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -142,6 +167,10 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	addrs, ok := s.answers[name]
 	if q.Qtype == dns.TypeA {
 		s.queries[name]++
+		if s.rotate && len(addrs) > 0 {
+			n := s.queries[name] % len(addrs)
+			addrs = append(addrs[n:len(addrs):len(addrs)], addrs[:n]...)
+		}
 	}
 	s.sources[loopback.AddrPort(w.RemoteAddr()).Addr()] = true
 	s.mu.Unlock()
