@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("variant") && (len(opts.Variants) == 0 || slices.Contains(opts.Variants, "")) {
+				return usageError{errors.New("--variant: an empty variant name; name one or more variants")}
+			}
 			opts.File = scenarios.Default
 			if len(args) == 1 {
 				opts.File = args[0]
@@ -153,11 +157,11 @@ func outcome(opts *LabRunOptions, res *report.Result) error {
 	}
 	switch {
 	case failed > 0 && steps > 0:
-		return fmt.Errorf("%d of the scenario's expectations failed (see %s) and %d timeline steps failed", failed, where, steps)
+		return fmt.Errorf("%s failed (see %s) and %s failed", fmt.Sprintf("%d of the scenario's expectations", failed), where, plural(steps, "timeline step"))
 	case failed > 0:
-		return fmt.Errorf("%d of the scenario's expectations failed (see %s)", failed, where)
+		return fmt.Errorf("%s failed (see %s)", fmt.Sprintf("%d of the scenario's expectations", failed), where)
 	case steps > 0:
-		return fmt.Errorf("%d timeline steps failed (see \"step failed\" in the report)", steps)
+		return fmt.Errorf("%s failed (see \"step failed\" in the report)", plural(steps, "timeline step"))
 	}
 	return nil
 }

@@ -147,7 +147,8 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		return interrupted(ctx, f, listenError(err))
 	}
 	defer ctl.Shutdown(context.Background())
-	cfg := lab.Config{DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods)}}
+	// Fixed ClusterIPs need the lab range they lie in (0: the first free one).
+	cfg := lab.Config{Range: f.Range(), DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods)}}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}

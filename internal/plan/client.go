@@ -53,6 +53,9 @@ type Target struct {
 	// MaxConnectionAge is the grpc-go MaxConnectionAge the Service's pods
 	// are configured with at the start (0: none).
 	MaxConnectionAge time.Duration
+	// ClientIPAffinity is true for a Service with sessionAffinity ClientIP:
+	// kube-proxy sends a client's new connections to the pod it had.
+	ClientIPAffinity bool
 }
 
 // Key is "namespace/name" of the target Service.

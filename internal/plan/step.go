@@ -170,21 +170,26 @@ const (
 	PodHealthy   PodVerb = "make healthy"
 )
 
-// PodRef names the pod a pod action acts on: one pod by name, or one of a
-// workload's pods that are not terminating, chosen by Pick when the step
-// runs.
+// PodRef names the pod a pod action acts on: one pod by name, the pod an
+// earlier step acted on, or one of a workload's pods that are not
+// terminating, chosen by Pick when the step runs.
 type PodRef struct {
-	// Namespace and Name name one pod (Name empty: pick from Workload).
+	// Namespace and Name name one pod (Name empty: see Step and Workload).
 	Namespace, Name string
-	Workload        Workload
+	// Step names an earlier step whose pod this is (in Namespace).
+	Step     string
+	Workload Workload
 	// Pick is busiest (most calls served so far), quietest, oldest or
 	// newest.
 	Pick string
 }
 
 func (r PodRef) String() string {
-	if r.Name != "" {
+	switch {
+	case r.Name != "":
 		return r.Name
+	case r.Step != "":
+		return "the pod of step " + r.Step
 	}
 	return fmt.Sprintf("%s pod of %s %s", r.Pick, strings.ToLower(r.Workload.Kind), r.Workload.Name)
 }

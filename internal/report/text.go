@@ -107,6 +107,9 @@ func (p *printer) variant(v Variant, alone bool, duration float64) {
 	if v.Servers != "" {
 		p.f("   servers: %s\n", v.Servers)
 	}
+	if v.Patches != "" {
+		p.f("   patches: %s\n", v.Patches)
+	}
 	if v.DNS != "" {
 		p.f("   cluster DNS %s", v.DNS)
 		if !strings.HasSuffix(v.DNS, ":53") {
@@ -262,6 +265,13 @@ func (p *printer) window(w stats.WindowStats) {
 			}
 		}
 		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\t%s\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns, podState(ps))
+	}
+	for i, ps := range w.OtherPods {
+		if i == MaxPodRows {
+			fmt.Fprintf(tw, "   %3s\t... %d more not serving (see -o json)\n", "", len(w.OtherPods)-i)
+			break
+		}
+		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8s\t%6s\t%5s\t%s (not counted)\n", ps.Ordinal, ps.Name, ps.IP, "-", "-", "-", "-", podState(ps))
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
@@ -419,6 +429,9 @@ func (p *printer) runTable(r *Result) {
 		checks := "-"
 		if n := len(v.Checks); n > 0 {
 			checks = fmt.Sprintf("%d/%d passed", n-v.Failed()-v.Skipped(), n)
+			if s := v.Skipped(); s > 0 {
+				checks += fmt.Sprintf(", %d not measured", s)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Name, failed, ew, rb, checks)
 	}

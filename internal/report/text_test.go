@@ -60,7 +60,7 @@ func sample() *Result {
 				}},
 			{Name: "headless-rr-age", Groups: []Group{{Name: "order", Target: "pricing-headless.shop.svc.cluster.local:8471", ServiceKind: "headless", Policy: "round_robin", Clients: 4, Rate: 250},
 				{Name: "cart", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.97.4.4", Policy: "pick_first", Clients: 1, Rate: 50}},
-				Servers: "pricing: MaxConnectionAge 10s", Why: "order: re-resolved at 30s.\ncart: pinned.", DNS: "127.97.0.10:21053",
+				Servers: "pricing: MaxConnectionAge 10s", Patches: "Deployment shop/pricing (strategic)", Why: "order: re-resolved at 30s.\ncart: pinned.", DNS: "127.97.0.10:21053",
 				WhyByGroup: []verdict.Why{{Group: "order", Line: "re-resolved at 30s."}, {Group: "cart", Line: "pinned."}},
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))},
 					Groups: []stats.GroupStats{

@@ -64,6 +64,11 @@ func (p pods) Do(ctx context.Context, verb plan.PodVerb, namespace, name string,
 // running pods that are not terminating, by ref.Pick (ties go to the
 // older pod, then the name).
 func (p pods) Pick(ref plan.PodRef) (string, string, error) {
+	if ref.Step != "" {
+		if ref.Name = p.rec.StepPod(ref.Step); ref.Name == "" {
+			return "", "", fmt.Errorf("step %s picked no pod", ref.Step)
+		}
+	}
 	if ref.Name != "" {
 		if _, err := p.l.Pod(ref.Namespace, ref.Name); err != nil {
 			return "", "", fmt.Errorf("no pod %s/%s now", ref.Namespace, ref.Name)

@@ -137,6 +137,9 @@ func Load(name string, data []byte) (*plan.Plan, error) {
 	if err := checkObjects(f.Objects); err != nil {
 		return nil, err
 	}
+	if err := noFixedClusterIPs(f.Objects); err != nil {
+		return nil, err
+	}
 	return newPlanner(f).plan()
 }
 
@@ -149,6 +152,9 @@ func LoadObjects(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	if err := checkObjects(f.Objects); err != nil {
+		return nil, err
+	}
+	if err := checkOneRange(f.Objects); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -24,8 +24,87 @@ import (
 type objects []Object
 
 // serviceRange is where ClusterIPs of every lab lie: range r of lab.Ranges
-// has 127.(95+r).0.0/16.
+// has 127.(95+r).0.0/16, and its cluster DNS has 127.(95+r).0.10.
 var serviceRange = [2]netip.Addr{netip.MustParseAddr("127.96.0.0"), netip.MustParseAddr("127.107.255.255")}
+
+// checkFixedClusterIP checks a clusterIP a Service asks for ("" and None
+// pass) against the lab's service ranges, as the API server checks it
+// against its service-cluster-ip-range: inside a range, and not an address
+// the range reserves (its network address, the cluster DNS's .0.10).
+func checkFixedClusterIP(s string) error {
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return nil // "", None, or invalid (reported by validation)
+	}
+	if ip.Less(serviceRange[0]) || serviceRange[1].Less(ip) {
+		return fmt.Errorf("%s is outside the lab's service ranges (%s to %s, one /16 per lab): the API server allocates ClusterIPs only from its service-cluster-ip-range; leave it empty to get one",
+			ip, serviceRange[0], serviceRange[1])
+	}
+	if b := ip.As4(); b[2] == 0 && (b[3] == 0 || b[3] == 10) {
+		return fmt.Errorf("%s is reserved in its range (the network address, or the cluster DNS at .0.10); pick another address", ip)
+	}
+	return nil
+}
+
+// labRange returns the lab range (1 to lab.Ranges) that a fixed ClusterIP
+// belongs to, or 0 for none.
+func labRange(clusterIP string) int {
+	ip, err := netip.ParseAddr(clusterIP)
+	if err != nil || checkFixedClusterIP(clusterIP) != nil {
+		return 0
+	}
+	return int(ip.As4()[1]) - 95
+}
+
+// Range returns the lab range the file's fixed ClusterIPs need (1 to
+// lab.Ranges), or 0 when no Service asks for one. LoadObjects checks that
+// they agree.
+func (f *File) Range() int {
+	for _, o := range f.Objects {
+		if s, ok := o.Obj.(*corev1.Service); ok {
+			if r := labRange(s.Spec.ClusterIP); r != 0 {
+				return r
+			}
+		}
+	}
+	return 0
+}
+
+// checkOneRange reports fixed ClusterIPs of different lab ranges (a lab
+// has one) and a ClusterIP asked for twice (the API server's allocator
+// refuses the second).
+func checkOneRange(objs objects) error {
+	first := 0
+	taken := map[string]string{}
+	for _, o := range objs {
+		s, ok := o.Obj.(*corev1.Service)
+		if !ok {
+			continue
+		}
+		r := labRange(s.Spec.ClusterIP)
+		switch {
+		case r == 0:
+			continue
+		case first != 0 && r != first:
+			return o.Errorf("spec.clusterIP", "%s is in lab range %d (127.%d.0.0/16), but another Service asks for range %d: a lab serves one /16", s.Spec.ClusterIP, r, 95+r, first)
+		case taken[s.Spec.ClusterIP] != "":
+			return o.Errorf("spec.clusterIP", "%s is already asked for by Service %s; the API server would refuse it as already allocated", s.Spec.ClusterIP, taken[s.Spec.ClusterIP])
+		}
+		first, taken[s.Spec.ClusterIP] = r, o.Namespace()+"/"+o.Doc.Name
+	}
+	return nil
+}
+
+// noFixedClusterIPs refuses fixed ClusterIPs in a scenario: each variant
+// runs in its own lab on its own range.
+func noFixedClusterIPs(objs objects) error {
+	for _, o := range objs {
+		if s, ok := o.Obj.(*corev1.Service); ok && labRange(s.Spec.ClusterIP) != 0 {
+			return o.Errorf("spec.clusterIP", "%s: a scenario runs each variant in its own lab on its own address range, so a Service cannot ask for a fixed clusterIP; leave it out (the report shows the ClusterIP each variant got), or use pinlab lab up for fixed addresses", s.Spec.ClusterIP)
+		}
+	}
+	return nil
+}
 
 // checkObjects catches, before anything starts, what the API server would
 // reject and what the lab could start but never carry a call through:
@@ -192,9 +271,8 @@ func (objs objects) checkService(o Object, s *corev1.Service) error {
 	if err := cluster.ValidateService(s); err != nil {
 		return apiError(o, err)
 	}
-	if ip, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && (ip.Less(serviceRange[0]) || serviceRange[1].Less(ip)) {
-		return o.Errorf("spec.clusterIP", "%s is outside the lab's service ranges (%s to %s, one /16 per lab): the API server allocates ClusterIPs only from its service-cluster-ip-range; leave it empty to get one",
-			ip, serviceRange[0], serviceRange[1])
+	if err := checkFixedClusterIP(s.Spec.ClusterIP); err != nil {
+		return o.Errorf("spec.clusterIP", "%v", err)
 	}
 	if len(s.Spec.Selector) == 0 || s.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil

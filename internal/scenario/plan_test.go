@@ -197,3 +197,51 @@ func TestChecksBeforeStart(t *testing.T) {
 		})
 	}
 }
+
+// TestMoreChecksBeforeStart: what a run would trip over later is an error
+// at its line now.
+func TestMoreChecksBeforeStart(t *testing.T) {
+	base := scenarioWith("  - name: a\n")
+	tests := []struct{ name, old, new, want string }{
+		{"a fixed ClusterIP in a scenario", "metadata: {name: pricing, namespace: shop}\nspec:\n  selector",
+			"metadata: {name: pricing, namespace: shop}\nspec:\n  clusterIP: 127.96.0.7\n  selector", "cannot ask for a fixed clusterIP"},
+		{"a group named like another group's client", "  timeline:\n", "  - {name: order-1, namespace: shop, target: \"pricing:8471\", rate: 1}\n  timeline:\n",
+			`"order-1" is also the name of a client of group "order"`},
+		{"configureClient past the offered-load limit", "retry: null, rate: 50}", "rate: 8000}", "after this step the clients offer 8100 calls/s"},
+		{"a variant patch that breaks an untouched group's target", "  - name: a\n",
+			"  - name: a\n    patches:\n    - target: {kind: Service, name: pricing-headless}\n      type: json\n      patch: [{op: replace, path: /spec/clusterIP, value: \"\"}, {op: replace, path: /spec/ports/0/port, value: 9000}]\n",
+			"in variant a: "},
+		{"a pod of a later step", "  - {at: 2s, scale", "  - {at: 1s, notReady: {pod: \"@late\"}}\n  - {at: 2s, scale", `"@late": no earlier step named "late"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(base, tt.old) {
+				t.Fatalf("test bug: %q not in the scenario", tt.old)
+			}
+			_, err := scenario.Load("test.yaml", []byte(strings.Replace(base, tt.old, tt.new, 1)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load: %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStepNamesAnEarlierStepsPod: "@step" in a pod step is the pod the
+// earlier step picked.
+func TestStepNamesAnEarlierStepsPod(t *testing.T) {
+	yaml := strings.Replace(scenarioWith("  - name: a\n"), "  - {at: 2s, scale",
+		"  - {at: 1s, name: nr, notReady: {deployment: pricing, pick: oldest}}\n  - {at: 3s, ready: {pod: \"@nr\"}}\n  - {at: 2s, scale", 1)
+	p := scenariotest.Load(t, yaml)
+	var found bool
+	for _, st := range p.Variants[0].Steps {
+		if a, ok := st.Action.(plan.PodAction); ok && a.Verb == plan.PodReady {
+			found = true
+			if a.Pod.Step != "nr" || a.Pod.Namespace != "shop" || st.Describe() != "3s: mark ready the pod of step nr" {
+				t.Errorf("ready step %+v described %q; want the pod of step nr in shop", a.Pod, st.Describe())
+			}
+		}
+	}
+	if !found {
+		t.Error("no ready step in the plan")
+	}
+}

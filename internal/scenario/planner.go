@@ -124,7 +124,24 @@ func (pl *planner) checkGroupNames() error {
 		}
 		seen[c.Name] = true
 	}
+	// Clients are named <group>-<n>, and steps name a group or a client:
+	// a group called like another group's client would be ambiguous.
+	for i, c := range pl.sp.Clients {
+		for _, other := range pl.sp.Clients {
+			if n, ok := strings.CutPrefix(c.Name, other.Name+"-"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+				return at(pl.doc, fmt.Sprintf("spec.clients[%d]", i)).Errorf("name", "%q is also the name of a client of group %q (clients are named <group>-<n>); rename the group", c.Name, other.Name)
+			}
+		}
+	}
 	return nil
+}
+
+// plural says "1 client", "2 clients".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (pl *planner) windows() ([]stats.Window, error) {
@@ -219,8 +236,8 @@ func (pl *planner) variant(i int, v Variant) (plan.Variant, error) {
 	pv.PeakPods = peakPods(objs, pv.Steps)
 	s := pl.siteOf(path, "")
 	if pv.OfferedLoad > plan.MaxOfferedLoad {
-		return pv, s.Errorf("", "variant %s offers %.0f calls/s in all (%d clients); expected at most %d calls/s per variant: lower count or rate",
-			pv.Name, pv.OfferedLoad, len(pv.Clients), plan.MaxOfferedLoad)
+		return pv, s.Errorf("", "variant %s offers %.0f calls/s in all (%s); expected at most %d calls/s per variant: lower count or rate",
+			pv.Name, pv.OfferedLoad, plural(len(pv.Clients), "client"), plan.MaxOfferedLoad)
 	}
 	if pv.PeakPods > plan.MaxPods {
 		return pv, s.Errorf("", "variant %s would run up to %d pods; expected at most %d per variant", pv.Name, pv.PeakPods, plan.MaxPods)
@@ -243,7 +260,9 @@ func (pl *planner) groups(path string, overlays []ClientOverlay, objs objects, n
 		if err != nil {
 			return nil, nil, at(pl.doc, gpath).Errorf("", "%v", err)
 		}
-		s := site{doc: pl.doc, paths: []string{gpath}}
+		// In a variant the scenario's own groups were already checked,
+		// so an error here is the variant's doing: say so.
+		s := site{doc: pl.doc, paths: []string{gpath}, note: note}
 		var patches []json.RawMessage
 		for j, o := range overlays {
 			if o.Name != "" && o.Name != c.Name {
@@ -260,7 +279,6 @@ func (pl *planner) groups(path string, overlays []ClientOverlay, objs objects, n
 			}
 			patches = append(patches, patch)
 			s.paths = append([]string{opath}, s.paths...)
-			s.note = note
 		}
 		g, data, err := pl.mergeClient(data, joinPatches(patches), s, objs)
 		if err != nil {

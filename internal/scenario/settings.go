@@ -204,7 +204,8 @@ type ConfigureClientStep struct {
 // PodRef picks the pod a step acts on: one pod by name, or one of a
 // workload's running pods chosen by Pick.
 type PodRef struct {
-	// Pod names the pod, e.g. db-0.
+	// Pod names the pod, e.g. db-0, or "@<step name>" for the pod an
+	// earlier step acted on.
 	Pod         string `json:"pod,omitempty"`
 	Deployment  string `json:"deployment,omitempty"`
 	StatefulSet string `json:"statefulSet,omitempty"`

@@ -101,11 +101,12 @@ type stepBuilder struct {
 	clients []plan.Client
 	raw     map[string]json.RawMessage // client name -> its settings as a Client document
 	note    string
+	pods    map[string]plan.PodRef // named pod steps built so far -> their pod
 }
 
 // steps resolves the timeline for a variant, in order of offset.
 func (pl *planner) steps(objs objects, groups []plan.Group, clients []plan.Client, raw map[string]json.RawMessage, note string) ([]plan.Step, error) {
-	b := &stepBuilder{pl: pl, objs: objs, groups: groups, clients: slices.Clone(clients), raw: raw, note: note}
+	b := &stepBuilder{pl: pl, objs: objs, groups: groups, clients: slices.Clone(clients), raw: raw, note: note, pods: map[string]plan.PodRef{}}
 	order := make([]int, len(pl.sp.Timeline))
 	for i := range order {
 		order[i] = i
@@ -121,6 +122,9 @@ func (pl *planner) steps(objs objects, groups []plan.Group, clients []plan.Clien
 		a, err := k.build(b, st, s)
 		if err != nil {
 			return nil, err
+		}
+		if pa, ok := a.(plan.PodAction); ok && st.Name != "" {
+			b.pods[st.Name] = pa.Pod
 		}
 		out = append(out, plan.Step{At: st.At.Duration, Name: st.Name, Action: a})
 	}
@@ -235,6 +239,13 @@ func (b *stepBuilder) configureClient(st *Step, at site) (plan.Action, error) {
 		b.clients[i], b.raw[cur.Name] = nc, raw
 		a.Clients = append(a.Clients, nc)
 	}
+	var total float64
+	for _, c := range b.clients {
+		total += c.Rate
+	}
+	if total > plan.MaxOfferedLoad {
+		return nil, at.Errorf(at.first("rate", ""), "after this step the clients offer %.0f calls/s in all; expected at most %d calls/s per variant", total, plan.MaxOfferedLoad)
+	}
 	return a, nil
 }
 
@@ -280,6 +291,15 @@ func (b *stepBuilder) pod(verb plan.PodVerb, r *PodRef, at site) (plan.Action, e
 	switch {
 	case r.Pod != "" && (r.Deployment != "" || r.StatefulSet != "" || r.Pick != ""):
 		return nil, at.Errorf("", "name a pod, or a workload (with pick), not both")
+	case strings.HasPrefix(r.Pod, "@"):
+		ref, ok := b.pods[r.Pod[1:]]
+		if !ok {
+			return nil, at.Errorf("pod", "%q: no earlier step named %q acts on a pod", r.Pod, r.Pod[1:])
+		}
+		a.Pod = plan.PodRef{Namespace: cmp.Or(ref.Namespace, ref.Workload.Namespace), Name: ref.Name, Step: r.Pod[1:]}
+		if ref.Name != "" {
+			a.Pod.Step = "" // the earlier step named its pod: so does this one
+		}
 	case r.Pod != "":
 		ns, ok := b.objs.podMayExist(r.Pod, r.Namespace)
 		if !ok {

@@ -37,7 +37,8 @@ func (objs objects) target(target, ns string) (plan.Target, error) {
 		return plan.Target{}, fmt.Errorf("%q: no Service %q in namespace %q in this file", target, labels[0], ns)
 	}
 	t := plan.Target{Namespace: ns, Service: svc.Name, Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, ns, Zone), Port: port,
-		Headless: svc.Spec.ClusterIP == corev1.ClusterIPNone, Selector: svc.Spec.Selector}
+		Headless: svc.Spec.ClusterIP == corev1.ClusterIPNone, Selector: svc.Spec.Selector,
+		ClientIPAffinity: svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP}
 	if err := objs.checkClientPort(t, svc); err != nil {
 		return plan.Target{}, fmt.Errorf("%q: %w", target, err)
 	}

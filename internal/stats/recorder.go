@@ -24,7 +24,8 @@ type PodPhase string
 
 // Pod lifecycle events, as seen in the API: created, Ready condition true or
 // false, deletionTimestamp set, object gone; and, from the kubelet, a
-// container restart (the pod's object stays the same).
+// container killed, restarted, hung or resumed (the pod's object stays the
+// same).
 const (
 	PodCreated     PodPhase = "created"
 	PodReady       PodPhase = "ready"
@@ -32,7 +33,14 @@ const (
 	PodTerminating PodPhase = "terminating"
 	PodDeleted     PodPhase = "deleted"
 	PodRestarted   PodPhase = "restarted"
+	PodKilled      PodPhase = "killed"
+	PodHung        PodPhase = "hung"
+	PodResumed     PodPhase = "unhung"
 )
+
+// kubeletChanges are the kubelet events a window's pod changes show, by
+// the event's name (kubelet.Config.Events).
+var kubeletChanges = map[string]PodPhase{"restarted": PodRestarted, "killed": PodKilled, "hung": PodHung, "unhung": PodResumed}
 
 // Recorder collects the events of one run. Callers pass absolute times;
 // summaries express them as offsets from the start (SetStart), whenever it
@@ -486,6 +494,18 @@ func (r *Recorder) Step(name, text, pod string, err error, at time.Time) {
 	}
 	r.steps = append(r.steps, stepAt{s: s, at: at})
 	r.marks = append(r.marks, markAt{text: mark, at: at})
+}
+
+// StepPod returns the pod the step called name acted on ("" if none yet).
+func (r *Recorder) StepPod(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.steps) - 1; i >= 0; i-- {
+		if r.steps[i].s.Name == name {
+			return r.steps[i].s.Pod
+		}
+	}
+	return ""
 }
 
 // Mark records a timeline note.

@@ -175,6 +175,16 @@ func TestPodState(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pod states (-want +got):\n%s", diff)
 	}
+	// A pod killed at 3s that stays not ready and serves nothing is shown
+	// apart in later windows, not dropped and not counted.
+	r.PodPhase("e", "", PodCreated, at(-2))
+	r.PodPhase("e", "", PodReady, at(-1))
+	r.PodEvent("e", "killed", at(3))
+	r.PodPhase("e", "", PodNotReady, at(3))
+	s = r.Summarize([]Window{{Name: "late", From: 8 * time.Second, To: 10 * time.Second}}, 10*time.Second)
+	if o := s.Windows[0].OtherPods; len(o) != 1 || o[0].Name != "e" || o[0].State != PodNotReady || len(s.Windows[0].Pods) != 4 {
+		t.Errorf("late window: pods %d, other pods %+v; want 4 and e not ready", len(s.Windows[0].Pods), o)
+	}
 	// c restarted at 6s: in a window covering it.
 	s = r.Summarize([]Window{{Name: "w", From: 5 * time.Second, To: 7 * time.Second}}, 10*time.Second)
 	for _, p := range s.Windows[0].Pods {

@@ -33,8 +33,8 @@ type PodStats struct {
 	// PodTerminating, PodDeleted or PodCreated (not Ready yet).
 	State PodPhase `json:"state"`
 	// Changes are the pod's lifecycle changes inside the window, in order:
-	// Ready turning true or false, terminating, deleted, and container
-	// restarts (PodRestarted, from the kubelet).
+	// Ready turning true or false, terminating, deleted, and, from the
+	// kubelet, its container killed, restarted, hung or resumed.
 	Changes []PhaseChange `json:"changes,omitempty"`
 	// FirstCall is the time of the pod's first served call in seconds; nil if none.
 	FirstCall *float64         `json:"first_call_s"`
@@ -48,12 +48,17 @@ type PodStats struct {
 
 // WindowStats summarises one window.
 type WindowStats struct {
-	Name  string     `json:"name"`
-	From  float64    `json:"from_s"`
-	To    float64    `json:"to_s"`
-	Pods  []PodStats `json:"pods"`
-	Calls int64      `json:"calls"`
-	Rate  float64    `json:"calls_per_s"`
+	Name string     `json:"name"`
+	From float64    `json:"from_s"`
+	To   float64    `json:"to_s"`
+	Pods []PodStats `json:"pods"`
+	// OtherPods are pods that existed during the window but were never
+	// Ready in it and served no call (pending, not ready, restarting,
+	// terminating): shown with their state, not counted in shares and
+	// fairness.
+	OtherPods []PodStats `json:"other_pods,omitempty"`
+	Calls     int64      `json:"calls"`
+	Rate      float64    `json:"calls_per_s"`
 	// Jain is Jain's fairness index over the pods' call counts.
 	Jain    float64 `json:"jain"`
 	MaxMean float64 `json:"max_over_mean"`
@@ -380,6 +385,11 @@ func (r *Recorder) window(w Window, sel selection) WindowStats {
 		served := p.clientServed(fromGroup)
 		calls := served.sum(b0, b1)
 		if calls == 0 && !overlaps(p.readyIntervals(r.start), w.From, w.To) {
+			if r.alive(p, w) {
+				o := PodStats{Name: name, IP: p.ip, Ordinal: i + 1, ByClient: map[string]int64{}}
+				o.State, o.Changes = r.podState(p, w)
+				ws.OtherPods = append(ws.OtherPods, o)
+			}
 			continue
 		}
 		ps := PodStats{Name: name, IP: p.ip, Ordinal: i + 1, Calls: calls, ByClient: map[string]int64{}}
@@ -428,6 +438,22 @@ func (r *Recorder) window(w Window, sel selection) WindowStats {
 	return ws
 }
 
+// alive reports whether p existed during window w: created before its end
+// and not deleted before its start.
+func (r *Recorder) alive(p *podSeries, w Window) bool {
+	created, deleted := false, false
+	for _, ph := range p.phases {
+		d := ph.at.Sub(r.start)
+		switch ph.phase {
+		case PodDeleted:
+			deleted = deleted || d < w.From
+		default:
+			created = created || d < w.To
+		}
+	}
+	return created && !deleted
+}
+
 // podState returns p's state at the end of window w and its lifecycle
 // changes inside it (phases from the API, restarts from the kubelet).
 func (r *Recorder) podState(p *podSeries, w Window) (PodPhase, []PhaseChange) {
@@ -450,8 +476,8 @@ func (r *Recorder) podState(p *podSeries, w Window) (PodPhase, []PhaseChange) {
 		}
 	}
 	for _, ev := range p.events {
-		if ev.text == "restarted" && inside(ev.at) {
-			changes = append(changes, PhaseChange{Phase: PodRestarted, At: r.at(ev.at)})
+		if ph, ok := kubeletChanges[ev.text]; ok && inside(ev.at) {
+			changes = append(changes, PhaseChange{Phase: ph, At: r.at(ev.at)})
 		}
 	}
 	slices.SortStableFunc(changes, func(a, b PhaseChange) int { return cmp.Compare(a.At, b.At) })

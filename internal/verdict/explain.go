@@ -20,20 +20,18 @@ type facts struct {
 	g          plan.Group
 	clients    int
 	last       stats.WindowStats
-	reconnects []reconnect
-	lookups    []float64 // starts of DNS lookup rounds for the target name
+	conns      connFacts
+	reconnects []reconnect // conns.reconnects
+	lookups    []float64   // starts of DNS lookup rounds for the target name
 	added      int
-	firstAdded *float64 // first call served by an added pod
-	scaleAt    *float64
-	usedPods   int // pods with calls in the last window
+	addedAt    []float64 // when the added pods first turned Ready, distinct
+	firstAdded *float64  // first call served by an added pod
+	usedPods   int       // pods with calls in the last window
 	restarts   []string
 }
 
 func gather(v plan.Variant, g plan.Group, s *stats.Summary) facts {
 	ws := windowsOf(s, g.Name)
-	if len(v.Groups) == 1 {
-		ws = s.Windows
-	}
 	f := facts{g: g, last: ws[len(ws)-1]}
 	f.lookups = lookupRounds(s.DNS, g.Target.Host)
 	var mine []stats.ClientStats
@@ -43,7 +41,8 @@ func gather(v plan.Variant, g plan.Group, s *stats.Summary) facts {
 		}
 	}
 	f.clients = len(mine)
-	f.reconnects = reconnects(mine, s.End)
+	f.conns = readConns(mine, s.End)
+	f.reconnects = f.conns.reconnects
 	for _, c := range mine {
 		for _, at := range c.Restarts {
 			f.restarts = append(f.restarts, fmt.Sprintf("%s at %.1fs", c.Name, at))
@@ -55,6 +54,9 @@ func gather(v plan.Variant, g plan.Group, s *stats.Summary) facts {
 			if !ps.Added {
 				continue
 			}
+			if !added[ps.Name] && ps.ReadyAt != nil {
+				f.addedAt = append(f.addedAt, *ps.ReadyAt)
+			}
 			added[ps.Name] = true
 			if ps.FirstCall != nil && (f.firstAdded == nil || *ps.FirstCall < *f.firstAdded) {
 				first := *ps.FirstCall
@@ -63,13 +65,7 @@ func gather(v plan.Variant, g plan.Group, s *stats.Summary) facts {
 		}
 	}
 	f.added = len(added)
-	for i, st := range v.Steps {
-		if _, ok := st.Action.(plan.Scale); ok && i < len(s.Steps) && s.Steps[i].Error == "" {
-			at := s.Steps[i].At.Seconds()
-			f.scaleAt = &at
-			break
-		}
-	}
+	slices.Sort(f.addedAt)
 	for _, ps := range f.last.Pods {
 		if ps.Calls > 0 {
 			f.usedPods++
@@ -159,16 +155,57 @@ func (f facts) line(minResolve time.Duration) string {
 }
 
 // connectionLine says how many connections the clients opened after
-// start-up and, by what was observed, why.
+// start-up and, by what was observed, why; which clients connected late;
+// and which connections ended without being replaced.
 func (f facts) connectionLine() string {
-	age := f.g.Target.MaxConnectionAge
-	n := len(f.reconnects)
-	if n == 0 {
-		if age > 0 {
-			return fmt.Sprintf("MaxConnectionAge %v was set but no connection was replaced during the run", age)
+	var parts []string
+	if late := f.conns.late; len(late) > 0 {
+		their := "their"
+		if len(late) == 1 {
+			their = "its"
 		}
-		return "no connection broke or was replaced, so nothing made the clients reconnect"
+		parts = append(parts, fmt.Sprintf("%s made %s first connection late, %s (lookups or connects at start-up were slow or lost)", f.who(len(late)), their, when(late)))
 	}
+	if n := len(f.reconnects); n > 0 {
+		line := fmt.Sprintf("%s opened %s after start-up (first at %.1fs): %s", f.who(f.clients), plural(n, "new connection"), f.reconnects[0].at, f.causes())
+		if w := longestWait(f.reconnects); w.at-w.since > 1 {
+			line += fmt.Sprintf(" (the longest wait for a replacement: %.1fs, from %.1fs to %.1fs)", w.at-w.since, w.since, w.at)
+		}
+		parts = append(parts, line+f.pickNote())
+	}
+	if u := f.conns.unreplaced; len(u) > 0 {
+		parts = append(parts, fmt.Sprintf("%s ended and %s not replaced: %s, %s",
+			plural(len(u), "connection"), wasWere(len(u)), endingCauses(u), when([]float64{u[0].at, u[len(u)-1].at})))
+	}
+	if len(parts) > 0 {
+		return strings.Join(parts, "; ")
+	}
+	if age := f.g.Target.MaxConnectionAge; age > 0 {
+		return fmt.Sprintf("MaxConnectionAge %v was set but no connection was replaced during the run", age)
+	}
+	return "no connection broke or was replaced, so nothing made the clients reconnect"
+}
+
+// who names the clients: "the client" for a group of one.
+func (f facts) who(n int) string {
+	if f.clients == 1 {
+		return "the client"
+	}
+	if n == f.clients {
+		return "clients"
+	}
+	return plural(n, "client")
+}
+
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
+}
+
+// causes counts the reconnects by cause, in order of first appearance.
+func (f facts) causes() string {
 	counts := map[string]int{}
 	var order []string
 	for _, r := range f.reconnects {
@@ -177,21 +214,41 @@ func (f facts) connectionLine() string {
 		}
 		counts[r.cause]++
 	}
-	var causes []string
+	var out []string
 	for _, c := range order {
-		causes = append(causes, fmt.Sprintf("%d %s", counts[c], f.causeText(c)))
+		out = append(out, fmt.Sprintf("%d %s", counts[c], f.causeText(c)))
 	}
-	line := fmt.Sprintf("clients opened %s after start-up (first at %.1fs): %s", plural(n, "new connection"), f.reconnects[0].at, strings.Join(causes, ", "))
-	if w := longestWait(f.reconnects); w.at-w.since > 1 {
-		line += fmt.Sprintf(" (the longest wait for a replacement: %.1fs, from %.1fs to %.1fs)", w.at-w.since, w.since, w.at)
+	return strings.Join(out, ", ")
+}
+
+// endingCauses counts the endings by cause.
+func endingCauses(es []ending) string {
+	counts := map[string]int{}
+	var order []string
+	for _, e := range es {
+		if counts[e.cause] == 0 {
+			order = append(order, e.cause)
+		}
+		counts[e.cause]++
 	}
-	switch {
-	case f.g.Target.Headless && anyGoAway(order):
-		line += "; each GOAWAY also asked the resolver to re-resolve"
-	case !f.g.Target.Headless:
-		line += "; each a fresh random kube-proxy pick"
+	var out []string
+	for _, c := range order {
+		out = append(out, fmt.Sprintf("%d %s", counts[c], endText(c)))
 	}
-	return line
+	return strings.Join(out, ", ")
+}
+
+// pickNote says how a new connection found its pod.
+func (f facts) pickNote() string {
+	switch t := f.g.Target; {
+	case t.Headless && anyGoAway(f.reconnects):
+		return "; each GOAWAY also asked the resolver to re-resolve"
+	case !t.Headless && t.ClientIPAffinity:
+		return "; ClientIP session affinity sent each client's new connections to the pod it had before, while the affinity lasted"
+	case !t.Headless:
+		return "; each a fresh random kube-proxy pick"
+	}
+	return ""
 }
 
 // longestWait returns the reconnect that came longest after its cause.
@@ -205,8 +262,8 @@ func longestWait(rs []reconnect) reconnect {
 	return w
 }
 
-func anyGoAway(causes []string) bool {
-	return slices.ContainsFunc(causes, func(c string) bool { return strings.HasPrefix(c, "goaway") })
+func anyGoAway(rs []reconnect) bool {
+	return slices.ContainsFunc(rs, func(r reconnect) bool { return strings.HasPrefix(r.cause, "goaway") })
 }
 
 // causeText names a reconnect's cause for the line.
@@ -228,6 +285,21 @@ func (f facts) causeText(cause string) string {
 		return "to a new address (no connection had closed: a re-resolution or a balancer change)"
 	}
 	return "after a connection closed (cause not observed)"
+}
+
+// endText names what ended a connection that was not replaced.
+func endText(cause string) string {
+	switch {
+	case cause == causeMaxAge:
+		return "closed by a MaxConnectionAge GOAWAY"
+	case cause == causeGracefulStop:
+		return "closed by a pod's graceful-stop GOAWAY"
+	case strings.HasPrefix(cause, "goaway"):
+		return "closed by a GOAWAY (" + cause + ")"
+	case cause == "eof" || cause == "reset":
+		return "closed by a pod without GOAWAY (" + cause + ")"
+	}
+	return "closed (cause not observed)"
 }
 
 func (f facts) lookupLine(minResolve time.Duration) string {
@@ -258,25 +330,37 @@ func (f facts) addedLine() string {
 	if f.added == 0 {
 		return ""
 	}
-	when := ""
-	if f.scaleAt != nil {
-		when = fmt.Sprintf(" at %.0fs", *f.scaleAt)
-	}
-	what := plural(f.added, "pod") + " added" + when
+	what := "the pod added"
+	verb := "got its first call"
 	if f.added > 1 {
-		what = "the " + what
-	} else {
-		what = "the pod added" + when
+		what, verb = fmt.Sprintf("the %d pods added", f.added), "got their first call"
 	}
+	what += " (Ready " + when(f.addedAt) + ")"
 	if f.firstAdded == nil {
 		return what + " never got a call"
 	}
-	verb := "got their first call"
-	if f.added == 1 {
-		verb = "got its first call"
-	}
 	return fmt.Sprintf("%s %s at %.1fs and %.1f%% of calls in window %q (Jain's index %.2f)",
 		what, verb, *f.firstAdded, 100*f.last.AddedShare, f.last.Name, f.last.Jain)
+}
+
+// when says when things happened, to a tenth of a second: "at 9.1s",
+// "at 9.1s and 12.1s", "from 10.0s to 10.6s".
+func when(ts []float64) string {
+	var ds []string
+	for _, t := range ts {
+		if d := fmt.Sprintf("%.1fs", t); !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	switch len(ds) {
+	case 0:
+		return ""
+	case 1:
+		return "at " + ds[0]
+	case 2:
+		return "at " + ds[0] + " and " + ds[1]
+	}
+	return "from " + ds[0] + " to " + ds[len(ds)-1]
 }
 
 // maxNamed bounds the pods a line names.
@@ -333,6 +417,12 @@ func phaseText(p stats.PodPhase) string {
 		return "was deleted"
 	case stats.PodRestarted:
 		return "restarted"
+	case stats.PodKilled:
+		return "was killed"
+	case stats.PodHung:
+		return "hung"
+	case stats.PodResumed:
+		return "resumed"
 	case stats.PodCreated:
 		return "pending"
 	}
