@@ -1,6 +1,7 @@
 package clusterdns
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -23,3 +24,13 @@ const MaxCached = maxCached
 
 // CachedNames returns about how many names the answer cache holds.
 func CachedNames(s *Server) int { return int(s.cache.count.Load()) }
+
+// UDPReadBuffer is the receive buffer Start asks for on its UDP socket.
+const UDPReadBuffer = udpReadBuffer
+
+// UDPConn returns the UDP socket a started Server serves.
+func UDPConn(s *Server) net.PacketConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udp.PacketConn
+}

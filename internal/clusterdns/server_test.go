@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,5 +243,33 @@ func TestStartStop(t *testing.T) {
 	addr := start(t, fx)
 	if r := clientQuery(t, "udp", addr, tn("svc1"), dns.TypeA, 0); len(r.Answer) != 1 {
 		t.Errorf("after restart: %s", describe(r))
+	}
+}
+
+// TestUDPReadBuffer: the UDP socket's receive buffer takes a burst of
+// queries (every client of a lab starts at once): Start asks for
+// UDPReadBuffer, which the kernel grants up to net.core.rmem_max (and
+// doubles for its bookkeeping).
+func TestUDPReadBuffer(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	start(t, fx)
+	raw, err := clusterdns.UDPConn(fx.srv).(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var serr error
+	raw.Control(func(fd uintptr) { got, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) })
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	want := clusterdns.UDPReadBuffer
+	if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil {
+		if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			want = min(want, max)
+		}
+	}
+	if got < want {
+		t.Errorf("SO_RCVBUF = %d, want at least %d", got, want)
 	}
 }
