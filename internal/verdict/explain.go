@@ -206,34 +206,36 @@ func wasWere(n int) string {
 
 // causes counts the reconnects by cause, in order of first appearance.
 func (f facts) causes() string {
-	counts := map[string]int{}
-	var order []string
-	for _, r := range f.reconnects {
-		if counts[r.cause] == 0 {
-			order = append(order, r.cause)
-		}
-		counts[r.cause]++
+	cs := make([]string, len(f.reconnects))
+	for i, r := range f.reconnects {
+		cs[i] = r.cause
 	}
-	var out []string
-	for _, c := range order {
-		out = append(out, fmt.Sprintf("%d %s", counts[c], f.causeText(c)))
-	}
-	return strings.Join(out, ", ")
+	return tally(cs, f.causeText)
 }
 
 // endingCauses counts the endings by cause.
 func endingCauses(es []ending) string {
+	cs := make([]string, len(es))
+	for i, e := range es {
+		cs[i] = e.cause
+	}
+	return tally(cs, endText)
+}
+
+// tally counts causes in order of first appearance: "3 <text of a>, 1
+// <text of b>".
+func tally(causes []string, text func(string) string) string {
 	counts := map[string]int{}
 	var order []string
-	for _, e := range es {
-		if counts[e.cause] == 0 {
-			order = append(order, e.cause)
+	for _, c := range causes {
+		if counts[c] == 0 {
+			order = append(order, c)
 		}
-		counts[e.cause]++
+		counts[c]++
 	}
-	var out []string
-	for _, c := range order {
-		out = append(out, fmt.Sprintf("%d %s", counts[c], endText(c)))
+	out := make([]string, len(order))
+	for i, c := range order {
+		out[i] = fmt.Sprintf("%d %s", counts[c], text(c))
 	}
 	return strings.Join(out, ", ")
 }
