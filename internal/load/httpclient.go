@@ -126,24 +126,32 @@ func NewHTTPClient(cfg HTTPConfig) (*HTTPClient, error) {
 	if cfg.Path[0] != '/' {
 		return fail(fmt.Errorf("path %q: want it to start with /", cfg.Path))
 	}
-	cfg.Timeout = orDefault(cfg.Timeout, time.Second)
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 1000
-	}
-	if cfg.Observer == nil {
-		cfg.Observer = discard{}
-	}
-	t, err := parseTarget(cfg.URL, cfg.DNS)
-	if err != nil {
-		return fail(err)
-	}
-	d, err := newDialer(cfg.Source, cfg.DNS, cfg.Timeout, cfg.Observer)
+	t, d, err := webDefaults(cfg.URL, cfg.DNS, cfg.Source, &cfg.Timeout, &cfg.MaxInFlight, &cfg.Observer)
 	if err != nil {
 		return fail(err)
 	}
 	c := &HTTPClient{cfg: cfg, target: t, dial: d}
 	c.pool = c.newPool()
 	return c, nil
+}
+
+// webDefaults applies the defaults the HTTP and WebSocket clients share
+// (timeout 1s, maxInFlight 1000, a nil observer discards) and returns the
+// parsed target and the client's dialer.
+func webDefaults(url, dns string, source netip.Addr, timeout *time.Duration, maxInFlight *int, obs *Observer) (target, *dialer, error) {
+	*timeout = orDefault(*timeout, time.Second)
+	if *maxInFlight <= 0 {
+		*maxInFlight = 1000
+	}
+	if *obs == nil {
+		*obs = discard{}
+	}
+	t, err := parseTarget(url, dns)
+	if err != nil {
+		return target{}, nil, err
+	}
+	d, err := newDialer(source, dns, *timeout, *obs)
+	return t, d, err
 }
 
 func checkRate(rate float64) error {

@@ -130,19 +130,8 @@ func NewWSClient(cfg WSConfig) (*WSClient, error) {
 	if err := checkRate(cfg.Rate); err != nil {
 		return fail(err)
 	}
-	cfg.Timeout = orDefault(cfg.Timeout, time.Second)
 	cfg.Backoff = orDefault(cfg.Backoff, DefaultWSBackoff)
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 1000
-	}
-	if cfg.Observer == nil {
-		cfg.Observer = discard{}
-	}
-	t, err := parseTarget(cfg.URL, cfg.DNS)
-	if err != nil {
-		return fail(err)
-	}
-	d, err := newDialer(cfg.Source, cfg.DNS, cfg.Timeout, cfg.Observer)
+	t, d, err := webDefaults(cfg.URL, cfg.DNS, cfg.Source, &cfg.Timeout, &cfg.MaxInFlight, &cfg.Observer)
 	if err != nil {
 		return fail(err)
 	}
