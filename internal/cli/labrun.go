@@ -143,13 +143,14 @@ func write(opts *LabRunOptions, res *report.Result) error {
 // outcome is the run's error for the exit code: a failed variant, failed
 // expectations or failed timeline steps.
 func outcome(opts *LabRunOptions, res *report.Result) error {
-	failed, steps := 0, 0
+	failed, steps, invalid := 0, 0, 0
 	for _, v := range res.Variants {
 		if v.Error != "" {
 			return fmt.Errorf("variant %s failed: %s", v.Name, v.Error)
 		}
 		failed += v.Failed()
 		steps += len(v.StepErrors)
+		invalid += v.Invalid()
 	}
 	where := "the FAIL lines"
 	if opts.Output == "json" {
@@ -162,6 +163,8 @@ func outcome(opts *LabRunOptions, res *report.Result) error {
 		return fmt.Errorf("%s failed (see %s)", fmt.Sprintf("%d of the scenario's expectations", failed), where)
 	case steps > 0:
 		return fmt.Errorf("%s failed (see \"step failed\" in the report)", plural(steps, "timeline step"))
+	case invalid > 0:
+		return overloadedError{fmt.Errorf("%d of the scenario's expectations could not be judged: the machine was overloaded (see OVERLOADED and INVALID in the report); run again on a quieter machine", invalid)}
 	}
 	return nil
 }

@@ -20,6 +20,10 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the command failed (bad input, a failed run)
 	ExitUsage = 2 // bad flags or arguments
+	// ExitOverloaded: lab run finished and no expectation failed, but some
+	// could not be judged: the machine was overloaded where they were
+	// measured (the load generator fell behind its schedule).
+	ExitOverloaded = 3
 	// ExitInterrupted: SIGINT or SIGTERM stopped a command before it was
 	// done (128 + SIGINT, as shells report a process killed by Ctrl-C).
 	// `lab up` stopped by Ctrl-C once it is up has done its job and exits 0.
@@ -28,6 +32,10 @@ const (
 
 // usageError marks errors in how the command was called.
 type usageError struct{ error }
+
+// overloadedError marks a run whose checks an overloaded machine
+// invalidated.
+type overloadedError struct{ error }
 
 // Main runs pinlab with args and returns the process exit code. It cancels
 // the run on SIGINT or SIGTERM.
@@ -47,9 +55,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "pinlab: %v\n", err)
 	var ue usageError
+	var oe overloadedError
 	switch {
 	case errors.As(err, &ue):
 		return ExitUsage
+	case errors.As(err, &oe):
+		return ExitOverloaded
 	case ctx.Err() != nil:
 		return ExitInterrupted
 	}

@@ -45,13 +45,16 @@ const (
 	// CauseUnavailable: any other UNAVAILABLE, such as a server that
 	// answered UNAVAILABLE itself.
 	CauseUnavailable Cause = "unavailable-other"
-	// CauseOther: any other failure, including calls the client did not
-	// send because MaxInFlight calls were open.
+	// CauseNotSent: the client did not send the call because MaxInFlight
+	// calls were open (RESOURCE_EXHAUSTED): the generator was past its
+	// capacity, a sign the machine, not the system, is the bottleneck.
+	CauseNotSent Cause = "not-sent"
+	// CauseOther: any other failure.
 	CauseOther Cause = "other"
 )
 
 // Causes lists every cause, in the order above.
-var Causes = []Cause{CauseRefused, CauseConnectTimeout, CauseGoAway, CauseReset, CauseDeadline, CauseNoAddress, CauseUnavailable, CauseOther}
+var Causes = []Cause{CauseRefused, CauseConnectTimeout, CauseGoAway, CauseReset, CauseDeadline, CauseNoAddress, CauseUnavailable, CauseNotSent, CauseOther}
 
 // markers map message fragments to causes, checked in order: resolver
 // errors first, as they may quote a DNS timeout; a reset before goaway because a reset after a GOAWAY reads "closing

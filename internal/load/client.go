@@ -39,6 +39,24 @@ type Observer interface {
 	Conn(ConnEvent)
 }
 
+// LagObserver is an optional Observer capability: it learns, as each call
+// is launched, how late against its due time the open-loop schedule
+// launched it (the schedule lag). Lag is the generator's own health: a
+// machine too busy to keep the schedule shows here, apart from the
+// system's latency. Sent is called from the pacing goroutine (or the
+// Scheduler's) and must return quickly.
+type LagObserver interface {
+	Sent(due time.Time, lag time.Duration)
+}
+
+// lagHook returns obs's Sent, or nil if it has none.
+func lagHook(obs Observer) func(time.Time, time.Duration) {
+	if l, ok := obs.(LagObserver); ok {
+		return l.Sent
+	}
+	return nil
+}
+
 // ConnEvent is one of the client's connections opening or closing.
 type ConnEvent struct {
 	// Remote is the server's address (a pod, or a Service VIP).
@@ -179,8 +197,9 @@ func (c *Client) Connect() { c.current().conn.Connect() }
 func (c *Client) Run(ctx context.Context) error {
 	defer c.shutdown()
 	c.current().conn.Connect()
+	cfg := c.current().cfg
 	rate := func() float64 { return c.current().cfg.Rate }
-	pace(ctx, rate, c.changed, c.launch)
+	pacing{rate: rate, changed: c.changed, phase: cfg.Phase, launch: c.launch, sent: lagHook(cfg.Observer)}.run(ctx, cfg.Scheduler)
 	return nil
 }
 
@@ -193,7 +212,7 @@ func (c *Client) launch(due time.Time) {
 	ch := c.ch
 	if c.inflight.Load() >= int64(ch.cfg.MaxInFlight) {
 		c.mu.Unlock()
-		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseOther})
+		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseNotSent})
 		return
 	}
 	// Joined under c.mu, so shutdown, once it has set closed, waits for

@@ -63,6 +63,14 @@ type Config struct {
 	// MaxInFlight bounds outstanding calls; a call due while that many are
 	// open is not sent and counts as RESOURCE_EXHAUSTED. Default 1000.
 	MaxInFlight int
+	// Scheduler, if not nil, paces the client's calls (shared by the
+	// clients of a run: more precise than a timer per client, see
+	// Scheduler); its Run must be running. Nil paces with a timer.
+	Scheduler *Scheduler
+	// Phase delays the client's first call (and so its whole schedule) from
+	// the start of Run, so that clients started together are not in step:
+	// give each a different one within 1/Rate. Default 0.
+	Phase time.Duration
 	// Observer receives results; nil discards them.
 	Observer Observer
 

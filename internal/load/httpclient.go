@@ -74,6 +74,14 @@ type HTTPConfig struct {
 	// many are open is not sent and counts as RESOURCE_EXHAUSTED. Default
 	// 1000.
 	MaxInFlight int
+	// Scheduler, if not nil, paces the client's calls (shared by the
+	// clients of a run: more precise than a timer per client, see
+	// Scheduler); its Run must be running. Nil paces with a timer.
+	Scheduler *Scheduler
+	// Phase delays the client's first call (and so its whole schedule) from
+	// the start of Run, so that clients started together are not in step:
+	// give each a different one within 1/Rate. Default 0.
+	Phase time.Duration
 	// Observer receives every request's result (Pod from the reply's JSON;
 	// Code from webapi.CodeOf for a status, or DeadlineExceeded, Canceled or
 	// Unavailable for a failure without one) and every TCP connection
@@ -219,13 +227,13 @@ func (c *HTTPClient) Restart() error {
 // connections, as Close does. It returns nil.
 func (c *HTTPClient) Run(ctx context.Context) error {
 	defer c.Close()
-	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
+	pacing{rate: fixedRate(c.cfg.Rate), phase: c.cfg.Phase, launch: c.launch, sent: lagHook(c.cfg.Observer)}.run(ctx, c.cfg.Scheduler)
 	return nil
 }
 
 func (c *HTTPClient) launch(due time.Time) {
 	if c.inflight.Load() >= int64(c.cfg.MaxInFlight) {
-		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted})
+		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseNotSent})
 		return
 	}
 	c.mu.Lock()

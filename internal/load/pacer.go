@@ -5,22 +5,40 @@ import (
 	"time"
 )
 
-// pace runs the open-loop schedule every client shares: it calls launch(due)
-// for call k = 0, 1, ... due at start + k/rate, until ctx ends, never
-// waiting for launch's work, so a slow server cannot slow the offered load
-// (no coordinated omission). launch must not block. rate is read at start
-// and again whenever changed receives (nil: the rate never changes); the
-// schedule then continues from the last call due (see schedule.setRate). A
-// call due after ctx's deadline is never launched.
-func pace(ctx context.Context, rate func() float64, changed <-chan struct{}, launch func(due time.Time)) {
-	s := schedule{base: time.Now(), rate: rate()}
+// pacing is one client's open-loop schedule: call k is due at start +
+// phase + k/rate, for k = 0, 1, ... until the client's ctx ends. launch
+// is called for each call when it is due and must not block: the schedule
+// never waits for a call's work, so a slow server cannot slow the offered
+// load (no coordinated omission). sent, if not nil, learns how late each
+// call was launched against its due time (the schedule lag: the
+// generator's own health, not the system's). rate is read at the start and
+// again whenever changed receives (nil: it never changes); the schedule
+// then continues from the last call due (see schedule.setRate). A call
+// due after ctx's deadline is never launched.
+type pacing struct {
+	rate    func() float64
+	changed <-chan struct{}
+	phase   time.Duration
+	launch  func(due time.Time)
+	sent    func(due time.Time, lag time.Duration)
+}
+
+// run paces calls until ctx ends: through sched when not nil (precise,
+// shared by the clients of a run), else with a timer of its own (Go timers
+// wake up to about 1 ms late on Linux).
+func (p pacing) run(ctx context.Context, sched *Scheduler) {
+	if sched != nil {
+		sched.pace(ctx, p)
+		return
+	}
+	s := schedule{base: time.Now().Add(p.phase), rate: p.rate()}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
 		select { // a busy loop that never waits still sees a new rate
-		case <-changed:
-			s.setRate(rate())
+		case <-p.changed:
+			s.setRate(p.rate())
 		default:
 		}
 		due := s.due()
@@ -29,25 +47,35 @@ func pace(ctx context.Context, rate func() float64, changed <-chan struct{}, lau
 			select {
 			case <-ctx.Done():
 				return
-			case <-changed:
+			case <-p.changed:
 				timer.Stop()
-				s.setRate(rate())
+				s.setRate(p.rate())
 				continue
 			case <-timer.C:
 			}
 		}
-		// A call due after the end is never sent (select picks at random
-		// when the timer and ctx are both ready, and ctx's own timer may
-		// fire late).
-		if ctx.Err() != nil || pastDeadline(ctx, due) {
+		if !p.fire(ctx, due) {
 			return
 		}
-		launch(due)
 		s.k++
 	}
 }
 
-// fixedRate is a rate for pace that never changes.
+// fire launches the call due at due, unless ctx ended or due is past its
+// deadline (select picks at random when a timer and ctx are both ready,
+// and ctx's own timer may fire late); false when the schedule is over.
+func (p pacing) fire(ctx context.Context, due time.Time) bool {
+	if ctx.Err() != nil || pastDeadline(ctx, due) {
+		return false
+	}
+	if p.sent != nil {
+		p.sent(due, max(time.Since(due), 0))
+	}
+	p.launch(due)
+	return true
+}
+
+// fixedRate is a rate for pacing that never changes.
 func fixedRate(r float64) func() float64 { return func() float64 { return r } }
 
 func pastDeadline(ctx context.Context, t time.Time) bool {

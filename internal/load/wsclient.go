@@ -46,6 +46,14 @@ type WSConfig struct {
 	// message due while that many are waiting is not sent and counts as
 	// RESOURCE_EXHAUSTED. Default 1000.
 	MaxInFlight int
+	// Scheduler, if not nil, paces the client's calls (shared by the
+	// clients of a run: more precise than a timer per client, see
+	// Scheduler); its Run must be running. Nil paces with a timer.
+	Scheduler *Scheduler
+	// Phase delays the client's first call (and so its whole schedule) from
+	// the start of Run, so that clients started together are not in step:
+	// give each a different one within 1/Rate. Default 0.
+	Phase time.Duration
 	// Backoff is the wait after a failed connect before the next; it
 	// doubles per failure up to MaxWSBackoff, with ±20% jitter. Default
 	// DefaultWSBackoff. A lost connection that had lived at least
@@ -189,7 +197,7 @@ func (c *WSClient) Restart() error {
 func (c *WSClient) Run(ctx context.Context) error {
 	defer c.Close()
 	c.start()
-	pace(ctx, fixedRate(c.cfg.Rate), nil, c.launch)
+	pacing{rate: fixedRate(c.cfg.Rate), phase: c.cfg.Phase, launch: c.launch, sent: lagHook(c.cfg.Observer)}.run(ctx, c.cfg.Scheduler)
 	deadline := time.Now().Add(c.cfg.Timeout)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -234,7 +242,11 @@ func (c *WSClient) launch(due time.Time) {
 	}
 	c.mu.Unlock()
 	if code != codes.OK {
-		results = append(results, Result{Due: due, Latency: now.Sub(due), Code: code})
+		r := Result{Due: due, Latency: now.Sub(due), Code: code}
+		if code == codes.ResourceExhausted {
+			r.Cause = CauseNotSent
+		}
+		results = append(results, r)
 	}
 	c.report(results)
 }

@@ -32,9 +32,12 @@ type MetricSpec struct {
 	// Window is true for a value measured in a window; Pod for a value
 	// about one pod; Unit for a value between 0 and 1; Narrowable for one
 	// that code and cause narrow. WindowOptional means a window may be
-	// named but need not be.
-	Window, WindowOptional, Pod, Unit, Narrowable bool
-	Doc                                           string
+	// named but need not be. Timing marks a value that an overloaded
+	// machine changes (failures by deadline, latency, how many calls were
+	// sent): its check is invalid where the load generator could not keep
+	// its schedule.
+	Window, WindowOptional, Pod, Unit, Narrowable, Timing bool
+	Doc                                                   string
 }
 
 // Metrics are the values expectations can bound, by name. Package verdict
@@ -43,20 +46,20 @@ var Metrics = map[string]MetricSpec{
 	"jain":                 {Window: true, Unit: true, Doc: "Jain's fairness index over the pods' calls"},
 	"idlePods":             {Window: true, Doc: "pods with less than a tenth of a fair share"},
 	"addedShare":           {Window: true, Unit: true, Doc: "share of calls served by pods that turned Ready during the run"},
-	"calls":                {Window: true, Doc: "calls the pods served"},
+	"calls":                {Timing: true, Window: true, Doc: "calls the pods served"},
 	"podsServing":          {Window: true, Doc: "pods that served at least one call"},
 	"maxPodsPerClient":     {Window: true, Doc: "the most pods any one client's calls reached"},
-	"failed":               {WindowOptional: true, Narrowable: true, Doc: "failed calls (by client), in a window or the whole run; code and cause narrow it"},
-	"failedShare":          {WindowOptional: true, Narrowable: true, Unit: true, Doc: "failed calls over all calls the clients finished, in a window or the whole run"},
+	"failed":               {Timing: true, WindowOptional: true, Narrowable: true, Doc: "failed calls (by client), in a window or the whole run; code and cause narrow it"},
+	"failedShare":          {Timing: true, WindowOptional: true, Narrowable: true, Unit: true, Doc: "failed calls over all calls the clients finished, in a window or the whole run"},
 	"connsOpenedPerSecond": {Window: true, Doc: "client connections opened per second (reconnects)"},
 	"connsPerClient":       {Window: true, Doc: "time-averaged open connections per client"},
-	"latencyP50Ms":         {Window: true, Doc: "median call latency in ms"},
-	"latencyP99Ms":         {Window: true, Doc: "99th percentile call latency in ms"},
-	"podCalls":             {Window: true, Pod: true, Doc: "calls one pod served"},
+	"latencyP50Ms":         {Timing: true, Window: true, Doc: "median call latency in ms"},
+	"latencyP99Ms":         {Timing: true, Window: true, Doc: "99th percentile call latency in ms"},
+	"podCalls":             {Timing: true, Window: true, Pod: true, Doc: "calls one pod served"},
 	"podShare":             {Window: true, Pod: true, Unit: true, Doc: "one pod's share of the calls"},
-	"errorWindowSeconds":   {Doc: "total length of the run's error windows in seconds"},
-	"errorWindows":         {Doc: "number of error windows"},
-	"rebalanceSeconds":     {Doc: "time to rebalance: from a pod turning Ready to its share reaching 90% of fair, the longest over pods added during the run (infinite if one never did)"},
+	"errorWindowSeconds":   {Timing: true, Doc: "total length of the run's error windows in seconds"},
+	"errorWindows":         {Timing: true, Doc: "number of error windows"},
+	"rebalanceSeconds":     {Timing: true, Doc: "time to rebalance: from a pod turning Ready to its share reaching 90% of fair, the longest over pods added during the run (infinite if one never did)"},
 }
 
 // MetricNames lists Metrics' names, sorted and comma-separated.

@@ -81,13 +81,28 @@ type Variant struct {
 	StepPods map[string]string `json:"step_pods,omitempty"`
 	// Checks are the scenario's expectations as checked for this variant.
 	Checks []verdict.Check `json:"checks,omitempty"`
+	// Overloaded lists where the load generator could not keep its
+	// schedule (the machine shaped the timing figures there).
+	Overloaded []verdict.Overload `json:"overloaded,omitempty"`
 }
 
 // Failed counts the variant's checks that were measured and did not pass.
 func (v Variant) Failed() int {
 	n := 0
 	for _, c := range v.Checks {
-		if !c.Pass && !c.Skipped {
+		if !c.Pass && !c.Skipped && !c.Invalid {
+			n++
+		}
+	}
+	return n
+}
+
+// Invalid counts the variant's checks invalidated by an overloaded
+// machine.
+func (v Variant) Invalid() int {
+	n := 0
+	for _, c := range v.Checks {
+		if c.Invalid {
 			n++
 		}
 	}

@@ -28,6 +28,7 @@ func JSON(w io.Writer, r *Result) error {
 func Text(w io.Writer, r *Result) error {
 	p := &printer{w: w}
 	p.header(r)
+	p.overloaded(r)
 	for _, v := range r.Variants {
 		p.variant(v, len(r.Variants) == 1, r.Duration)
 	}
@@ -40,24 +41,46 @@ func Text(w io.Writer, r *Result) error {
 
 // verdict sums up the expectation checks of all variants.
 func (p *printer) verdict(r *Result) {
-	total, failed, skipped := 0, 0, 0
+	total, failed, skipped, invalid := 0, 0, 0, 0
 	for _, v := range r.Variants {
 		total += len(v.Checks)
 		failed += v.Failed()
 		skipped += v.Skipped()
+		invalid += v.Invalid()
 	}
 	if total == 0 {
 		return
 	}
-	note := ""
+	var notes []string
 	if skipped > 0 {
-		note = fmt.Sprintf(" (%d not measured)", skipped)
+		notes = append(notes, fmt.Sprintf("%d not measured", skipped))
+	}
+	if invalid > 0 {
+		notes = append(notes, fmt.Sprintf("%d INVALID: the machine was overloaded", invalid))
+	}
+	note := ""
+	if len(notes) > 0 {
+		note = " (" + strings.Join(notes, ", ") + ")"
 	}
 	if failed == 0 {
-		p.f("\nexpectations: %d of %d passed%s\n", total-skipped, total, note)
+		p.f("\nexpectations: %d of %d passed%s\n", total-skipped-invalid, total, note)
 		return
 	}
 	p.f("\nexpectations: %d of %d FAILED%s\n", failed, total, note)
+}
+
+// overloaded warns, above everything else, where the load generator
+// could not keep its schedule.
+func (p *printer) overloaded(r *Result) {
+	for _, v := range r.Variants {
+		for _, o := range v.Overloaded {
+			where := "the run"
+			if o.Window != "" {
+				where = "window " + o.Window
+			}
+			p.f("  OVERLOADED: variant %s, %s: the load generator fell behind its schedule (%s); timing figures there are the machine's, not the system's\n", v.Name, where, o.Reason)
+		}
+	}
 }
 
 type printer struct {
@@ -198,6 +221,8 @@ func (p *printer) checks(v Variant) {
 		switch {
 		case c.Skipped:
 			verdict = "SKIP"
+		case c.Invalid:
+			verdict = "INVALID"
 		case !c.Pass:
 			verdict = "FAIL"
 		}
@@ -238,8 +263,8 @@ func errorsIn(w stats.WindowStats) int64 {
 }
 
 func (p *printer) window(w stats.WindowStats) {
-	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %s, max/mean %s, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms\n",
-		w.Name, w.From, w.To, w.Rate, ratio(w, w.Jain), ratio(w, w.MaxMean), w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99)
+	p.f("\n   window %s (%gs-%gs): %.0f calls/s, Jain's index %s, max/mean %s, idle %d/%d, conns/client %.1f, errors %d, p50 %.2fms p99 %.2fms, schedule lag p99 %.2fms\n",
+		w.Name, w.From, w.To, w.Rate, ratio(w, w.Jain), ratio(w, w.MaxMean), w.Idle, len(w.Pods), w.ConnsPerClient, errorsIn(w), w.LatencyP50, w.LatencyP99, w.LagP99)
 	if len(w.Errors) > 0 {
 		p.f("   errors by code: %s", stats.CodeCounts(w.Errors))
 		if len(w.ErrorCauses) > 0 {
@@ -428,9 +453,12 @@ func (p *printer) runTable(r *Result) {
 		}
 		checks := "-"
 		if n := len(v.Checks); n > 0 {
-			checks = fmt.Sprintf("%d/%d passed", n-v.Failed()-v.Skipped(), n)
+			checks = fmt.Sprintf("%d/%d passed", n-v.Failed()-v.Skipped()-v.Invalid(), n)
 			if s := v.Skipped(); s > 0 {
 				checks += fmt.Sprintf(", %d not measured", s)
+			}
+			if i := v.Invalid(); i > 0 {
+				checks += fmt.Sprintf(", %d INVALID", i)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Name, failed, ew, rb, checks)

@@ -62,6 +62,7 @@ func sample() *Result {
 				{Name: "cart", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.97.4.4", Policy: "pick_first", Clients: 1, Rate: 50}},
 				Servers: "pricing: MaxConnectionAge 10s", Patches: "Deployment shop/pricing (strategic)", Why: "order: re-resolved at 30s.\ncart: pinned.", DNS: "127.97.0.10:21053",
 				WhyByGroup: []verdict.Why{{Group: "order", Line: "re-resolved at 30s."}, {Group: "cart", Line: "pinned."}},
+				Overloaded: []verdict.Overload{{Window: "settled", Reason: "schedule lag p99 35.0 ms, max 410 ms"}},
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))},
 					Groups: []stats.GroupStats{
 						{Name: "cart", Service: "shop/pricing", Windows: []stats.WindowStats{w("before", 3, 10, 0.5, pods(1, 0)), w("settled", 40, 60, 0.25, pods(1, 0, 0, 0))}},
@@ -72,6 +73,7 @@ func sample() *Result {
 				Checks: []verdict.Check{
 					{Name: "new pods get calls", Metric: "addedShare", Window: "settled", Bound: ">= 0.4", Value: f(0.5), Shown: "0.5", Pass: true},
 					{Name: "cart pinned", Metric: "jain", Window: "settled", Group: "cart", Bound: "<= 0.3", Value: f(0.25), Shown: "0.25", Pass: true},
+					{Name: "fast", Metric: "latencyP99Ms", Window: "settled", Bound: "<= 20", Value: f(410), Shown: "410", Invalid: true, Note: "overloaded: schedule lag p99 35.0 ms, max 410 ms"},
 					{Name: "no failed calls", Metric: "failed", Bound: "<= 0", Value: f(12), Shown: "12", Pass: false},
 					{Name: "busy pod keeps calls", Metric: "podCalls", Window: "settled", Pod: "pricing-7d9f8-a", Bound: ">= 1", Shown: "n/a", Skipped: true, Note: "not measured: the run was interrupted before the window ended"},
 				}},

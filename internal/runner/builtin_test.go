@@ -12,7 +12,9 @@ import (
 
 // TestBuiltinScenarios runs every built-in scenario that states
 // expectations, all variants side by side, and requires every expectation
-// to hold: these are the claims of claims.md the lab reproduces. The default
+// to hold: these are the claims of claims.md the lab reproduces. Where the
+// machine was overloaded (timing checks INVALID), the scenario runs once
+// more, and is skipped if it is overloaded again. The default
 // scenario (scale-out) is left to TestScaleOut, which checks the same
 // claims on a short timeline.
 func TestBuiltinScenarios(t *testing.T) {
@@ -35,6 +37,10 @@ func TestBuiltinScenarios(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			res := pipeline(t, p, 8*time.Minute)
+			if invalid(res) > 0 {
+				t.Logf("overloaded, running again: %s", overloaded(res))
+				res = pipeline(t, p, 8*time.Minute)
+			}
 			failed := 0
 			for _, v := range res.Variants {
 				if v.Error != "" {
@@ -50,6 +56,18 @@ func TestBuiltinScenarios(t *testing.T) {
 				report.Text(&buf, res)
 				t.Errorf("%d expectations failed:\n%s", failed, buf.String())
 			}
+			if n := invalid(res); n > 0 && !t.Failed() {
+				t.Skipf("%d expectations could not be judged twice, the machine is overloaded: %s", n, overloaded(res))
+			}
 		})
 	}
+}
+
+// invalid counts the checks an overloaded machine invalidated.
+func invalid(res *report.Result) int {
+	n := 0
+	for _, v := range res.Variants {
+		n += v.Invalid()
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 type clients struct {
 	dnsAddr string
 	rec     *stats.Recorder
+	sched   *load.Scheduler // paces every client; run by drive
 	plans   []plan.Client
 	byIndex []runner
 	configs []load.Config    // gRPC clients' settings; zero for others
@@ -43,24 +45,28 @@ type runner interface {
 const sidecarPort = 15001
 
 // newClients creates the variant's load clients, each with its own IP from
-// the pod network, as client pods would have.
-func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Variant) (_ *clients, err error) {
-	cl := &clients{dnsAddr: l.DNSAddr(), rec: rec, plans: slices.Clone(v.Clients)}
+// the pod network, as client pods would have, paced by one Scheduler, each
+// at a random phase within its first interval (from seed), as independent
+// clients are not in step.
+func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Variant, seed uint64) (_ *clients, err error) {
+	cl := &clients{dnsAddr: l.DNSAddr(), rec: rec, sched: load.NewScheduler(), plans: slices.Clone(v.Clients)}
+	ph := phases(seed, v.Clients)
 	defer func() {
 		if err != nil {
 			cl.close()
 		}
 	}()
 	gateways := map[string]string{} // group -> target
-	for _, cp := range cl.plans {
+	for i, cp := range cl.plans {
 		ip, err := l.AllocateIP()
 		if err != nil {
 			return nil, fmt.Errorf("client %s: no pod IP: %w", cp.Name, err)
 		}
 		rec.Client(stats.ClientInfo{Name: cp.Name, Group: cp.Group, Service: cp.Target.Key(), IP: ip})
 		obs := clientObserver{rec: rec, name: cp.Name}
+		phase := ph[i]
 		if p := cp.Settings.Protocol; p != plan.ProtocolGRPC {
-			c, err := cl.webClient(cp, ip, obs)
+			c, err := cl.webClient(cp, ip, obs, phase)
 			if err != nil {
 				return nil, err
 			}
@@ -68,7 +74,7 @@ func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Var
 			continue
 		}
 		cfg := loadConfig(cp, cl.dnsAddr)
-		cfg.Source, cfg.Observer = ip, obs
+		cfg.Source, cfg.Observer, cfg.Scheduler, cfg.Phase = ip, obs, cl.sched, phase
 		if x := cp.Settings.L7Proxy; x != nil {
 			if cfg.Target, err = cl.viaProxy(ctx, l, cp, ip, gateways); err != nil {
 				return nil, err
@@ -83,6 +89,18 @@ func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Var
 		cl.add(c, cfg)
 	}
 	return cl, nil
+}
+
+// phases draws each client's phase, its first call's delay within its
+// first interval (0 to 1/Rate), from seed: the same seed gives the same
+// phases.
+func phases(seed uint64, cs []plan.Client) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	out := make([]time.Duration, len(cs))
+	for i, c := range cs {
+		out[i] = time.Duration(rng.Float64() * float64(time.Second) / c.Rate)
+	}
+	return out
 }
 
 func (cl *clients) add(c runner, cfg load.Config) {
@@ -133,13 +151,14 @@ func loadConfig(cp plan.Client, dnsAddr string) load.Config {
 
 // webClient makes an HTTP/1.1 or WebSocket client for cp, resolving the
 // target's name through the cluster DNS for every new connection.
-func (cl *clients) webClient(cp plan.Client, ip netip.Addr, obs load.Observer) (runner, error) {
+func (cl *clients) webClient(cp plan.Client, ip netip.Addr, obs load.Observer, phase time.Duration) (runner, error) {
 	url := fmt.Sprintf("http://%s:%d", cp.Target.Host, cp.Target.Port)
 	if cp.Settings.Protocol == plan.ProtocolWebSocket {
-		return load.NewWSClient(load.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs})
+		return load.NewWSClient(load.WSConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs,
+			Scheduler: cl.sched, Phase: phase})
 	}
 	return load.NewHTTPClient(load.HTTPConfig{Name: cp.Name, Source: ip, URL: url, DNS: cl.dnsAddr, Rate: cp.Rate, Timeout: cp.Timeout, Observer: obs,
-		MaxIdleConnsPerHost: cp.Settings.MaxIdleConnsPerHost, MaxConnsPerHost: cp.Settings.MaxConnsPerHost})
+		MaxIdleConnsPerHost: cp.Settings.MaxIdleConnsPerHost, MaxConnsPerHost: cp.Settings.MaxConnsPerHost, Scheduler: cl.sched, Phase: phase})
 }
 
 // startProxy starts an L7 proxy at listen, dialling pods from source, for
@@ -256,7 +275,7 @@ func (cl *clients) Configure(next []plan.Client) error {
 		}
 		cfg := loadConfig(cp, cl.dnsAddr)
 		old := cl.configs[i]
-		cfg.Source, cfg.Observer = old.Source, old.Observer
+		cfg.Source, cfg.Observer, cfg.Scheduler, cfg.Phase = old.Source, old.Observer, old.Scheduler, old.Phase
 		if cp.Settings.L7Proxy != nil { // the client keeps dialling its proxy
 			cfg.Target, cfg.Policy, cfg.Resolver = old.Target, old.Policy, old.Resolver
 		}

@@ -82,6 +82,9 @@ type clientObserver struct {
 	name string
 }
 
+// Sent records the schedule lag of a call as it is launched.
+func (o clientObserver) Sent(due time.Time, lag time.Duration) { o.rec.Lag(o.name, due, lag) }
+
 func (o clientObserver) Called(r load.Result) {
 	o.rec.Call(o.name, r.Pod, r.Code, string(r.Cause), r.Latency, r.Due)
 }
@@ -194,3 +197,4 @@ func (p *podPhases) update(obj any) {
 
 var _ pod.Observer = podObserver{}
 var _ load.Observer = clientObserver{}
+var _ load.LagObserver = clientObserver{}

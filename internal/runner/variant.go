@@ -98,7 +98,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	r.outcome.ClusterIPs = clusterIPs(l, r.v)
 	rec.Node(netip.MustParseAddr("127.0.0.1"))
-	cl, err := newClients(setupCtx, l, rec, r.v)
+	cl, err := newClients(setupCtx, l, rec, r.v, r.seed)
 	if err != nil {
 		return err
 	}
@@ -128,6 +128,8 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var wg sync.WaitGroup
+	wg.Go(func() { cl.sched.Run(loadCtx) })
+	wg.Go(func() { sampleCPU(loadCtx, rec) })
 	for _, c := range cl.byIndex {
 		wg.Go(func() { c.Run(loadCtx) })
 	}

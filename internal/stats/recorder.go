@@ -60,6 +60,8 @@ type Recorder struct {
 	groups   map[string]string // peer label -> client group
 	node     map[netip.Addr]bool
 	latency  map[string][]Histogram // per client group, per second
+	lag      map[string][]Histogram // schedule lag, per client group, per second
+	cpu      []cpuAt
 	dns      []dnsAt
 	proxy    []proxyAt
 	marks    []markAt
@@ -221,6 +223,7 @@ func NewRecorder(start time.Time) *Recorder {
 		peers:   map[netip.Addr]string{},
 		groups:  map[string]string{},
 		latency: map[string][]Histogram{},
+		lag:     map[string][]Histogram{},
 		node:    map[netip.Addr]bool{},
 	}
 }
@@ -412,6 +415,35 @@ func (r *Recorder) Call(clientName, podName string, code codes.Code, cause strin
 		r.latency[c.Group] = h
 	}
 	h[s].Record(latency)
+}
+
+// Lag records how late the open-loop schedule launched a client's call due
+// at due (the generator's schedule lag).
+func (r *Recorder) Lag(clientName string, due time.Time, lag time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.client(clientName).Group
+	s := max(int(r.offset(due)/time.Second), 0)
+	h := r.lag[g]
+	if s >= len(h) {
+		h = append(h, make([]Histogram, s+1-len(h))...)
+		r.lag[g] = h
+	}
+	h[s].Record(lag)
+}
+
+// CPU records the machine's and the process's CPU use over the second
+// before at: machine is the busy share of all CPUs (0-1; negative when
+// unknown), process the process's CPU time over the time of all CPUs.
+func (r *Recorder) CPU(at time.Time, machine, process float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cpu = append(r.cpu, cpuAt{at: at, machine: machine, process: process})
+}
+
+type cpuAt struct {
+	at               time.Time
+	machine, process float64
 }
 
 // ClientConn records a client's connection to remote opening or closing;

@@ -81,11 +81,22 @@ type WindowStats struct {
 	Failed      int64            `json:"failed"`
 	Errors      map[string]int64 `json:"errors"`
 	ErrorCauses map[string]int64 `json:"error_causes"`
-	LatencyP50  float64          `json:"latency_p50_ms"`
-	LatencyP90  float64          `json:"latency_p90_ms"`
-	LatencyP99  float64          `json:"latency_p99_ms"`
-	LatencyP999 float64          `json:"latency_p999_ms"`
-	LatencyMax  float64          `json:"latency_max_ms"`
+	// LagP50, LagP99 and LagMax are the schedule lag: how late the load
+	// generator launched calls against their due times, in ms. High lag
+	// means the machine could not keep the schedule.
+	LagP50 float64 `json:"schedule_lag_p50_ms"`
+	LagP99 float64 `json:"schedule_lag_p99_ms"`
+	LagMax float64 `json:"schedule_lag_max_ms"`
+	// MachineCPU is the busy share of all the machine's CPUs and
+	// ProcessCPU the lab process's share, both averaged over the window's
+	// seconds (0-1; negative when not measured).
+	MachineCPU  float64 `json:"machine_cpu"`
+	ProcessCPU  float64 `json:"process_cpu"`
+	LatencyP50  float64 `json:"latency_p50_ms"`
+	LatencyP90  float64 `json:"latency_p90_ms"`
+	LatencyP99  float64 `json:"latency_p99_ms"`
+	LatencyP999 float64 `json:"latency_p999_ms"`
+	LatencyMax  float64 `json:"latency_max_ms"`
 }
 
 // ClientStats is one load client over the whole run.
@@ -144,6 +155,25 @@ type Summary struct {
 	Proxy     []ProxyConn  `json:"proxy_conns"`
 	Marks     []Mark       `json:"marks"`
 	Steps     []StepRecord `json:"steps,omitempty"`
+	// Lag holds the schedule lag per second of the run (index = second),
+	// every group together.
+	Lag []LagSecond `json:"schedule_lag"`
+	// CPU holds the machine's and the process's CPU use per second.
+	CPU []CPUSecond `json:"cpu,omitempty"`
+}
+
+// LagSecond is the schedule lag of one second's calls, in ms.
+type LagSecond struct {
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// CPUSecond is the CPU use over the second before At (shares 0-1;
+// Machine negative when unknown).
+type CPUSecond struct {
+	At      Offset  `json:"at_s"`
+	Machine float64 `json:"machine"`
+	Process float64 `json:"process"`
 }
 
 // GroupStats are the windows of one client group: the pods of the Service
@@ -208,7 +238,55 @@ func (r *Recorder) Summarize(windows []Window, end time.Duration) Summary {
 		rec.At = r.at(st.at)
 		s.Steps = append(s.Steps, rec)
 	}
+	s.Lag = r.lagTimeline()
+	for _, c := range r.cpu {
+		s.CPU = append(s.CPU, CPUSecond{At: r.at(c.at), Machine: c.machine, Process: c.process})
+	}
 	return s
+}
+
+// lagTimeline merges every group's lag per second.
+func (r *Recorder) lagTimeline() []LagSecond {
+	var out []LagSecond
+	for s := 0; ; s++ {
+		var h Histogram
+		any := false
+		for _, hs := range r.lag {
+			if s < len(hs) {
+				any = true
+				h.Merge(&hs[s])
+			}
+		}
+		if !any {
+			return out
+		}
+		out = append(out, LagSecond{P99: ms(h.Quantile(0.99)), Max: ms(h.Max())})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// cpuIn averages the CPU samples taken within [from, to).
+func (r *Recorder) cpuIn(w Window) (machine, process float64) {
+	n, nm := 0, 0
+	for _, c := range r.cpu {
+		if d := c.at.Sub(r.start); d > w.From && d <= w.To {
+			n++
+			process += c.process
+			if c.machine >= 0 {
+				nm++
+				machine += c.machine
+			}
+		}
+	}
+	if n == 0 {
+		return -1, -1
+	}
+	process /= float64(n)
+	if nm == 0 {
+		return -1, process
+	}
+	return machine / float64(nm), process
 }
 
 // at is t as an offset from the start.
@@ -529,7 +607,17 @@ func (r *Recorder) clientWindow(ws *WindowStats, w Window, sel selection) {
 	if w.To > w.From {
 		ws.ConnsOpenedPerSec = float64(ws.ConnsOpened) / (w.To - w.From).Seconds()
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var lag Histogram
+	for group, hs := range r.lag {
+		if sel.group != "" && group != sel.group {
+			continue
+		}
+		for s := max(int(w.From/time.Second), 0); s < int((w.To+time.Second-1)/time.Second) && s < len(hs); s++ {
+			lag.Merge(&hs[s])
+		}
+	}
+	ws.LagP50, ws.LagP99, ws.LagMax = ms(lag.Quantile(0.5)), ms(lag.Quantile(0.99)), ms(lag.Max())
+	ws.MachineCPU, ws.ProcessCPU = r.cpuIn(w)
 	ws.LatencyP50, ws.LatencyP90 = ms(h.Quantile(0.5)), ms(h.Quantile(0.9))
 	ws.LatencyP99, ws.LatencyP999, ws.LatencyMax = ms(h.Quantile(0.99)), ms(h.Quantile(0.999)), ms(h.Max())
 }

@@ -30,7 +30,12 @@ type Check struct {
 	// Skipped is true for a check that could not be measured (an
 	// interrupted run, a step that picked no pod); Note says why. It neither
 	// passes nor fails.
-	Skipped bool   `json:"skipped,omitempty"`
+	Skipped bool `json:"skipped,omitempty"`
+	// Invalid is true for a timing check measured where the load
+	// generator could not keep its schedule (see Verdict.Overloaded): its
+	// value is the machine's, so it neither passes nor fails; Note says
+	// why.
+	Invalid bool   `json:"invalid,omitempty"`
 	Note    string `json:"note,omitempty"`
 }
 
@@ -157,12 +162,18 @@ func failedShare(in input) float64 {
 	return failedCalls(in) / float64(total)
 }
 
-// check evaluates the variant's expectations.
-func check(p *plan.Plan, v plan.Variant, s stats.Summary) []Check {
+// check evaluates the variant's expectations; a timing check where the
+// run was overloaded is invalid.
+func check(p *plan.Plan, v plan.Variant, s stats.Summary, overloaded []Overload) []Check {
 	interrupted := time.Duration(s.End) < p.Duration
 	var out []Check
 	for _, e := range v.Expect {
-		out = append(out, checkOne(e, &s, interrupted))
+		c := checkOne(e, &s, interrupted)
+		if o, ok := overloadOf(overloaded, e.Window); ok && timing(e.Metric) && !c.Skipped {
+			c.Pass, c.Invalid = false, true
+			c.Note = "overloaded: " + o.Reason
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -77,11 +77,16 @@ func judge(t *testing.T, dir string) string {
 		for _, w := range vd.Why {
 			fmt.Fprintf(&b, "why (%s): %s\n", w.Group, w.Line)
 		}
+		for _, o := range vd.Overloaded {
+			fmt.Fprintf(&b, "overloaded [%s]: %s\n", o.Window, o.Reason)
+		}
 		for _, c := range vd.Checks {
 			state := "PASS"
 			switch {
 			case c.Skipped:
 				state = "SKIP"
+			case c.Invalid:
+				state = "INVALID"
 			case !c.Pass:
 				state = "FAIL"
 			}

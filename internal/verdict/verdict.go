@@ -16,6 +16,10 @@ type Verdict struct {
 	Why []Why `json:"why,omitempty"`
 	// Checks are the variant's expectations, checked.
 	Checks []Check `json:"checks,omitempty"`
+	// Overloaded lists where the load generator could not keep its
+	// schedule: there the machine shaped the timing figures, and checks
+	// of timing metrics are invalid.
+	Overloaded []Overload `json:"overloaded,omitempty"`
 }
 
 // Why says why one group's numbers look as they do.
@@ -28,14 +32,15 @@ type Why struct {
 // of a run that started load (an interrupted run too: s.End short of the
 // plan's duration).
 func Judge(p *plan.Plan, v plan.Variant, s stats.Summary) Verdict {
-	return Verdict{Why: explain(p, v, s), Checks: check(p, v, s)}
+	ol := overloads(&s)
+	return Verdict{Why: explain(p, v, s), Checks: check(p, v, s, ol), Overloaded: ol}
 }
 
 // Failed counts the checks that were measured and did not pass.
 func (v Verdict) Failed() int {
 	n := 0
 	for _, c := range v.Checks {
-		if !c.Pass && !c.Skipped {
+		if !c.Pass && !c.Skipped && !c.Invalid {
 			n++
 		}
 	}

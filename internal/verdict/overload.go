@@ -1,0 +1,115 @@
+package verdict
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/stats"
+)
+
+// The load generator's health: where it fell behind its own schedule, the
+// machine, not the system under test, shaped the timing figures (every
+// pod, proxy and client of a lab shares the machine's CPUs).
+const (
+	// OverloadLagP99 is the schedule lag p99 (ms) above which a window or
+	// second was overloaded: calls went out that much later than due.
+	OverloadLagP99 = 20.0
+	// OverloadStall is the largest schedule lag (ms) of one call above
+	// which a window or second was overloaded: the process stalled (CPU
+	// starved, or a long pause) for that long.
+	OverloadStall = 200.0
+)
+
+// Overload is a stretch where the load generator could not keep its
+// schedule.
+type Overload struct {
+	// Window names the window; empty for the run as a whole.
+	Window string `json:"window,omitempty"`
+	// Reason gives the figures: schedule lag, calls not sent, CPU.
+	Reason string `json:"reason"`
+}
+
+// overloads returns the overloaded windows of s, and the run itself when
+// any second of it was overloaded.
+func overloads(s *stats.Summary) []Overload {
+	var out []Overload
+	if r := runOverload(s); r != "" {
+		out = append(out, Overload{Reason: r})
+	}
+	for _, w := range s.Windows {
+		if r := windowOverload(w); r != "" {
+			out = append(out, Overload{Window: w.Name, Reason: r})
+		}
+	}
+	return out
+}
+
+// windowOverload says why window w was overloaded; "" if it was not.
+func windowOverload(w stats.WindowStats) string {
+	notSent := w.ErrorCauses[string(load.CauseNotSent)]
+	if w.LagP99 <= OverloadLagP99 && w.LagMax <= OverloadStall && notSent == 0 {
+		return ""
+	}
+	parts := []string{fmt.Sprintf("schedule lag p99 %.1f ms, max %.0f ms", w.LagP99, w.LagMax)}
+	if notSent > 0 {
+		parts = append(parts, fmt.Sprintf("%d calls not sent (clients at their in-flight limit)", notSent))
+	}
+	return strings.Join(append(parts, cpuText(w.MachineCPU, w.ProcessCPU)...), "; ")
+}
+
+// runOverload says why the run was overloaded, from its seconds' lag and
+// its clients' unsent calls; "" if it was not.
+func runOverload(s *stats.Summary) string {
+	var bad []int
+	worst := stats.LagSecond{}
+	for i, l := range s.Lag {
+		if float64(i) >= s.End.Seconds() {
+			break
+		}
+		if l.P99 > OverloadLagP99 || l.Max > OverloadStall {
+			bad = append(bad, i)
+			worst.P99, worst.Max = max(worst.P99, l.P99), max(worst.Max, l.Max)
+		}
+	}
+	var notSent int64
+	for _, c := range s.Clients {
+		notSent += c.Causes[string(load.CauseNotSent)]
+	}
+	if len(bad) == 0 && notSent == 0 {
+		return ""
+	}
+	var parts []string
+	if len(bad) > 0 {
+		parts = append(parts, fmt.Sprintf("%s with schedule lag p99 up to %.1f ms, max %.0f ms (from %ds)", plural(len(bad), "second"), worst.P99, worst.Max, bad[0]))
+	}
+	if notSent > 0 {
+		parts = append(parts, fmt.Sprintf("%d calls not sent", notSent))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func cpuText(machine, process float64) []string {
+	if process < 0 {
+		return nil
+	}
+	if machine < 0 {
+		return []string{fmt.Sprintf("the lab process used %.0f%% of the CPUs", 100*process)}
+	}
+	return []string{fmt.Sprintf("machine CPU %.0f%% busy, the lab process %.0f%%", 100*machine, 100*process)}
+}
+
+// overloadOf returns the overload that invalidates a timing check on
+// window (empty: the run), if any.
+func overloadOf(os []Overload, window string) (Overload, bool) {
+	for _, o := range os {
+		if o.Window == window {
+			return o, true
+		}
+	}
+	return Overload{}, false
+}
+
+// timing reports whether metric is one an overloaded machine changes.
+func timing(metric string) bool { return plan.Metrics[metric].Timing }
