@@ -106,7 +106,7 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		defer pl.finish()
 	}
 	run, err := runner.Run(ctx, p, ro)
-	if errors.Is(err, runner.ErrTooMuch) {
+	if errors.Is(err, runner.ErrTooMuch) || errors.Is(err, runner.ErrTooManyFiles) {
 		return usageError{err}
 	}
 	if run != nil {

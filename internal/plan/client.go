@@ -56,6 +56,10 @@ type Target struct {
 	// ClientIPAffinity is true for a Service with sessionAffinity ClientIP:
 	// kube-proxy sends a client's new connections to the pod it had.
 	ClientIPAffinity bool
+	// PeakPods is the most pods the Service selects at once over the
+	// timeline (its workloads at their largest replica counts; 0 for a
+	// selector-less Service).
+	PeakPods int
 }
 
 // Key is "namespace/name" of the target Service.

@@ -94,6 +94,9 @@ func Run(ctx context.Context, p *plan.Plan, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := checkFiles(p, !opts.Sequential); err != nil {
+		return nil, err
+	}
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()
 	}

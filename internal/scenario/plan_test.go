@@ -163,7 +163,7 @@ func TestPlanResolves(t *testing.T) {
 	}
 	g := p.Variants[0].Groups[0]
 	want := plan.Target{Namespace: "shop", Service: "pricing-headless", Host: "pricing-headless.shop.svc.cluster.local", Port: 8471,
-		Headless: true, Selector: map[string]string{"app": "pricing"}, PortName: "grpc"}
+		Headless: true, Selector: map[string]string{"app": "pricing"}, PortName: "grpc", PeakPods: 4}
 	if diff := cmp.Diff(want, g.Target); diff != "" {
 		t.Errorf("target (-want +got):\n%s", diff)
 	}

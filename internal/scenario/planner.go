@@ -234,6 +234,7 @@ func (pl *planner) variant(i int, v Variant) (plan.Variant, error) {
 		pv.OfferedLoad += c.Rate
 	}
 	pv.PeakPods = peakPods(objs, pv.Steps)
+	setTargetPods(objs, pv.Steps, pv.Groups, pv.Clients)
 	s := pl.siteOf(path, "")
 	if pv.OfferedLoad > plan.MaxOfferedLoad {
 		return pv, s.Errorf("", "variant %s offers %.0f calls/s in all (%s); expected at most %d calls/s per variant: lower count or rate",

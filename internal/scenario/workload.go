@@ -139,6 +139,16 @@ func (objs objects) podMayExist(name, ns string) (string, bool) {
 // its largest replica count over the timeline (scale-downs are not
 // subtracted, since terminating pods still run).
 func peakPods(objs objects, steps []plan.Step) int {
+	total := 0
+	for _, r := range peaks(objs, steps) {
+		total += int(r)
+	}
+	return total
+}
+
+// peaks returns each workload's largest replica count over the timeline,
+// by workload.String().
+func peaks(objs objects, steps []plan.Step) map[string]int32 {
 	peak := map[string]int32{}
 	for _, w := range objs.workloads() {
 		peak[w.String()] = w.Replicas
@@ -148,9 +158,25 @@ func peakPods(objs objects, steps []plan.Step) int {
 			peak[s.Workload.String()] = max(peak[s.Workload.String()], s.Replicas)
 		}
 	}
-	total := 0
-	for _, r := range peak {
-		total += int(r)
+	return peak
+}
+
+// setTargetPods fills each group's and client's Target.PeakPods: the most
+// pods its Service selects over the timeline.
+func setTargetPods(objs objects, steps []plan.Step, groups []plan.Group, clients []plan.Client) {
+	peak := peaks(objs, steps)
+	count := func(t *plan.Target) {
+		t.PeakPods = 0
+		if s := objs.service(t.Namespace, t.Service); s != nil {
+			for _, w := range objs.backends(t.Namespace, s) {
+				t.PeakPods += int(peak[w.String()])
+			}
+		}
 	}
-	return total
+	for i := range groups {
+		count(&groups[i].Target)
+	}
+	for i := range clients {
+		count(&clients[i].Target)
+	}
 }

@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/pinlab/pinlab/internal/plan"
+)
+
+// File descriptors a lab uses, by what opens them. Pods, clients and the
+// lab's components share one process, so a connection between a client
+// and a pod costs both of its ends; through a ClusterIP VIP the lab's
+// kube-proxy holds two more (its accepted and its dialled socket).
+const (
+	fdsPerDirectConn = 2
+	fdsPerVIPConn    = 4
+	fdsPerPod        = 3   // gRPC listener, an HTTP listener, a probe's connection
+	fdsPerLab        = 100 // DNS sockets, the range claim, informers, logs, VIP listeners
+)
+
+// ErrTooManyFiles is returned by Run when a run would need more file
+// descriptors than the process may open.
+var ErrTooManyFiles = errors.New("more file descriptors than the process may open")
+
+// fdNeed estimates the file descriptors a variant holds at its peak and
+// says what most of them are for.
+func fdNeed(v plan.Variant) (int, string) {
+	need := fdsPerLab + fdsPerPod*v.PeakPods
+	biggest, what := 0, ""
+	for _, g := range v.Groups {
+		conns, per := connsPerClient(g)
+		n := g.Clients * conns * per
+		if g.Settings.L7Proxy != nil { // the proxies' connections to the pods
+			n += g.Clients*fdsPerDirectConn + max(g.Target.PeakPods, 1)*fdsPerDirectConn*proxies(g)
+		}
+		need += n
+		if n > biggest {
+			biggest = n
+			what = fmt.Sprintf("group %s: %d clients x %d connections x %d", g.Name, g.Clients, conns, per)
+		}
+	}
+	return need, what
+}
+
+// connsPerClient is how many connections a client of g holds at most, and
+// the descriptors each costs.
+func connsPerClient(g plan.Group) (conns, per int) {
+	s, t := g.Settings, g.Target
+	per = fdsPerDirectConn
+	if !t.Headless {
+		per = fdsPerVIPConn
+	}
+	switch {
+	case s.L7Proxy != nil:
+		return 0, per // counted with the proxies
+	case s.Protocol == plan.ProtocolHTTP:
+		return max(s.MaxConnsPerHost, s.MaxIdleConnsPerHost+2, 2), per
+	case t.Headless && g.Policy == "round_robin":
+		return max(t.PeakPods, 1), per
+	}
+	return 1, per
+}
+
+// proxies is how many L7 proxies a group runs: one per client as
+// sidecars, Replicas as a gateway.
+func proxies(g plan.Group) int {
+	if g.Settings.L7Proxy.Placement == "gateway" {
+		return g.Settings.L7Proxy.Replicas
+	}
+	return g.Clients
+}
+
+// checkFiles refuses variants that together (side by side, or the
+// largest one alone) would need more file descriptors than the process's
+// limit (Go raises the soft limit to the hard one at start).
+func checkFiles(p *plan.Plan, sideBySide bool) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // cannot tell: let the run find out
+	}
+	need, why := 0, ""
+	for _, v := range p.Variants {
+		n, w := fdNeed(v)
+		if sideBySide {
+			need += n
+		} else {
+			need = max(need, n)
+		}
+		if why == "" || n > need/2 {
+			why = fmt.Sprintf("variant %s needs about %d (%s)", v.Name, n, w)
+		}
+	}
+	if uint64(need) <= lim.Cur*9/10 || raiseFiles(&lim, uint64(need)*5/4) {
+		return nil
+	}
+	what := "this run"
+	if len(p.Variants) > 1 && sideBySide {
+		what = "the variants side by side"
+	} else if len(p.Variants) > 1 {
+		what = "the largest variant"
+	}
+	return fmt.Errorf("runner: %s would hold about %d file descriptors at their peak, more than 90%% of the %d this process may open (ulimit -n); %s. Raise the hard limit (ulimit -Hn, as root), run the variants one after another, or lower counts and replicas: %w",
+		what, need, lim.Cur, why, ErrTooManyFiles)
+}
+
+// raiseFiles raises the process's file limit to want when it may
+// (CAP_SYS_RESOURCE raises the hard limit, up to fs.nr_open); false if it
+// could not.
+func raiseFiles(lim *syscall.Rlimit, want uint64) bool {
+	next := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next) != nil {
+		return false
+	}
+	*lim = next
+	return true
+}
