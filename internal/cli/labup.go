@@ -63,8 +63,10 @@ Deployment, StatefulSet, EndpointSlice; a Scenario document is ignored) and
 keep it running until Ctrl-C. It prints the cluster DNS address and the
 Services with their VIPs, so you can query it with dig and point your own
 clients at it; pinlab lab get/scale/delete/unready/ready change it from
-another terminal through its control API. -f - reads the manifests from
-standard input. Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
+another terminal through its control API, which answers only requests with
+the token lab up writes to a file only you can read (it prints the path;
+see docs/control.md). -f - reads the manifests from standard input.
+Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return nil
