@@ -2,18 +2,21 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pinlab/pinlab/internal/control"
+	"github.com/pinlab/pinlab/internal/lab"
 )
 
 // TestLabCtlToken: lab up writes its token to a file only its user can
 // read and prints where; the lab commands reach it with that file, and
 // without it (or with another lab's) they are refused and say why. Once
-// lab up ends the API answers no more and the file is gone.
+// lab up is interrupted the API stops before the lab, and the file is
+// gone.
 func TestLabCtlToken(t *testing.T) {
 	u := startLabUp(t, "dns-demo")
 	addr, tokenFile := u.opts.Control, u.opts.TokenFile
@@ -56,8 +59,19 @@ func TestLabCtlToken(t *testing.T) {
 		})
 	}
 
+	// When lab up closes the lab, its API answers no more.
+	var whenClosing error
+	orig := closeLab
+	t.Cleanup(func() { closeLab = orig })
+	closeLab = func(l *lab.Lab) {
+		_, whenClosing = u.client.Info(context.Background())
+		orig(l)
+	}
 	if err := u.stop(); err != nil {
 		t.Fatal(err)
+	}
+	if whenClosing == nil || !strings.Contains(whenClosing.Error(), "no lab answers") {
+		t.Errorf("the API while lab up closed the lab: %v; want it stopped first", whenClosing)
 	}
 	if _, err := os.Stat(tokenFile); !os.IsNotExist(err) {
 		t.Errorf("token file after lab up ended: %v, want it removed", err)

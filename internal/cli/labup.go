@@ -170,9 +170,13 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	// The API stops first (503, then refused), so nothing changes the lab
 	// while it closes.
 	api.stop()
-	l.Close()
+	closeLab(l)
 	return nil
 }
+
+// closeLab closes lab up's lab once it is interrupted; a test seam, to see
+// what the API answers by then.
+var closeLab = func(l *lab.Lab) { l.Close() }
 
 // controlAPI is lab up's control API and the file its token is kept in.
 type controlAPI struct {
