@@ -13,7 +13,10 @@ import (
 // CtlOptions are the inputs shared by the commands that talk to a running
 // lab: get, scale, delete, unready, ready.
 type CtlOptions struct {
-	Control   string
+	Control string
+	// TokenFile holds the lab's token; empty means control.TokenPath of
+	// Control.
+	TokenFile string
 	Namespace string
 	// AllNamespaces lists every namespace (get only).
 	AllNamespaces bool
@@ -21,10 +24,13 @@ type CtlOptions struct {
 	Out, Err io.Writer
 }
 
-func (o *CtlOptions) client() *control.Client { return &control.Client{Addr: o.Control} }
+func (o *CtlOptions) client() *control.Client {
+	return &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
+}
 
 func (o *CtlOptions) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
+	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "file with the lab's token, as `pinlab lab up` printed it (default: the one lab up writes for --control)")
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "default", "namespace")
 }
 
@@ -128,7 +134,7 @@ func NewCmdLabScale(stdout io.Writer) *cobra.Command {
 			if !cmd.Flags().Changed("replicas") {
 				return usageError{fmt.Errorf("--replicas is required")}
 			}
-			if err := o.client().Scale(cmd.Context(), control.ScaleRequest{Kind: kind, Namespace: o.Namespace, Name: name, Replicas: replicas}); err != nil {
+			if err := o.client().Scale(cmd.Context(), control.ScaleRequest{Kind: kind, Namespace: o.Namespace, Name: name, Replicas: &replicas}); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.Out, "%s/%s scaled\n", strings.ToLower(kind), name)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -29,6 +30,9 @@ type LabUpOptions struct {
 	File string
 	// Control is the control API address.
 	Control string
+	// TokenFile is where the control API's token is written; empty means
+	// control.TokenPath of the bound address.
+	TokenFile string
 	// DNSTTL is the cluster DNS TTL, whole seconds from 0s to 1h; used only
 	// if DNSTTLSet (otherwise the DNS default, 5s). 0s means TTL 0.
 	DNSTTL    time.Duration
@@ -59,8 +63,10 @@ Deployment, StatefulSet, EndpointSlice; a Scenario document is ignored) and
 keep it running until Ctrl-C. It prints the cluster DNS address and the
 Services with their VIPs, so you can query it with dig and point your own
 clients at it; pinlab lab get/scale/delete/unready/ready change it from
-another terminal through its control API. -f - reads the manifests from
-standard input. Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
+another terminal through its control API, which answers only requests with
+the token lab up writes to a file only you can read (it prints the path;
+see docs/control.md). -f - reads the manifests from standard input.
+Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return nil
@@ -82,6 +88,7 @@ standard input. Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	f := cmd.Flags()
 	f.StringVarP(&opts.File, "filename", "f", scenarios.Default, "manifest file, built-in name, or - for standard input")
 	f.StringVar(&opts.Control, "control", control.DefaultAddr, "address of the control API (loopback)")
+	f.StringVar(&opts.TokenFile, "token-file", "", "where to write the control API's token, mode 0600 (default: one file per control address in $XDG_RUNTIME_DIR/pinlab, else ~/.config/pinlab)")
 	f.DurationVar(&opts.DNSTTL, "dns-ttl", 0, "cluster DNS TTL in whole seconds, 0s to 3600s (default 5s as CoreDNS; kubeadm uses 30s; 0s disables caching)")
 	f.BoolVar(&opts.FixedOrder, "dns-fixed-order", false, "keep A records in a stable order instead of shuffling each answer")
 	f.StringVar(&opts.Pods, "dns-pods", "disabled", "answers for a-b-c-d.<ns>.pod.cluster.local: disabled, insecure (kubeadm) or verified")
@@ -142,11 +149,10 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	for _, w := range warnings(f) {
 		fmt.Fprintf(opts.Err, "warning: %v\n", w)
 	}
-	ctl, err := control.Listen(ctx, opts.Control)
+	api, err := serveControl(ctx, opts)
 	if err != nil {
-		return interrupted(ctx, f, listenError(err))
+		return interrupted(ctx, f, err)
 	}
-	defer ctl.Shutdown(context.Background())
 	// Fixed ClusterIPs need the lab range they lie in (0: the first free one).
 	cfg := lab.Config{Range: f.Range(), DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods)}}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
@@ -154,14 +160,62 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	}
 	l, err := start(ctx, opts, cfg, f)
 	if err != nil {
+		api.stop()
 		return interrupted(ctx, f, err)
 	}
-	defer l.Close()
-	ctl.Serve(l)
-	printUp(opts.Out, l, ctl.Addr(), f)
+	api.srv.Serve(l)
+	printUp(opts.Out, l, api, f)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Err, "stopping")
+	// The API stops first (503, then refused), so nothing changes the lab
+	// while it closes.
+	api.stop()
+	closeLab(l)
 	return nil
+}
+
+// closeLab closes lab up's lab once it is interrupted; a test seam, to see
+// what the API answers by then.
+var closeLab = func(l *lab.Lab) { l.Close() }
+
+// controlAPI is lab up's control API and the file its token is kept in.
+type controlAPI struct {
+	srv       *control.Server
+	tokenFile string
+}
+
+// serveControl claims the control address, then writes the token file:
+// only the holder of the address writes it.
+func serveControl(ctx context.Context, opts *LabUpOptions) (*controlAPI, error) {
+	token := control.NewToken()
+	srv, err := control.Listen(ctx, control.Config{Addr: opts.Control, Token: token})
+	if err != nil {
+		return nil, listenError(err)
+	}
+	api := &controlAPI{srv: srv, tokenFile: opts.TokenFile}
+	if api.tokenFile == "" {
+		api.tokenFile, err = control.TokenPath(srv.Addr())
+	}
+	if err == nil {
+		err = control.WriteToken(api.tokenFile, token)
+	}
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return nil, fmt.Errorf("lab up: %w (pass --token-file)", err)
+	}
+	return api, nil
+}
+
+// stopTimeout bounds how long stopping the control API waits for the
+// requests in progress.
+const stopTimeout = 5 * time.Second
+
+// stop shuts the API down and removes the token file, now useless.
+func (a *controlAPI) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	a.srv.Shutdown(ctx)
+	os.Remove(a.tokenFile)
 }
 
 // interrupted replaces err, a start-up failure, by the interruption that
@@ -250,18 +304,19 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func printUp(w io.Writer, l *lab.Lab, ctl string, f *scenario.File) {
+func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File) {
 	o := control.Snapshot(l)
 	dns := l.DNSAddr()
 	host, port := splitHostPort(dns)
 	fmt.Fprintf(w, "lab is up: pods %v, Services %v\n", l.PodCIDR(), l.ServiceCIDR())
-	fmt.Fprintf(w, "cluster DNS %s, control API %s\n\n", dns, ctl)
+	ctl := api.srv.Addr()
+	fmt.Fprintf(w, "cluster DNS %s, control API %s (token in %s)\n\n", dns, ctl, api.tokenFile)
 	printServices(w, o.Services)
 	fmt.Fprintf(w, "\ntry:\n")
 	if s, ok := exampleService(o.Services); ok {
 		fmt.Fprintf(w, "  dig @%s -p %s %s.%s.svc.cluster.local\n", host, port, s.Name, s.Namespace)
 	}
-	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s%s\n", namespaceFlag(f), controlFlag(ctl))
+	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s%s\n", namespaceFlag(f), controlFlags(ctl, api.tokenFile))
 	fmt.Fprintf(w, "stop with Ctrl-C\n")
 }
 
@@ -290,11 +345,17 @@ func namespaceFlag(f *scenario.File) string {
 	return ""
 }
 
-func controlFlag(addr string) string {
-	if addr == control.DefaultAddr {
-		return ""
+// controlFlags are the lab client flags that reach the lab at addr with the
+// token in tokenFile: none for the defaults.
+func controlFlags(addr, tokenFile string) string {
+	var flags string
+	if addr != control.DefaultAddr {
+		flags = " --control " + addr
 	}
-	return " --control " + addr
+	if def, err := control.TokenPath(addr); err != nil || def != tokenFile {
+		flags += " --token-file " + tokenFile
+	}
+	return flags
 }
 
 func splitHostPort(addr string) (string, string) {

@@ -271,7 +271,7 @@ func TestLabUpInterrupted(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		var out, errb bytes.Buffer
-		code := run(ctx, []string{"lab", "up", "-f", "dns-demo", "--control", freeAddr(t)}, &out, &errb)
+		code := run(ctx, []string{"lab", "up", "-f", "dns-demo", "--control", freeAddr(t), "--token-file", filepath.Join(t.TempDir(), "token")}, &out, &errb)
 		if code != ExitInterrupted || !strings.Contains(errb.String(), "interrupted while starting") {
 			t.Errorf("exit %d, stderr %q; want %d and an interruption", code, errb.String(), ExitInterrupted)
 		}
@@ -280,7 +280,7 @@ func TestLabUpInterrupted(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		errb := &cancelOn{on: "starting", cancel: cancel}
-		opts := &LabUpOptions{File: "dns-demo", Control: freeAddr(t), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: errb}
+		opts := &LabUpOptions{File: "dns-demo", Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: errb}
 		err := labUp(ctx, opts)
 		if err == nil || !strings.Contains(err.Error(), "interrupted while starting the lab from builtin:dns-demo") || strings.Contains(err.Error(), "ready") {
 			t.Errorf("labUp = %v; want an interruption, not what was not ready", err)
@@ -298,21 +298,31 @@ func TestLabUpFixedClusterIP(t *testing.T) {
 	}
 	defer lock.Close()
 	file := writeFile(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\nspec:\n  clusterIP: 127.107.0.5\n  ports:\n  - {name: grpc, port: 8471}\n")
-	opts := &LabUpOptions{File: file, Control: freeAddr(t), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: &syncBuffer{}}
+	opts := &LabUpOptions{File: file, Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: &syncBuffer{}}
 	err = labUp(context.Background(), opts)
 	if err == nil || !strings.Contains(err.Error(), "address range 12 is in use by another lab") {
 		t.Errorf("labUp = %v; want range 12 in use", err)
 	}
 }
 
-// fakeLab serves objs as a lab's control API would.
-func fakeLab(t *testing.T, objs control.Objects) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// fakeLab serves objs as a lab's control API would to the holder of the
+// token it writes to tokenFile.
+func fakeLab(t *testing.T, objs control.Objects) (addr, tokenFile string) {
+	token := control.NewToken()
+	tokenFile = filepath.Join(t.TempDir(), "token")
+	if err := control.WriteToken(tokenFile, token); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(control.Header, "v1")
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
 		json.NewEncoder(w).Encode(objs)
 	}))
 	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	return strings.TrimPrefix(srv.URL, "http://"), tokenFile
 }
 
 // TestLabGetNamespaces: lab get shows one namespace, or all with -A, and
@@ -323,7 +333,7 @@ func TestLabGetNamespaces(t *testing.T) {
 		return corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: now},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "None"}}
 	}
-	addr := fakeLab(t, control.Objects{Services: []corev1.Service{svc("data", "db"), svc("kube-system", "kube-dns")}})
+	addr, tokenFile := fakeLab(t, control.Objects{Services: []corev1.Service{svc("data", "db"), svc("kube-system", "kube-dns")}})
 	tests := []struct {
 		name       string
 		args       []string
@@ -340,7 +350,7 @@ func TestLabGetNamespaces(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			cmd := NewCmdLabGet(&out, &errb)
-			cmd.SetArgs(append(tt.args, "--control", addr))
+			cmd.SetArgs(append(tt.args, "--control", addr, "--token-file", tokenFile))
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
 			}

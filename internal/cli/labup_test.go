@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -61,35 +62,73 @@ func freeAddr(t *testing.T) string {
 // upLab runs `pinlab lab up -f name` until the test ends and returns a
 // client of its control API and its DNS address.
 func upLab(t *testing.T, name string) (*control.Client, string) {
+	u := startLabUp(t, name)
+	return u.client, u.dns
+}
+
+// labUpRun is a `pinlab lab up` that a test started.
+type labUpRun struct {
+	opts   *LabUpOptions
+	out    *signalBuffer
+	client *control.Client // with the lab's token file
+	dns    string
+	// stop ends lab up and returns its error; the test's cleanup calls it
+	// too.
+	stop func() error
+}
+
+// startLabUp runs `pinlab lab up -f name`, its token in a file of the test,
+// and waits until it prints that the lab is up.
+func startLabUp(t *testing.T, name string) *labUpRun {
 	t.Helper()
+	u := &labUpRun{out: &signalBuffer{on: "stop with Ctrl-C", seen: make(chan struct{})}}
+	errb := &syncBuffer{}
+	u.opts = &LabUpOptions{File: name, Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "insecure", Out: u.out, Err: errb}
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuffer{}, &syncBuffer{}
-	opts := &LabUpOptions{File: name, Control: freeAddr(t), LogLevel: "off", Pods: "insecure", Out: out, Err: errb}
-	done := make(chan error, 1)
-	go func() { done <- labUp(ctx, opts) }()
-	t.Cleanup(func() {
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- labUp(ctx, u.opts)
+		close(exited)
+	}()
+	u.stop = sync.OnceValue(func() error {
 		cancel()
-		if err := <-done; err != nil {
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := u.stop(); err != nil {
 			t.Errorf("lab up: %v", err)
 		}
 	})
-	c := &control.Client{Addr: opts.Control}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		info, err := c.Info(context.Background())
-		if err == nil {
-			return c, info.DNS
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("lab up stopped: %v\n%s", err, errb)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lab up not serving after 60s: %v\n%s", err, errb)
-		}
-		time.Sleep(50 * time.Millisecond)
+	select {
+	case <-u.out.seen:
+	case <-exited:
+		t.Fatalf("lab up stopped: %v\n%s", u.stop(), errb)
+	case <-labtest.Context(t, 60*time.Second).Done():
+		t.Fatalf("lab up not up after 60s\n%s", errb)
 	}
+	u.client = &control.Client{Addr: u.opts.Control, TokenFile: u.opts.TokenFile}
+	info, err := u.client.Info(context.Background())
+	if err != nil {
+		t.Fatalf("lab up is up but its API: %v", err)
+	}
+	u.dns = info.DNS
+	return u
+}
+
+// signalBuffer is a syncBuffer that closes seen once on has been written.
+type signalBuffer struct {
+	syncBuffer
+	on   string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (s *signalBuffer) Write(p []byte) (int, error) {
+	n, err := s.syncBuffer.Write(p)
+	if strings.Contains(s.String(), s.on) {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return n, err
 }
 
 // digger runs dig against one DNS server.

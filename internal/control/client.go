@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -18,8 +19,25 @@ import (
 type Client struct {
 	// Addr is the API's "IP:port"; it must be inside 127.0.0.0/8.
 	Addr string
+	// TokenFile is the file holding the lab's token (`pinlab lab up` writes
+	// it and prints its path); empty means TokenPath(Addr). It is read at
+	// every call; if it cannot be read, the call goes without a token and
+	// the lab's refusal says why.
+	TokenFile string
 	// HTTP is the client to use; nil means one with a 10 s timeout.
 	HTTP *http.Client
+}
+
+// token reads the token and returns it with the file's path.
+func (c *Client) token() (token, path string, err error) {
+	path = c.TokenFile
+	if path == "" {
+		if path, err = TokenPath(c.Addr); err != nil {
+			return "", "", err
+		}
+	}
+	token, err = ReadToken(path)
+	return token, path, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
@@ -36,6 +54,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return err
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	token, tokenFile, tokenErr := c.token()
+	if tokenErr == nil {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
@@ -49,11 +74,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("control: %s answers HTTP (%s) but is not a pinlab lab control endpoint; pass the --control address `pinlab lab up` printed", c.Addr, resp.Status)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
-			return errors.New(e.Error)
+		err := replyError(resp)
+		if resp.StatusCode == http.StatusUnauthorized {
+			err = unauthorized(c.Addr, err, tokenFile, tokenErr)
 		}
-		return fmt.Errorf("control: %s", resp.Status)
+		return err
 	}
 	if out == nil {
 		return nil
@@ -62,6 +87,25 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("control: reading the reply of %s: %w", c.Addr, err)
 	}
 	return nil
+}
+
+// replyError returns the error of a reply that is not 200.
+func replyError(resp *http.Response) error {
+	var e struct{ Error string }
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e) == nil && e.Error != "" {
+		return errors.New(e.Error)
+	}
+	return fmt.Errorf("control: %s", resp.Status)
+}
+
+// unauthorized explains a 401: the token could not be read, or the one
+// read is not the lab's.
+func unauthorized(addr string, err error, tokenFile string, tokenErr error) error {
+	const hint = "pass --token-file with the path `pinlab lab up` printed"
+	if tokenErr != nil {
+		return fmt.Errorf("control: the lab at %s wants its token, and there is none to send: %w (%s; the file is readable by the user who ran lab up only)", addr, tokenErr, hint)
+	}
+	return fmt.Errorf("control: the lab at %s refused the token in %s (%v): is it another lab's? %s", addr, tokenFile, err, hint)
 }
 
 // dialError explains a failed request: nothing listening (or no answer)
@@ -86,7 +130,8 @@ func (c *Client) Objects(ctx context.Context) (Objects, error) {
 	return o, c.do(ctx, http.MethodGet, "/v1/objects", nil, &o)
 }
 
-// Scale sets a Deployment's or StatefulSet's replicas.
+// Scale sets a Deployment's or StatefulSet's replicas (r.Replicas must be
+// set).
 func (c *Client) Scale(ctx context.Context, r ScaleRequest) error {
 	return c.do(ctx, http.MethodPost, "/v1/scale", r, nil)
 }
@@ -99,5 +144,5 @@ func (c *Client) DeletePod(ctx context.Context, namespace, name string) error {
 // SetReady forces a pod not ready (false) or gives its readiness back to
 // its probe (true).
 func (c *Client) SetReady(ctx context.Context, namespace, name string, ready bool) error {
-	return c.do(ctx, http.MethodPost, "/v1/ready", PodRequest{Namespace: namespace, Name: name, Ready: ready}, nil)
+	return c.do(ctx, http.MethodPost, "/v1/ready", ReadyRequest{Namespace: namespace, Name: name, Ready: &ready}, nil)
 }

@@ -1,0 +1,80 @@
+package control
+
+import "time"
+
+// Defaults used when the matching Config field is zero. They bound what an
+// idle or slow client can hold: every connection ends within
+// ReadHeaderTimeout of opening unless it sends a request, within
+// IdleTimeout of its last reply, and a request within ReadTimeout +
+// WriteTimeout of its first byte.
+const (
+	// DefaultAddr is where `pinlab lab up` serves its control API.
+	DefaultAddr = "127.0.0.1:7471"
+	// DefaultReadHeaderTimeout bounds reading a request's headers, counted
+	// from the connection's accept or the end of the previous reply.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds reading a whole request, body included.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultWriteTimeout bounds a request from the end of its headers to
+	// the end of its reply.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection with no request.
+	DefaultIdleTimeout = 30 * time.Second
+	// DefaultMaxConns caps the connections open at once.
+	DefaultMaxConns = 64
+)
+
+// Fixed limits.
+const (
+	// maxHeaderBytes caps request headers (net/http's default is 1 MiB;
+	// pinlab's requests send a few hundred bytes).
+	maxHeaderBytes = 16 << 10
+	// maxBody caps request bodies; a larger one is 413.
+	maxBody = 64 << 10
+)
+
+// Config configures a Server. Every field but Token has a working zero
+// value.
+type Config struct {
+	// Addr is the "IP:port" to bind, inside 127.0.0.0/8; port 0 picks a free
+	// one. Empty means DefaultAddr.
+	Addr string
+
+	// Token is the bearer token every request must send in "Authorization:
+	// Bearer <Token>" (compared in constant time). Required: Listen refuses
+	// an empty one, so the API is never open by mistake. NewToken makes one.
+	Token string
+
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
+	// http.Server timeouts of the same names; zero means the Default of the
+	// same name, negative is an error.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// MaxConns caps the connections open at once; zero means
+	// DefaultMaxConns, negative is an error. When all are taken a new
+	// connection takes the place of the one that has waited longest without
+	// a request in progress (new, or idle between requests), so idle
+	// connections cannot lock a token holder out; if every one has a
+	// request in progress, accepting waits for one to end.
+	MaxConns int
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	def(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	return c
+}
