@@ -34,3 +34,6 @@ func UDPConn(s *Server) net.PacketConn {
 	defer s.mu.Unlock()
 	return s.udp.PacketConn
 }
+
+// MaxTCPConns bounds the open DNS-over-TCP connections.
+const MaxTCPConns = maxTCPConns

@@ -79,7 +79,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	udp := &dns.Server{PacketConn: pc, Handler: listenerHandler{s}, UDPSize: dns.MaxMsgSize}
-	tcp := &dns.Server{Listener: ln, Handler: listenerHandler{s}, MaxTCPQueries: -1}
+	tcp := &dns.Server{Listener: &capListener{Listener: ln, max: maxTCPConns}, Handler: listenerHandler{s}, MaxTCPQueries: -1}
 	if err := s.serve(ctx, udp, tcp); err != nil {
 		pc.Close()
 		ln.Close()

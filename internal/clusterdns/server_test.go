@@ -3,7 +3,9 @@ package clusterdns_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -271,5 +273,34 @@ func TestUDPReadBuffer(t *testing.T) {
 	}
 	if got < want {
 		t.Errorf("SO_RCVBUF = %d, want at least %d", got, want)
+	}
+}
+
+// TestIdleTCPConnsDoNotLockOut: idle connections past the cap, which any
+// local user can open, neither use up the process's descriptors nor keep a
+// new client from a TCP answer: the oldest are closed.
+func TestIdleTCPConnsDoNotLockOut(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	addr := start(t, fx)
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range clusterdns.MaxTCPConns + 44 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", len(idle), err)
+		}
+		idle = append(idle, c)
+	}
+	if r := clientQuery(t, "tcp", addr, tn("svc1"), dns.TypeA, 0); len(r.Answer) != 1 {
+		t.Errorf("TCP query past %d idle connections: %s", len(idle), describe(r))
+	}
+	// The oldest idle connection made room: the server closed it.
+	idle[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idle[0].Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the oldest idle connection: read %v, want EOF (closed to make room)", err)
 	}
 }
