@@ -71,7 +71,7 @@ func (cc *fakeCC) snapshot() ([]ccEvent, <-chan struct{}) {
 
 // waitFor waits until cond holds for the events so far (it gets them all)
 // and returns them; it fails t naming what after waitTimeout.
-func (cc *fakeCC) waitFor(t *testing.T, what string, cond func([]ccEvent) bool) []ccEvent {
+func (cc *fakeCC) waitFor(t testing.TB, what string, cond func([]ccEvent) bool) []ccEvent {
 	t.Helper()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
@@ -89,7 +89,7 @@ func (cc *fakeCC) waitFor(t *testing.T, what string, cond func([]ccEvent) bool) 
 }
 
 // waitState waits for a state with n addresses as the last event.
-func (cc *fakeCC) waitState(t *testing.T, n int) []ccEvent {
+func (cc *fakeCC) waitState(t testing.TB, n int) []ccEvent {
 	t.Helper()
 	evs := cc.waitFor(t, fmt.Sprintf("a state with %d addresses", n), func(evs []ccEvent) bool {
 		l := last(evs)
@@ -101,7 +101,7 @@ func (cc *fakeCC) waitState(t *testing.T, n int) []ccEvent {
 
 // waitError waits for an error containing each of parts among the events
 // since the last wait returned, and returns the events up to it.
-func (cc *fakeCC) waitError(t *testing.T, parts ...string) []ccEvent {
+func (cc *fakeCC) waitError(t testing.TB, parts ...string) []ccEvent {
 	t.Helper()
 	at := -1
 	evs := cc.waitFor(t, fmt.Sprintf("an error saying %q", parts), func(evs []ccEvent) bool {
@@ -160,8 +160,9 @@ func addrs(s *resolver.State) []string {
 // the fake does not replay changes made between a list and the watch that
 // follows (a slice deleted then is never seen), so a test waits for the
 // watch before it changes slices.
-func apiClient() (*fake.Clientset, <-chan struct{}) {
-	c := fake.NewClientset()
+func apiClient() (*fake.Clientset, <-chan struct{}) { return signalWatches(fake.NewClientset()) }
+
+func signalWatches(c *fake.Clientset) (*fake.Clientset, <-chan struct{}) {
 	watched := make(chan struct{}, 100)
 	c.PrependWatchReactor("endpointslices", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace(), a.(k8stesting.WatchActionImpl).ListOptions)
@@ -174,7 +175,7 @@ func apiClient() (*fake.Clientset, <-chan struct{}) {
 }
 
 // waitWatch waits for a signal from apiClient's channel.
-func waitWatch(t *testing.T, watched <-chan struct{}) {
+func waitWatch(t testing.TB, watched <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-watched:
@@ -185,7 +186,7 @@ func waitWatch(t *testing.T, watched <-chan struct{}) {
 
 // build starts a resolver for target on client with opts; the test's
 // cleanup closes it.
-func build(t *testing.T, client *fake.Clientset, target string, opts ...Option) (*fakeCC, resolver.Resolver) {
+func build(t testing.TB, client *fake.Clientset, target string, opts ...Option) (*fakeCC, resolver.Resolver) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -237,21 +238,21 @@ func service(name string) *corev1.Service {
 	}
 }
 
-func create(t *testing.T, c *fake.Clientset, s *discoveryv1.EndpointSlice) {
+func create(t testing.TB, c *fake.Clientset, s *discoveryv1.EndpointSlice) {
 	t.Helper()
 	if _, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func update(t *testing.T, c *fake.Clientset, s *discoveryv1.EndpointSlice) {
+func update(t testing.TB, c *fake.Clientset, s *discoveryv1.EndpointSlice) {
 	t.Helper()
 	if _, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func remove(t *testing.T, c *fake.Clientset, s *discoveryv1.EndpointSlice) {
+func remove(t testing.TB, c *fake.Clientset, s *discoveryv1.EndpointSlice) {
 	t.Helper()
 	if err := c.DiscoveryV1().EndpointSlices(s.Namespace).Delete(context.Background(), s.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

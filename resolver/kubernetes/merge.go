@@ -12,7 +12,7 @@ import (
 // entry is one address to publish and what its slice said about it.
 type entry struct {
 	addr string // ip:port
-	info EndpointInfo
+	info *EndpointInfo
 }
 
 // tally counts what a merge saw, for the message that explains an empty
@@ -41,7 +41,7 @@ type tally struct {
 // are all terminating (KEP-1669).
 func merge(eps []*discoveryv1.EndpointSlice, t target, fallback bool) ([]entry, tally) {
 	var tl tally
-	ready, terminating := map[string]EndpointInfo{}, map[string]EndpointInfo{}
+	ready, terminating := map[string]*EndpointInfo{}, map[string]*EndpointInfo{}
 	for _, s := range eps {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
@@ -121,8 +121,8 @@ func portNames(s *discoveryv1.EndpointSlice) []string {
 // sercand/kuberesolver reads nil as not ready.
 func isReady(c discoveryv1.EndpointConditions) bool { return c.Ready == nil || *c.Ready }
 
-func infoOf(e discoveryv1.Endpoint) EndpointInfo {
-	i := EndpointInfo{
+func infoOf(e discoveryv1.Endpoint) *EndpointInfo {
+	i := &EndpointInfo{
 		Serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
 		Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 	}

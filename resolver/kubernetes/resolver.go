@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -348,7 +349,7 @@ func (r *kubeResolver) publish(es []entry) {
 	r.log.Debug("kubernetes resolver: update", "addresses", len(es))
 }
 
-func entryEqual(a, b entry) bool { return a.addr == b.addr && a.info.Equal(b.info) }
+func entryEqual(a, b entry) bool { return a.addr == b.addr && a.info.Equal(*b.info) }
 
 // state builds the channel's state: one endpoint per address, in an order
 // of this channel's own (a hash of the address with a per-resolver seed),
@@ -356,22 +357,20 @@ func entryEqual(a, b entry) bool { return a.addr == b.addr && a.info.Equal(b.inf
 // endpoints, as DNS answers in random order spread them, and keep their
 // pick when others come and go.
 func (r *kubeResolver) state(es []entry) resolver.State {
-	ordered := slices.Clone(es)
-	slices.SortFunc(ordered, func(a, b entry) int {
-		ha, hb := maphash.String(r.seed, a.addr), maphash.String(r.seed, b.addr)
-		switch {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
-		}
-		return 0
-	})
-	st := resolver.State{Addresses: make([]resolver.Address, len(ordered)), Endpoints: make([]resolver.Endpoint, len(ordered))}
-	for i, e := range ordered {
-		attrs := e.info.attributes()
-		st.Addresses[i] = resolver.Address{Addr: e.addr, Attributes: attrs}
-		st.Endpoints[i] = resolver.Endpoint{Addresses: []resolver.Address{st.Addresses[i]}, Attributes: attrs}
+	type keyed struct {
+		h uint64
+		e *entry
+	}
+	order := make([]keyed, len(es))
+	for i := range es {
+		order[i] = keyed{maphash.String(r.seed, es[i].addr), &es[i]}
+	}
+	slices.SortFunc(order, func(a, b keyed) int { return cmp.Compare(a.h, b.h) })
+	st := resolver.State{Addresses: make([]resolver.Address, len(es)), Endpoints: make([]resolver.Endpoint, len(es))}
+	for i, k := range order {
+		attrs := k.e.info.attributes()
+		st.Addresses[i] = resolver.Address{Addr: k.e.addr, Attributes: attrs}
+		st.Endpoints[i] = resolver.Endpoint{Addresses: st.Addresses[i : i+1 : i+1], Attributes: attrs}
 	}
 	return st
 }
