@@ -9,6 +9,7 @@ import (
 	"github.com/pinlab/pinlab/internal/load/cachedns"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"google.golang.org/grpc/codes"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Policies are the load-balancing policies a client may use, by their
@@ -30,10 +31,16 @@ const (
 	// good, as a client configured with a list of IPs rendered at
 	// start-up. A failed lookup leaves the list empty.
 	ResolverOnce = "once"
+	// ResolverKubernetes watches the target Service's EndpointSlices
+	// through the Kubernetes API (Config.Kubernetes) with the resolver of
+	// github.com/pinlab/pinlab/resolver/kubernetes: every change reaches
+	// the channel within milliseconds, and neither DNS nor the Service's
+	// ClusterIP is used. Target is then a kubernetes:// target.
+	ResolverKubernetes = "kubernetes"
 )
 
 // Resolvers lists the resolver modes.
-var Resolvers = []string{ResolverGRPC, ResolverCached, ResolverOnce}
+var Resolvers = []string{ResolverGRPC, ResolverCached, ResolverOnce, ResolverKubernetes}
 
 // Forever as a CacheTTL never expires cached addresses, like the JVM's
 // networkaddress.cache.ttl=-1 (its default with a security manager).
@@ -51,7 +58,8 @@ type Config struct {
 	// Target is the gRPC target, e.g.
 	// "dns://127.96.0.10:53/pricing.shop.svc.cluster.local:8471". The
 	// "cached" and "once" resolvers need this dns://<loopback IP:port>/
-	// form.
+	// form; the "kubernetes" resolver a kubernetes:// one, e.g.
+	// "kubernetes://shop/pricing:grpc".
 	Target string
 	// Policy is "pick_first" (grpc-go's default) or "round_robin", set
 	// through the default service config.
@@ -74,9 +82,13 @@ type Config struct {
 	// Observer receives results; nil discards them.
 	Observer Observer
 
-	// Resolver is ResolverGRPC (the default), ResolverCached or
-	// ResolverOnce.
+	// Resolver is ResolverGRPC (the default), ResolverCached,
+	// ResolverOnce or ResolverKubernetes.
 	Resolver string
+	// Kubernetes is the API the "kubernetes" resolver watches (the lab's
+	// clientset); required with it, unused otherwise. Each channel (New,
+	// Restart, Reconfigure) gets its own watch.
+	Kubernetes kubernetes.Interface
 	// MinResolutionInterval is the "cached" resolver's least time between
 	// two resolutions of one channel; default 30 s, grpc-go's default.
 	// (The "grpc" resolver uses grpc-go's process-wide setting; "once"
@@ -151,6 +163,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if !slices.Contains(Resolvers, cfg.Resolver) {
 		return bad("resolver %q, want one of %v", cfg.Resolver, Resolvers)
+	}
+	if cfg.Resolver == ResolverKubernetes && cfg.Kubernetes == nil {
+		return bad("resolver %q needs the Kubernetes API", cfg.Resolver)
 	}
 	if !(cfg.Rate > 0) {
 		return bad("rate %v calls/s, want > 0", cfg.Rate)

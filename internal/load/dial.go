@@ -3,11 +3,13 @@ package load
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/load/cachedns"
 	"github.com/pinlab/pinlab/internal/loopback"
+	kuberesolver "github.com/pinlab/pinlab/resolver/kubernetes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -52,10 +54,15 @@ func newChannel(cfg Config) (*channel, error) {
 	return ch, nil
 }
 
-// resolverFor returns the channel's own resolver for the "dns" scheme, or
-// nil for grpc-go's.
+// resolverFor returns the channel's own resolver (for the "dns" scheme, or
+// the "kubernetes" one), or nil for grpc-go's.
 func resolverFor(cfg Config) (resolver.Builder, error) {
 	switch cfg.Resolver {
+	case ResolverKubernetes:
+		if !strings.HasPrefix(cfg.Target, kuberesolver.Scheme+"://") {
+			return nil, fmt.Errorf("resolver %q: target %q, want kubernetes://namespace/service:port", cfg.Resolver, cfg.Target)
+		}
+		return kuberesolver.NewBuilder(kuberesolver.WithClient(cfg.Kubernetes), kuberesolver.WithLogger(nil)), nil
 	case ResolverCached:
 		if _, err := cachedns.ParseTarget(cfg.Target); err != nil {
 			return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
