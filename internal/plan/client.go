@@ -79,6 +79,19 @@ func (t Target) GRPCTarget(dnsAddr string) string {
 	return fmt.Sprintf("dns://%s/%s:%d", dnsAddr, t.Host, t.Port)
 }
 
+// KubernetesTarget returns the kubernetes:// target of the Service, for a
+// resolver that watches its EndpointSlices: the port by the Service port's
+// name, which each slice maps to the pods' port (a ClusterIP client's port
+// is the Service's, not the pods'); without a name, each slice's first
+// port.
+func (t Target) KubernetesTarget() string {
+	s := fmt.Sprintf("kubernetes://%s/%s", t.Namespace, t.Service)
+	if t.PortName != "" {
+		s += ":" + t.PortName
+	}
+	return s
+}
+
 // Protocols a client speaks.
 const (
 	ProtocolGRPC      = "grpc"
@@ -95,7 +108,8 @@ type Settings struct {
 	Protocol string
 	// Resolver is how a gRPC client resolves: "grpc" (grpc-go's DNS
 	// resolver), "cached" (a JVM-like cache under grpc-go's re-resolution
-	// rule) or "once".
+	// rule), "once" or "kubernetes" (a watch on the Service's
+	// EndpointSlices through the API).
 	Resolver string
 	// CacheTTL (Forever: never expires) and MinResolutionInterval apply to
 	// the cached resolver.

@@ -19,12 +19,14 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 )
 
 // clients are a variant's running load clients (plan.Clients): index i of
 // each slice is the same client.
 type clients struct {
 	dnsAddr string
+	api     kubernetes.Interface // for the "kubernetes" resolver
 	rec     *stats.Recorder
 	sched   *load.Scheduler // paces every client; run by drive
 	plans   []plan.Client
@@ -49,7 +51,7 @@ const sidecarPort = 15001
 // at a random phase within its first interval (from seed), as independent
 // clients are not in step.
 func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Variant, seed uint64) (_ *clients, err error) {
-	cl := &clients{dnsAddr: l.DNSAddr(), rec: rec, sched: load.NewScheduler(), plans: slices.Clone(v.Clients)}
+	cl := &clients{dnsAddr: l.DNSAddr(), api: l.Cluster.Client(), rec: rec, sched: load.NewScheduler(), plans: slices.Clone(v.Clients)}
 	ph := phases(seed, v.Clients)
 	defer func() {
 		if err != nil {
@@ -73,7 +75,7 @@ func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Var
 			cl.add(c, load.Config{})
 			continue
 		}
-		cfg := loadConfig(cp, cl.dnsAddr)
+		cfg := cl.loadConfig(cp)
 		cfg.Source, cfg.Observer, cfg.Scheduler, cfg.Phase = ip, obs, cl.sched, phase
 		if x := cp.Settings.L7Proxy; x != nil {
 			if cfg.Target, err = cl.viaProxy(ctx, l, cp, ip, gateways); err != nil {
@@ -129,13 +131,16 @@ func (cl *clients) viaProxy(ctx context.Context, l *lab.Lab, cp plan.Client, ip 
 }
 
 // loadConfig turns a client plan into a load client's settings (without
-// Source and Observer).
-func loadConfig(cp plan.Client, dnsAddr string) load.Config {
+// Source and Observer). A "kubernetes" resolver watches the lab's API.
+func (cl *clients) loadConfig(cp plan.Client) load.Config {
 	s := cp.Settings
 	cfg := load.Config{
-		Name: cp.Name, Target: cp.Target.GRPCTarget(dnsAddr), Policy: cp.Policy, Rate: cp.Rate, Timeout: cp.Timeout,
+		Name: cp.Name, Target: cp.Target.GRPCTarget(cl.dnsAddr), Policy: cp.Policy, Rate: cp.Rate, Timeout: cp.Timeout,
 		Resolver: s.Resolver, HealthCheck: s.HealthCheck, WaitForReady: s.WaitForReady, Stream: s.Stream, StreamLength: s.StreamLength,
 		CacheTTL: s.CacheTTL, MinResolutionInterval: s.MinResolutionInterval,
+	}
+	if s.Resolver == load.ResolverKubernetes {
+		cfg.Target, cfg.Kubernetes = cp.Target.KubernetesTarget(), cl.api
 	}
 	if s.CacheTTL == plan.Forever {
 		cfg.CacheTTL = load.Forever
@@ -273,7 +278,7 @@ func (cl *clients) Configure(next []plan.Client) error {
 			errs = append(errs, fmt.Errorf("client %s speaks %s; only gRPC clients can be reconfigured", cp.Name, cp.Settings.Protocol))
 			continue
 		}
-		cfg := loadConfig(cp, cl.dnsAddr)
+		cfg := cl.loadConfig(cp)
 		old := cl.configs[i]
 		cfg.Source, cfg.Observer, cfg.Scheduler, cfg.Phase = old.Source, old.Observer, old.Scheduler, old.Phase
 		if cp.Settings.L7Proxy != nil { // the client keeps dialling its proxy

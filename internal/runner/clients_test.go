@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/plan"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // TestPhases: each client starts within its first interval, at a phase the
@@ -26,5 +28,35 @@ func TestPhases(t *testing.T) {
 	}
 	if p1[0] == p1[1] {
 		t.Errorf("two clients at the same phase %v", p1[0])
+	}
+}
+
+// TestKubernetesResolverConfig: a client on the "kubernetes" resolver
+// dials the Service by its port's name through the lab's API, whether the
+// file named the headless or the ClusterIP Service's port.
+func TestKubernetesResolverConfig(t *testing.T) {
+	api := fake.NewClientset()
+	cl := &clients{dnsAddr: "127.96.0.10:53", api: api}
+	for _, tt := range []struct {
+		name   string
+		target plan.Target
+		want   string
+	}{
+		{name: "named port", target: plan.Target{Namespace: "shop", Service: "pricing", Host: "pricing.shop.svc.cluster.local", Port: 8471, PortName: "grpc"},
+			want: "kubernetes://shop/pricing:grpc"},
+		{name: "unnamed port", target: plan.Target{Namespace: "shop", Service: "db", Host: "db.shop.svc.cluster.local", Port: 5432},
+			want: "kubernetes://shop/db"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cl.loadConfig(plan.Client{Name: "order-0", Target: tt.target, Rate: 1, Settings: plan.Settings{Resolver: load.ResolverKubernetes}})
+			if cfg.Target != tt.want || cfg.Kubernetes != api {
+				t.Errorf("target %q (API set: %v), want %q on the lab's API", cfg.Target, cfg.Kubernetes == api, tt.want)
+			}
+		})
+	}
+	cfg := cl.loadConfig(plan.Client{Name: "order-0", Target: plan.Target{Host: "pricing.shop.svc.cluster.local", Port: 8471}, Rate: 1,
+		Settings: plan.Settings{Resolver: load.ResolverGRPC}})
+	if want := "dns://127.96.0.10:53/pricing.shop.svc.cluster.local:8471"; cfg.Target != want || cfg.Kubernetes != nil {
+		t.Errorf("grpc resolver: target %q (API set: %v), want %q without the API", cfg.Target, cfg.Kubernetes != nil, want)
 	}
 }

@@ -22,8 +22,11 @@ type ClientSettings struct {
 	// grpc-go's own DNS resolver, re-resolving only when the balancer asks,
 	// at most once per spec.grpc.minResolutionInterval), "cached" (the same
 	// re-resolution rule per client, over a per-client DNS cache with
-	// CacheTTL, as a JVM's InetAddress cache under grpc-java) or "once"
-	// (resolved at start into a static address list, never again).
+	// CacheTTL, as a JVM's InetAddress cache under grpc-java), "once"
+	// (resolved at start into a static address list, never again) or
+	// "kubernetes" (no DNS: the clients watch the target Service's
+	// EndpointSlices through the lab's API with resolver/kubernetes, as a
+	// service using a kubernetes:/// target does).
 	Resolver string `json:"resolver,omitempty"`
 	// CacheTTL is the "cached" resolver's cache lifetime: a duration or
 	// "forever" (the JVM's networkaddress.cache.ttl=-1); default 30s, the
@@ -246,7 +249,7 @@ type Expectation struct {
 }
 
 // Resolvers are the values of ClientSettings.Resolver.
-var Resolvers = []string{"grpc", "cached", "once"}
+var Resolvers = []string{"grpc", "cached", "once", "kubernetes"}
 
 // checkSettings validates client settings; at places the errors.
 func checkSettings(at site, s ClientSettings) error {
