@@ -41,6 +41,7 @@ func TestGolden(t *testing.T) {
 		{"externalname-chase", tn("ext2svc"), dns.TypeA, false, 0},
 		{"externalname-outside", tn("ext"), dns.TypeA, false, 0},
 		{"externalname-ip", tn("extip"), dns.TypeA, false, 0},
+		{"externalname-port-srv", "_http._tcp." + tn("ext"), dns.TypeSRV, false, 0},
 		{"mixed-case-srv", "_HTTP._TCP.SVC1.TESTNS.SVC.CLUSTER.LOCAL.", dns.TypeSRV, false, 0},
 		{"nxdomain-soa", tn("svc0"), dns.TypeA, false, 0},
 		{"nodata-soa", tn("svc1"), dns.TypeAAAA, false, 0},
