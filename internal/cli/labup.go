@@ -190,7 +190,7 @@ func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.
 	if err = l.Apply(setup, objs); err != nil {
 		err = applyError(f, err)
 	} else {
-		err = l.WaitReady(setup)
+		err = l.WaitReady(setup, neverReady(f)...)
 	}
 	if err != nil {
 		l.Close()

@@ -181,14 +181,11 @@ func (objs objects) checkDeployment(o Object, d *appsv1.Deployment) error {
 	return checkPodSpec(o, &d.Spec.Template.Spec)
 }
 
-// checkPodSpec reports a pod template the lab's kubelet cannot run or that
-// could never turn Ready.
+// checkPodSpec reports a pod template the lab's kubelet cannot run. Probes
+// that can never succeed are checked apart (see probes.go): Kubernetes
+// accepts them.
 func checkPodSpec(o Object, spec *corev1.PodSpec) error {
-	w, err := kubelet.WorkloadFor(spec)
-	if err == nil {
-		err = kubelet.CheckProbePort(&spec.Containers[0], w.Port)
-	}
-	if err != nil {
+	if _, err := kubelet.WorkloadFor(spec); err != nil {
 		var se *kubelet.SpecError
 		if errors.As(err, &se) {
 			return o.Errorf("spec.template.spec."+se.Field, "%s", se.Msg)
