@@ -19,11 +19,11 @@ func SetNow(tb testing.TB, f func() time.Time) {
 	tb.Cleanup(func() { now = old })
 }
 
-// MaxCached is the bound on the names in the answer cache.
-const MaxCached = maxCached
+// MaxMemoized is the bound on the names in the answer memo.
+const MaxMemoized = maxMemoized
 
-// CachedNames returns about how many names the answer cache holds.
-func CachedNames(s *Server) int { return int(s.cache.count.Load()) }
+// MemoizedNames returns about how many names the answer memo holds.
+func MemoizedNames(s *Server) int { return int(s.memo.count.Load()) }
 
 // UDPReadBuffer is the receive buffer Start asks for on its UDP socket.
 const UDPReadBuffer = udpReadBuffer

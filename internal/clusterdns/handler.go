@@ -9,7 +9,7 @@ import (
 
 // ServeDNS implements dns.Handler. It writes exactly one reply to every
 // message it is given and never blocks on the API: answers come from the
-// informer caches, through a cache of built answers that every API change
+// informer caches, through a memo of built answers that every API change
 // they depend on invalidates before the informers show it. It is safe for
 // concurrent use and needs no socket, so tests and fuzzers call it
 // directly.

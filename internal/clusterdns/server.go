@@ -30,7 +30,7 @@ const (
 type Server struct {
 	cfg   settings
 	store *store
-	cache answerCache
+	memo  answerMemo
 	soas  [3]atomic.Pointer[cachedSOA] // by zoneKind
 
 	randMu sync.Mutex // serialises Config.Rand
