@@ -30,6 +30,10 @@
 // Names outside those zones are REFUSED: there is no upstream to forward
 // to.
 //
+// Config.Cache adds CoreDNS's cache plugin in front (kubeadm's "cache
+// 30"): replies then outlive the API objects they were built from until
+// their TTL, counting down, runs out.
+//
 // Answers are built from the informer caches once and memoized per name
 // and type (an implementation detail for speed, never stale). Index functions on the informers count every change as the store
 // takes it, per Service, so a kept answer is dropped before any reader can

@@ -11,8 +11,9 @@ import (
 // ListenerHandler returns the handler Start serves on its sockets.
 func ListenerHandler(s *Server) dns.Handler { return listenerHandler{s} }
 
-// SetNow replaces the clock of the SOA serial until tb ends. It must be
-// called before the informers of the Servers it affects start.
+// SetNow replaces the clock of the SOA serial and of the cache plugin's
+// TTLs until tb ends. It must be called before the informers of the
+// Servers it affects start; f may then move on its own (read an atomic).
 func SetNow(tb testing.TB, f func() time.Time) {
 	old := now
 	now = f
@@ -33,4 +34,13 @@ func UDPConn(s *Server) net.PacketConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.udp.PacketConn
+}
+
+// CachedReplies returns how many replies the cache plugin's success and
+// denial caches hold, expired ones included.
+func CachedReplies(s *Server) (success, denial int) {
+	if s.plugin == nil {
+		return 0, 0
+	}
+	return s.plugin.success.len(), s.plugin.denial.len()
 }
