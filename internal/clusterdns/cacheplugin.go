@@ -1,6 +1,7 @@
 package clusterdns
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -67,7 +68,7 @@ func (c CacheClass) settings(name string, defaultMax uint32) (classSettings, err
 		return classSettings{}, fmt.Errorf("clusterdns: cache %s TTLs must be below 2^31 seconds", name)
 	}
 	st := classSettings{
-		shardSize: max(cmpOr(c.Capacity, defaultCacheCapacity)/cacheShards, minShardSize),
+		shardSize: max(cmp.Or(c.Capacity, defaultCacheCapacity)/cacheShards, minShardSize),
 		maxTTL:    uint32(c.MaxTTL / time.Second),
 		minTTL:    uint32(max(c.MinTTL, 0) / time.Second),
 	}
@@ -78,13 +79,6 @@ func (c CacheClass) settings(name string, defaultMax uint32) (classSettings, err
 		st.minTTL = defaultCacheMinTTL
 	}
 	return st, nil
-}
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // answerSet is a reply's rcode and sections before the per-reply shuffle.
