@@ -136,7 +136,8 @@ func (c *Cluster) allocateClusterIP(s *corev1.Service) (netip.Addr, error) {
 		if err != nil {
 			return ip, invalid("Service", s.Name, field.InternalError(path, fmt.Errorf("no free ClusterIP in %v", c.cfg.ServiceCIDR)))
 		}
-		s.Spec.ClusterIP, s.Spec.ClusterIPs = ip.String(), []string{ip.String()}
+		s.Spec.ClusterIP = ip.String()
+		setClusterIPs(&s.Spec, ip)
 		return ip, nil
 	}
 	ip, err := netip.ParseAddr(s.Spec.ClusterIP)
@@ -147,8 +148,26 @@ func (c *Cluster) allocateClusterIP(s *corev1.Service) (netip.Addr, error) {
 		return netip.Addr{}, invalid("Service", s.Name, field.Invalid(path, s.Spec.ClusterIP,
 			fmt.Sprintf("must be a free address in the service range %v (%v)", c.cfg.ServiceCIDR, err)))
 	}
-	s.Spec.ClusterIPs = []string{ip.String()}
+	setClusterIPs(&s.Spec, ip)
 	return ip, nil
+}
+
+// setClusterIPs stores the primary (IPv4) ClusterIP in clusterIPs[0],
+// keeping an IPv6 secondary as written (validation checked it: the lab
+// allocates none and reserves none), and sets ipFamilies and
+// ipFamilyPolicy to match, as the API server stores them.
+func setClusterIPs(spec *corev1.ServiceSpec, primary netip.Addr) {
+	ips := []string{primary.String()}
+	families := []corev1.IPFamily{corev1.IPv4Protocol}
+	if len(spec.ClusterIPs) == 2 {
+		ips = append(ips, netip.MustParseAddr(spec.ClusterIPs[1]).String())
+		families = append(families, corev1.IPv6Protocol)
+	}
+	spec.ClusterIPs, spec.IPFamilies = ips, families
+	if spec.IPFamilyPolicy == nil {
+		p := corev1.IPFamilyPolicySingleStack
+		spec.IPFamilyPolicy = &p
+	}
 }
 
 // admitUpdate stores an update the way the API server's status subresource
@@ -281,10 +300,13 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 	switch n := next.(type) {
 	case *corev1.Service:
 		o := old.(*corev1.Service)
-		DefaultService(n)
-		if n.Spec.ClusterIP == "" {
-			n.Spec.ClusterIP, n.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
+		if n.Spec.ClusterIP == "" && len(n.Spec.ClusterIPs) == 0 {
+			n.Spec.ClusterIP = o.Spec.ClusterIP
 		}
+		if n.Spec.ClusterIP == o.Spec.ClusterIP && len(n.Spec.ClusterIPs) == 0 {
+			n.Spec.ClusterIPs, n.Spec.IPFamilies, n.Spec.IPFamilyPolicy = o.Spec.ClusterIPs, o.Spec.IPFamilies, o.Spec.IPFamilyPolicy
+		}
+		DefaultService(n)
 		if n.Spec.ClusterIP != o.Spec.ClusterIP {
 			return invalid("Service", n.Name, field.Invalid(field.NewPath("spec", "clusterIP"), n.Spec.ClusterIP, "field is immutable"))
 		}

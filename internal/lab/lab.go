@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -413,12 +414,15 @@ func (l *Lab) editWorkload(ctx context.Context, kind, namespace, name string, ed
 	return fmt.Errorf("lab: cannot change a %s; expected Deployment or StatefulSet", kind)
 }
 
-// WaitReady waits until every Deployment has all its replicas Ready and the
-// data plane caught up: every Service's EndpointSlices list its ready pods
-// and kube-proxy serves each ClusterIP port with exactly those endpoints.
-// The error names what is still short.
-func (l *Lab) WaitReady(ctx context.Context) error {
-	if err := l.waitDeployments(ctx); err != nil {
+// WaitReady waits until every Deployment and StatefulSet has all its
+// replicas Ready, except those in skip (workloads whose pods are known
+// never to turn Ready, such as pods with a readiness probe on a port
+// nothing listens on: for those, until their first pod exists), and the
+// data plane caught up: every Service's
+// EndpointSlices list its ready pods and kube-proxy serves each ClusterIP
+// port with exactly those endpoints. The error names what is still short.
+func (l *Lab) WaitReady(ctx context.Context, skip ...WorkloadRef) error {
+	if err := l.waitDeployments(ctx, skip); err != nil {
 		return err
 	}
 	var short string
@@ -486,7 +490,12 @@ func (l *Lab) dataplaneShort() string {
 
 // waitDeployments waits until every Deployment and StatefulSet has all its
 // replicas Ready, failing fast when a pod can never run.
-func (l *Lab) waitDeployments(ctx context.Context) error {
+// WorkloadRef names a Deployment or StatefulSet, for WaitReady.
+type WorkloadRef struct {
+	Kind, Namespace, Name string // Kind is "Deployment" or "StatefulSet"
+}
+
+func (l *Lab) waitDeployments(ctx context.Context, skip []WorkloadRef) error {
 	f := l.Cluster.Factory()
 	var short string
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -508,6 +517,13 @@ func (l *Lab) waitDeployments(ctx context.Context) error {
 				s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas})
 		}
 		for _, w := range ws {
+			if slices.Contains(skip, WorkloadRef{w.kind, w.Namespace, w.Name}) {
+				if w.observed < w.Generation || w.want > 0 && w.have == 0 {
+					short = fmt.Sprintf("%s %s/%s: no pod created yet", w.kind, w.Namespace, w.Name)
+					return false, nil
+				}
+				continue // created; its pods are not expected to turn Ready
+			}
 			if w.observed < w.Generation || w.ready != w.want || w.have != w.want {
 				problem, fatal := l.podProblem(w.Namespace, w.selector)
 				short = fmt.Sprintf("%s %s/%s: %d of %d pods ready%s", w.kind, w.Namespace, w.Name, w.ready, w.want, problem)

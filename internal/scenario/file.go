@@ -137,6 +137,9 @@ func Load(name string, data []byte) (*plan.Plan, error) {
 	if err := checkObjects(f.Objects); err != nil {
 		return nil, err
 	}
+	if err := objects(f.Objects).checkProbes(); err != nil {
+		return nil, err
+	}
 	if err := noFixedClusterIPs(f.Objects); err != nil {
 		return nil, err
 	}

@@ -62,12 +62,22 @@ func labRange(clusterIP string) int {
 func (f *File) Range() int {
 	for _, o := range f.Objects {
 		if s, ok := o.Obj.(*corev1.Service); ok {
-			if r := labRange(s.Spec.ClusterIP); r != 0 {
+			if r := labRange(primaryClusterIP(s)); r != 0 {
 				return r
 			}
 		}
 	}
 	return 0
+}
+
+// primaryClusterIP is the ClusterIP a Service asks for: clusterIP, or
+// clusterIPs[0] when only that is written (the API server fills one from
+// the other).
+func primaryClusterIP(s *corev1.Service) string {
+	if s.Spec.ClusterIP == "" && len(s.Spec.ClusterIPs) > 0 {
+		return s.Spec.ClusterIPs[0]
+	}
+	return s.Spec.ClusterIP
 }
 
 // checkOneRange reports fixed ClusterIPs of different lab ranges (a lab
@@ -81,16 +91,17 @@ func checkOneRange(objs objects) error {
 		if !ok {
 			continue
 		}
-		r := labRange(s.Spec.ClusterIP)
+		ip := primaryClusterIP(s)
+		r := labRange(ip)
 		switch {
 		case r == 0:
 			continue
 		case first != 0 && r != first:
-			return o.Errorf("spec.clusterIP", "%s is in lab range %d (127.%d.0.0/16), but another Service asks for range %d: a lab serves one /16", s.Spec.ClusterIP, r, 95+r, first)
-		case taken[s.Spec.ClusterIP] != "":
-			return o.Errorf("spec.clusterIP", "%s is already asked for by Service %s; the API server would refuse it as already allocated", s.Spec.ClusterIP, taken[s.Spec.ClusterIP])
+			return o.Errorf("spec.clusterIP", "%s is in lab range %d (127.%d.0.0/16), but another Service asks for range %d: a lab serves one /16", ip, r, 95+r, first)
+		case taken[ip] != "":
+			return o.Errorf("spec.clusterIP", "%s is already asked for by Service %s; the API server would refuse it as already allocated", ip, taken[ip])
 		}
-		first, taken[s.Spec.ClusterIP] = r, o.Namespace()+"/"+o.Doc.Name
+		first, taken[ip] = r, o.Namespace()+"/"+o.Doc.Name
 	}
 	return nil
 }
@@ -99,8 +110,8 @@ func checkOneRange(objs objects) error {
 // runs in its own lab on its own range.
 func noFixedClusterIPs(objs objects) error {
 	for _, o := range objs {
-		if s, ok := o.Obj.(*corev1.Service); ok && labRange(s.Spec.ClusterIP) != 0 {
-			return o.Errorf("spec.clusterIP", "%s: a scenario runs each variant in its own lab on its own address range, so a Service cannot ask for a fixed clusterIP; leave it out (the report shows the ClusterIP each variant got), or use pinlab lab up for fixed addresses", s.Spec.ClusterIP)
+		if s, ok := o.Obj.(*corev1.Service); ok && labRange(primaryClusterIP(s)) != 0 {
+			return o.Errorf("spec.clusterIP", "%s: a scenario runs each variant in its own lab on its own address range, so a Service cannot ask for a fixed clusterIP; leave it out (the report shows the ClusterIP each variant got), or use pinlab lab up for fixed addresses", primaryClusterIP(s))
 		}
 	}
 	return nil
@@ -181,14 +192,11 @@ func (objs objects) checkDeployment(o Object, d *appsv1.Deployment) error {
 	return checkPodSpec(o, &d.Spec.Template.Spec)
 }
 
-// checkPodSpec reports a pod template the lab's kubelet cannot run or that
-// could never turn Ready.
+// checkPodSpec reports a pod template the lab's kubelet cannot run. Probes
+// that can never succeed are checked apart (see probes.go): Kubernetes
+// accepts them.
 func checkPodSpec(o Object, spec *corev1.PodSpec) error {
-	w, err := kubelet.WorkloadFor(spec)
-	if err == nil {
-		err = kubelet.CheckProbePort(&spec.Containers[0], w.Port)
-	}
-	if err != nil {
+	if _, err := kubelet.WorkloadFor(spec); err != nil {
 		var se *kubelet.SpecError
 		if errors.As(err, &se) {
 			return o.Errorf("spec.template.spec."+se.Field, "%s", se.Msg)

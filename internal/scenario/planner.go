@@ -184,7 +184,9 @@ func (pl *planner) dns() (plan.DNS, error) {
 		}
 		out.TTL = t.Duration
 	}
-	return out, nil
+	cache, err := dnsCache(d.Cache, at(pl.doc, "spec.dns.cache"))
+	out.Cache = cache
+	return out, err
 }
 
 func (pl *planner) minResolution() (time.Duration, error) {

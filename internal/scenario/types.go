@@ -219,4 +219,7 @@ type DNS struct {
 	// Pods is the pods mode for a-b-c-d.<ns>.pod.<zone> names: disabled
 	// (default, as CoreDNS), insecure (kubeadm) or verified.
 	Pods string `json:"pods,omitempty"`
+	// Cache puts CoreDNS's cache plugin in front of the cluster DNS
+	// (see DNSCache); default none.
+	Cache *DNSCache `json:"cache,omitempty"`
 }
