@@ -122,6 +122,10 @@ func TestLoadErrors(t *testing.T) {
 		{name: "share bound above 1", old: "  variants:", new: "  expect: [{name: x, metric: failedShare, atLeast: 2}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "between 0 and 1"}},
 		{name: "unknown cause", old: "  variants:", new: "  expect: [{name: x, metric: failed, cause: sadness, atMost: 0}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].cause", "refused", "connect-timeout"}},
 		{name: "random pod name in an expectation", old: "  variants:", new: "  expect: [{name: x, metric: podCalls, window: all, pod: pricing-zzz, atLeast: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].pod", "@<step name>"}},
+		// Issue 15: grpc-go panics on an age of 1-9ns.
+		{name: "age grpc-go cannot take in args", old: "args: [pod, pricing]", new: "args: [pod, pricing, --max-connection-age, 1ns]", marker: "1ns", want: []string{"spec.template.spec.containers[0].args", "max connection age 1ns: expected 0 (never) or at least 10ns"}},
+		{name: "age grpc-go cannot take in a variant", old: "maxConnectionAge: 5s", new: "maxConnectionAge: 5ns", marker: "5ns", want: []string{"spec.variants[1].servers[0].maxConnectionAge", "at least 10ns"}},
+		{name: "negative grace in a variant", old: "maxConnectionAge: 5s", new: "maxConnectionAge: 5s, maxConnectionAgeGrace: -1s", marker: "-1s", want: []string{"spec.variants[1].servers[0].maxConnectionAgeGrace", "must not be negative"}},
 		{name: "inverted bounds", old: "  variants:", new: "  expect: [{name: x, metric: failed, atLeast: 5, atMost: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "above atMost"}},
 	}
 	for _, tt := range tests {
