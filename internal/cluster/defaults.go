@@ -130,8 +130,9 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 // as apps ValidateStatefulSetName requires, since it prefixes pod names and
 // hostnames), replicas, selector, template labels, podManagementPolicy,
 // updateStrategy (RollingUpdate or OnDelete; partition >= 0; maxUnavailable
-// a positive number or a percentage in (0%, 100%]) and minReadySeconds,
-// with the API server's messages.
+// a positive number or a percentage in (0%, 100%]), minReadySeconds and
+// the pod template (see validatePodTemplate), with the API server's
+// messages.
 func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
 	spec := field.NewPath("spec")
@@ -158,6 +159,7 @@ func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	if len(s.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
+	errs = append(errs, validatePodTemplate(&s.Spec.Template, spec.Child("template"))...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -360,7 +362,8 @@ func ValidateService(s *corev1.Service) error {
 // without rollingUpdate; RollingUpdate with maxSurge and maxUnavailable
 // non-negative numbers or percentages, maxUnavailable at most 100%, not both
 // 0), minReadySeconds >= 0, revisionHistoryLimit >= 0 and
-// progressDeadlineSeconds > minReadySeconds, with the API server's messages.
+// progressDeadlineSeconds > minReadySeconds and the pod template (see
+// validatePodTemplate), with the API server's messages.
 func ValidateDeployment(d *appsv1.Deployment) error {
 	errs := validateMeta(&d.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 	spec := field.NewPath("spec")
@@ -388,6 +391,7 @@ func ValidateDeployment(d *appsv1.Deployment) error {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
+	errs = append(errs, validatePodTemplate(&d.Spec.Template, spec.Child("template"))...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -126,6 +126,11 @@ func TestLoadErrors(t *testing.T) {
 		{name: "age grpc-go cannot take in args", old: "args: [pod, pricing]", new: "args: [pod, pricing, --max-connection-age, 1ns]", marker: "1ns", want: []string{"spec.template.spec.containers[0].args", "max connection age 1ns: expected 0 (never) or at least 10ns"}},
 		{name: "age grpc-go cannot take in a variant", old: "maxConnectionAge: 5s", new: "maxConnectionAge: 5ns", marker: "5ns", want: []string{"spec.variants[1].servers[0].maxConnectionAge", "at least 10ns"}},
 		{name: "negative grace in a variant", old: "maxConnectionAge: 5s", new: "maxConnectionAge: 5s, maxConnectionAgeGrace: -1s", marker: "-1s", want: []string{"spec.variants[1].servers[0].maxConnectionAgeGrace", "must not be negative"}},
+		// Issue 15: checks the API server makes, before anything starts.
+		{name: "containerPort beyond 16 bits", old: "ports: [{name: grpc, containerPort: 8471}]", new: "ports: [{name: grpc, containerPort: 70000}]", marker: "70000", want: []string{"spec.template.spec.containers[0].ports[0].containerPort", "between 1 and 65535", "would reject"}},
+		{name: "Service targetPort beyond 16 bits", old: "targetPort: grpc}]", new: "targetPort: 70000}]", marker: "70000", want: []string{"spec.ports[0].targetPort", "between 1 and 65535"}},
+		{name: "probe port beyond 16 bits", old: "        args: [pod, pricing]", new: "        args: [pod, pricing]\n        readinessProbe: {tcpSocket: {port: 74007}}", marker: "74007", want: []string{"readinessProbe.tcpSocket.port", "between 1 and 65535"}},
+		{name: "template annotations over 256 KiB", old: "    metadata: {labels: {app: pricing}}", new: "    metadata:\n      labels: {app: pricing}\n      annotations: {big: " + strings.Repeat("x", 256<<10) + "}", marker: "annotations:", want: []string{"spec.template.metadata.annotations", "may not be more than 262144 bytes"}},
 		{name: "inverted bounds", old: "  variants:", new: "  expect: [{name: x, metric: failed, atLeast: 5, atMost: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "above atMost"}},
 	}
 	for _, tt := range tests {
