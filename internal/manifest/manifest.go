@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"strings"
@@ -103,6 +104,10 @@ func newDocument(file string, index int, node *yaml.Node) (Document, error) {
 	if root.Kind != yaml.MappingNode {
 		return d, d.Errorf("", "a document must be a mapping with apiVersion and kind, found a %s", kindName(root.Kind))
 	}
+	if path, n, ok := nonFinite(root); ok {
+		d.Kind, d.Name = scalarAt(root, "kind"), scalarAt(root, "metadata.name")
+		return d, d.Errorf(path, "%s is not a finite number, and JSON has no form for it (kubectl and the API server refuse it too); expected a finite number", n.Value)
+	}
 	raw, err := yaml.Marshal(root)
 	if err != nil {
 		return d, d.Errorf("", "%v", err)
@@ -129,6 +134,44 @@ func newDocument(file string, index int, node *yaml.Node) (Document, error) {
 		return d, d.Errorf("apiVersion", "missing; expected e.g. v1, apps/v1 or pinlab.dev/v1alpha1")
 	}
 	return d, nil
+}
+
+// nonFinite finds the first value under n that YAML reads as a float that
+// is NaN or infinite (.nan, .inf, -.Inf), which JSON cannot carry, and
+// returns its JSON path. Aliases are not followed: their anchors are
+// walked where they stand.
+func nonFinite(n *yaml.Node) (string, *yaml.Node, bool) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		var f float64
+		if n.ShortTag() == "!!float" && n.Decode(&f) == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			return "", n, true
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if p, v, ok := nonFinite(c); ok {
+				return join(fmt.Sprintf("[%d]", i), p), v, true
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if p, v, ok := nonFinite(n.Content[i+1]); ok {
+				return join(n.Content[i].Value, p), v, true
+			}
+		}
+	}
+	return "", nil, false
+}
+
+// scalarAt returns the scalar value at path (fields only) under n, or "".
+func scalarAt(n *yaml.Node, path string) string {
+	for _, f := range strings.Split(path, ".") {
+		n, _ = child(n, segment{field: f, index: -1})
+	}
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
 }
 
 func isNull(n *yaml.Node) bool {

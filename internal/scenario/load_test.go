@@ -131,6 +131,12 @@ func TestLoadErrors(t *testing.T) {
 		{name: "Service targetPort beyond 16 bits", old: "targetPort: grpc}]", new: "targetPort: 70000}]", marker: "70000", want: []string{"spec.ports[0].targetPort", "between 1 and 65535"}},
 		{name: "probe port beyond 16 bits", old: "        args: [pod, pricing]", new: "        args: [pod, pricing]\n        readinessProbe: {tcpSocket: {port: 74007}}", marker: "74007", want: []string{"readinessProbe.tcpSocket.port", "between 1 and 65535"}},
 		{name: "template annotations over 256 KiB", old: "    metadata: {labels: {app: pricing}}", new: "    metadata:\n      labels: {app: pricing}\n      annotations: {big: " + strings.Repeat("x", 256<<10) + "}", marker: "annotations:", want: []string{"spec.template.metadata.annotations", "may not be more than 262144 bytes"}},
+		{name: "rate NaN", old: "rate: 100", new: "rate: .nan", marker: ".nan", want: []string{"spec.clients[0].rate: .nan is not a finite number"}},
+		{name: "rate infinite", old: "rate: 100", new: "rate: .inf", marker: ".inf", want: []string{"spec.clients[0].rate: .inf is not a finite number"}},
+		{name: "rate beyond float64", old: "rate: 100", new: "rate: 1e999", marker: "1e999", want: []string{"spec.clients[0].rate"}},
+		{name: "backoff multiplier NaN", old: "    rate: 100", new: "    rate: 100\n    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 100ms, backoffMultiplier: .NaN, retryableStatusCodes: [Unavailable]}", marker: "retry:", want: []string{"spec.clients[0].retry.backoffMultiplier: .NaN is not a finite number"}},
+		{name: "expectation bound NaN", old: "  variants:", new: "  expect: [{name: x, metric: failed, atMost: .nan}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].atMost: .nan is not a finite number"}},
+		{name: "variant rate NaN", old: "  - name: a\n", new: "  - name: a\n    clients: [{rate: -.inf}]\n", marker: "-.inf", want: []string{"spec.variants[0].clients[0].rate: -.inf is not a finite number"}},
 		{name: "inverted bounds", old: "  variants:", new: "  expect: [{name: x, metric: failed, atLeast: 5, atMost: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "above atMost"}},
 	}
 	for _, tt := range tests {
