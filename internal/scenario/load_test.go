@@ -137,6 +137,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "backoff multiplier NaN", old: "    rate: 100", new: "    rate: 100\n    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 100ms, backoffMultiplier: .NaN, retryableStatusCodes: [Unavailable]}", marker: "retry:", want: []string{"spec.clients[0].retry.backoffMultiplier: .NaN is not a finite number"}},
 		{name: "expectation bound NaN", old: "  variants:", new: "  expect: [{name: x, metric: failed, atMost: .nan}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].atMost: .nan is not a finite number"}},
 		{name: "variant rate NaN", old: "  - name: a\n", new: "  - name: a\n    clients: [{rate: -.inf}]\n", marker: "-.inf", want: []string{"spec.variants[0].clients[0].rate: -.inf is not a finite number"}},
+		{name: "zero timeout", old: "    rate: 100", new: "    rate: 100\n    timeout: 0s", marker: "timeout: 0s", want: []string{"spec.clients[0].timeout", "0s: expected a positive deadline", "leave timeout out for the default 1s"}},
+		{name: "negative timeout", old: "    rate: 100", new: "    rate: 100\n    timeout: -1s", marker: "timeout: -1s", want: []string{"spec.clients[0].timeout", "positive"}},
 		{name: "inverted bounds", old: "  variants:", new: "  expect: [{name: x, metric: failed, atLeast: 5, atMost: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "above atMost"}},
 	}
 	for _, tt := range tests {
