@@ -123,6 +123,15 @@ func TestOpenObjects(t *testing.T) {
 			wantErr: `endpoints[0].hostname: Invalid value: "UPPER": a lowercase RFC 1123 label`},
 		{name: "good hostname", file: nsDoc + "---\n" + fmt.Sprintf(legacyDocs, "pg-0")},
 		{name: "good stdin", stdin: nsDoc + "---\n" + fmt.Sprintf(legacyDocs, "pg-0")},
+		// Issue 15: grpc-go panicked on this age once the lab ran.
+		{name: "age grpc-go cannot take", file: nsDoc + "---\n" + strings.Replace(fmt.Sprintf(webDocs, "[{name: grpc, port: 8471, targetPort: grpc}]"), "args: [pod, pricing]", "args: [pod, pricing, --max-connection-age, 1ns]", 1),
+			wantErr: `f.yaml:16: document 2 (Deployment "web"): spec.template.spec.containers[0].args: container "web": pod: max connection age 1ns: expected 0 (never) or at least 10ns`},
+		{name: "containerPort beyond 16 bits", file: nsDoc + "---\n" + strings.Replace(fmt.Sprintf(webDocs, "[{name: grpc, port: 8471, targetPort: grpc}]"), "containerPort: 8471", "containerPort: 70000", 1),
+			wantErr: `f.yaml:16: document 2 (Deployment "web"): spec.template.spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535`},
+		{name: "stdin larger than the cap", stdin: strings.Repeat("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n", 12<<20/52),
+			wantErr: "lab up: standard input: file too large: more than 3 MiB"},
+		{name: "more objects than a lab runs", stdin: strings.Repeat("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n", 1001),
+			wantErr: "<stdin>:4001: document 1001: more than 1000 objects; a lab runs at most 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +139,7 @@ func TestOpenObjects(t *testing.T) {
 			if tt.file != "" {
 				opts.File = writeFile(t, "f.yaml", tt.file)
 			}
-			f, err := openObjects(opts)
+			f, err := openObjects(context.Background(), opts)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -272,7 +281,7 @@ func TestLabUpInterrupted(t *testing.T) {
 		cancel()
 		var out, errb bytes.Buffer
 		code := run(ctx, []string{"lab", "up", "-f", "dns-demo", "--control", freeAddr(t)}, &out, &errb)
-		if code != ExitInterrupted || !strings.Contains(errb.String(), "interrupted while starting") {
+		if code != ExitInterrupted || !strings.Contains(errb.String(), "interrupted while") {
 			t.Errorf("exit %d, stderr %q; want %d and an interruption", code, errb.String(), ExitInterrupted)
 		}
 	})

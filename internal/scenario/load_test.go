@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -178,12 +179,12 @@ func lineOf(text, marker string) int {
 }
 
 func TestOpen(t *testing.T) {
-	if _, err := scenario.Open("/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := scenario.Open(context.Background(), "/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("Open of a missing file: %v, want a no-such-file error", err)
 	}
 	for _, name := range scenarios.Names() {
 		t.Run(name, func(t *testing.T) {
-			p, err := scenario.Open(name)
+			p, err := scenario.Open(context.Background(), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestOpen(t *testing.T) {
 func TestOpenObjects(t *testing.T) {
 	for _, name := range scenarios.Manifests() {
 		t.Run(name, func(t *testing.T) {
-			f, err := scenario.OpenObjects(name)
+			f, err := scenario.OpenObjects(context.Background(), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +207,7 @@ func TestOpenObjects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := scenario.Open("dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
+	if _, err := scenario.Open(context.Background(), "dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
 		t.Errorf("lab run on a manifest without a Scenario: %v, want a no-Scenario error", err)
 	}
 }
