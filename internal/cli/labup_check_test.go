@@ -123,6 +123,12 @@ func TestOpenObjects(t *testing.T) {
 			wantErr: `endpoints[0].hostname: Invalid value: "UPPER": a lowercase RFC 1123 label`},
 		{name: "good hostname", file: nsDoc + "---\n" + fmt.Sprintf(legacyDocs, "pg-0")},
 		{name: "good stdin", stdin: nsDoc + "---\n" + fmt.Sprintf(legacyDocs, "pg-0")},
+		// Issue 15: what kubectl apply takes against a real API server.
+		{name: "the kube-system Namespace", file: "apiVersion: v1\nkind: Namespace\nmetadata: {name: kube-system, labels: {team: platform}}\n---\n" +
+			"apiVersion: v1\nkind: Service\nmetadata: {name: legacy, namespace: kube-system}\nspec:\n  clusterIP: None\n  ports: [{name: pg, port: 5432}]\n"},
+		{name: "an object in kube-system without its Namespace", file: "apiVersion: v1\nkind: Service\nmetadata: {name: legacy, namespace: kube-system}\nspec:\n  clusterIP: None\n  ports: [{name: pg, port: 5432}]\n"},
+		{name: "EndpointSlice before its Service", file: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1] + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[0]},
+		{name: "EndpointSlice without a Service", file: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1]},
 		// Issue 15: grpc-go panicked on this age once the lab ran.
 		{name: "age grpc-go cannot take", file: nsDoc + "---\n" + strings.Replace(fmt.Sprintf(webDocs, "[{name: grpc, port: 8471, targetPort: grpc}]"), "args: [pod, pricing]", "args: [pod, pricing, --max-connection-age, 1ns]", 1),
 			wantErr: `f.yaml:16: document 2 (Deployment "web"): spec.template.spec.containers[0].args: container "web": pod: max connection age 1ns: expected 0 (never) or at least 10ns`},
@@ -169,6 +175,12 @@ func TestWarnings(t *testing.T) {
 		{name: "UDP port without selector", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: dns}\nspec:\n  ports: [{name: dns, port: 53, protocol: UDP}]\n"},
 		{name: "ExternalName IP", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: db}\nspec:\n  type: ExternalName\n  externalName: 127.0.0.55\n",
 			want: []string{`f.yaml:6: document 1 (Service "db"): spec.externalName: 127.0.0.55 is an IP address: Kubernetes takes it as a DNS name of digits, and the cluster DNS answers NXDOMAIN`}},
+		// Issue 15: the API server takes these; lab up says what they do.
+		{name: "EndpointSlice without its Service", yaml: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1],
+			want: []string{`f.yaml:11: document 2 (EndpointSlice "legacy-1"): metadata.labels: label kubernetes.io/service-name=legacy names no Service in namespace "data" in this file, so nothing uses these endpoints`}},
+		{name: "EndpointSlice before its Service", yaml: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1] + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[0]},
+		{name: "Service that selects no pods", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{port: 80}]\n",
+			want: []string{`f.yaml:5: document 1 (Service "web"): spec.selector: selects no pods`}},
 		{name: "ExternalName name", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: db}\nspec:\n  type: ExternalName\n  externalName: db.example.com\n"},
 	}
 	for _, tt := range tests {

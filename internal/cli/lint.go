@@ -15,6 +15,9 @@ import (
 // warnings lists what a lab up would start but that cannot work as the
 // manifest's author likely expects, each at its document and field:
 //
+//   - what scenario.LoadObjects found (File.Warnings): what the API server
+//     takes but would spoil a scenario run, such as a Service that selects
+//     no pods or an EndpointSlice without its Service;
 //   - a UDP or SCTP port on a Service that selects pods: the lab's pods are
 //     gRPC servers on TCP and its kube-proxy relays TCP only, so nothing
 //     answers there (DNS still publishes the port in SRV records, which is
@@ -22,7 +25,7 @@ import (
 //   - an externalName that is an IP address: the API server takes it as a
 //     name of digits and the cluster DNS, as CoreDNS, answers NXDOMAIN.
 func warnings(f *scenario.File) []error {
-	var out []error
+	out := append([]error(nil), f.Warnings...)
 	for _, o := range f.Objects {
 		s, ok := o.Obj.(*corev1.Service)
 		if !ok {

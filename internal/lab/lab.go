@@ -6,6 +6,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,16 +20,19 @@ import (
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/proxy"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -290,9 +294,15 @@ func (l *Lab) publishDNSPort(ctx context.Context) error {
 // DNSAddr returns the cluster DNS address ("IP:port").
 func (l *Lab) DNSAddr() string { return l.DNS.Addr() }
 
-// Apply creates objects in dependency order: Namespaces, then Services,
-// then the rest. The first failure stops it; the error is the API's, so
-// callers can read its field causes.
+// Apply applies objects as kubectl apply does, whatever their order:
+// Namespaces first, then Services, EndpointSlices and the rest, so that
+// each object's namespace exists (the API server refuses objects in a
+// missing one; an EndpointSlice needs no Service). An object that exists
+// already, such as the kube-system Namespace or the kube-dns Service every
+// lab creates, is patched with the fields the given one sets: the
+// strategic merge patch kubectl apply sends for an object it did not
+// create. The first failure stops it; the error is the API's, so callers
+// can read its field causes.
 func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
 	ordered := append([]runtime.Object(nil), objs...)
 	rank := func(o runtime.Object) int {
@@ -308,7 +318,11 @@ func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
 	}
 	sort.SliceStable(ordered, func(i, j int) bool { return rank(ordered[i]) < rank(ordered[j]) })
 	for _, o := range ordered {
-		if err := l.create(ctx, o); err != nil {
+		err := l.create(ctx, o)
+		if apierrors.IsAlreadyExists(err) {
+			err = l.patch(ctx, o)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -367,6 +381,49 @@ func (l *Lab) create(ctx context.Context, o runtime.Object) error {
 		err = fmt.Errorf("lab: cannot create %T", o)
 	}
 	return err
+}
+
+// patch merges o into the stored object of its kind, namespace and name.
+func (l *Lab) patch(ctx context.Context, o runtime.Object) error {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return err
+	}
+	data, err := mergePatch(o)
+	if err != nil {
+		return err
+	}
+	cs, name, pt, opts := l.Cluster.Client(), m.GetName(), types.StrategicMergePatchType, metav1.PatchOptions{}
+	switch o.(type) {
+	case *corev1.Namespace:
+		_, err = cs.CoreV1().Namespaces().Patch(ctx, name, pt, data, opts)
+	case *corev1.Service:
+		_, err = cs.CoreV1().Services(ns(m)).Patch(ctx, name, pt, data, opts)
+	case *appsv1.Deployment:
+		_, err = cs.AppsV1().Deployments(ns(m)).Patch(ctx, name, pt, data, opts)
+	case *appsv1.StatefulSet:
+		_, err = cs.AppsV1().StatefulSets(ns(m)).Patch(ctx, name, pt, data, opts)
+	case *discoveryv1.EndpointSlice:
+		_, err = cs.DiscoveryV1().EndpointSlices(ns(m)).Patch(ctx, name, pt, data, opts)
+	default:
+		err = fmt.Errorf("lab: cannot patch %T", o)
+	}
+	return err
+}
+
+// mergePatch is o as a patch that sets the fields o sets: its JSON without
+// status and the creationTimestamp the API server owns (Go's encoding
+// writes it as null, which a merge patch reads as "delete").
+func mergePatch(o runtime.Object) ([]byte, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	delete(u, "status")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	return json.Marshal(u)
 }
 
 func ns(o metav1.Object) string {
@@ -453,6 +510,9 @@ func (l *Lab) dataplaneShort() string {
 			labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: s.Name}))
 		got := 0
 		for _, es := range slices {
+			if es.Labels[discoveryv1.LabelManagedBy] != cluster.ManagedBy {
+				continue // hand-written: the API takes them, kube-proxy uses them
+			}
 			for _, ep := range es.Endpoints {
 				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 					got++
@@ -476,8 +536,12 @@ func (l *Lab) dataplaneShort() string {
 					n, listening = len(r.Endpoints), r.Listening
 				}
 			}
-			if n != want || listening != (want > 0) {
-				return fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, %d pods are ready", s.Namespace, s.Name, vip, n, want)
+			// What kube-proxy makes of every slice of the Service: the
+			// controller's, now matching the ready pods, and any
+			// hand-written one.
+			eps, _ := endpoints.Filter{Port: sp.Name}.Endpoints(slices)
+			if e := len(endpoints.Eligible(eps)); n != e || listening != (e > 0) {
+				return fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, its EndpointSlices have %d (%d pods are ready)", s.Namespace, s.Name, vip, n, e, want)
 			}
 		}
 	}

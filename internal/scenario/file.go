@@ -57,6 +57,10 @@ type File struct {
 	Name     string
 	Scenario *Scenario
 	Objects  []Object
+	// Warnings are what LoadObjects found that the API server takes but
+	// that cannot work as the file's author likely expects, each a
+	// *manifest.Error at its document and field.
+	Warnings []error
 	doc      manifest.Document // the Scenario document
 }
 
@@ -145,16 +149,22 @@ func Load(name string, data []byte) (*plan.Plan, error) {
 }
 
 // LoadObjects parses and checks Kubernetes objects for a lab that runs
-// until stopped (pinlab lab up). A Scenario document may be present; it is
-// decoded strictly but otherwise ignored.
+// until stopped (pinlab lab up), which applies them as kubectl apply does:
+// what the API server would reject, or the lab cannot run, is an error;
+// what it takes but would spoil a scenario run (a Service that selects no
+// pods, an EndpointSlice before or without its Service) is in
+// File.Warnings. A Scenario document may be present; it is decoded
+// strictly but otherwise ignored.
 func LoadObjects(name string, data []byte) (*File, error) {
 	f, err := parse(name, data)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkObjects(f.Objects); err != nil {
+	c := &check{objs: f.Objects, lenient: true}
+	if err := c.all(); err != nil {
 		return nil, err
 	}
+	f.Warnings = c.warnings
 	if err := checkOneRange(f.Objects); err != nil {
 		return nil, err
 	}

@@ -240,20 +240,45 @@ spec:
 	if _, err := scenario.LoadObjects("s.yaml", []byte(sts)); err != nil {
 		t.Fatalf("valid StatefulSet rejected: %v", err)
 	}
+	// What the API server takes but would spoil a run is a warning for lab
+	// up, which applies objects as kubectl apply does.
 	tests := []struct {
 		name, old, new, want string
+		warning              bool
 	}{
-		{"missing governing Service", "serviceName: db", "serviceName: dbx", `no Service "dbx"`},
-		{"no serviceName", "  serviceName: db\n", "", "spec.serviceName: required"},
-		{"bad policy", "  replicas: 2", "  replicas: 2\n  podManagementPolicy: Random", "spec.podManagementPolicy"},
-		{"pods listen elsewhere", "--port=5432", "--port=5433", "listen on 5433"},
+		{"missing governing Service", "serviceName: db", "serviceName: dbx", `no Service "dbx"`, true},
+		{"no serviceName", "  serviceName: db\n", "", "spec.serviceName: required", true},
+		{"bad policy", "  replicas: 2", "  replicas: 2\n  podManagementPolicy: Random", "spec.podManagementPolicy", false},
+		{"pods listen elsewhere", "--port=5432", "--port=5433", "listen on 5433", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := scenario.LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want one containing %q", err, tt.want)
+			f, err := scenario.LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
+			if !tt.warning {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("error %v, want one containing %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("error %v, want a warning", err)
+			}
+			if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].Error(), tt.want) {
+				t.Errorf("warnings %v, want one containing %q", f.Warnings, tt.want)
 			}
 		})
+	}
+}
+
+// TestLoadKubeSystem: a file may declare the kube-system Namespace every
+// lab has, and put objects in it (issue 15: lab up refused it as existing).
+func TestLoadKubeSystem(t *testing.T) {
+	ks := "apiVersion: v1\nkind: Namespace\nmetadata: {name: kube-system, labels: {team: platform}}\n---\n" +
+		"apiVersion: v1\nkind: Service\nmetadata: {name: legacy, namespace: kube-system}\nspec:\n  clusterIP: None\n  ports: [{name: pg, port: 5432}]\n---\n"
+	if _, err := scenario.Load("test.yaml", []byte(ks+objects(2)+baseScenario)); err != nil {
+		t.Errorf("Load: %v", err)
+	}
+	if _, err := scenario.LoadObjects("test.yaml", []byte(ks)); err != nil {
+		t.Errorf("LoadObjects: %v", err)
 	}
 }
