@@ -561,6 +561,20 @@ func validateSlicePorts(ports []discoveryv1.EndpointPort) field.ErrorList {
 // the lab does not validate pass.
 func Validate(obj runtime.Object) error { return defaultAndValidate(obj.DeepCopyObject()) }
 
+// Default applies the API server's defaults to obj in place, for the
+// kinds the lab defaults (see DefaultService, DefaultDeployment and
+// DefaultStatefulSet); other kinds are left as they are.
+func Default(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		DefaultService(o)
+	case *appsv1.Deployment:
+		DefaultDeployment(o)
+	case *appsv1.StatefulSet:
+		DefaultStatefulSet(o)
+	}
+}
+
 // defaultAndValidate applies the API server's defaults to obj in place and
 // validates it; the one switch by kind that creates, updates and Validate
 // share. Kinds the lab does not validate pass.

@@ -47,8 +47,23 @@ func TestApplyAsKubectl(t *testing.T) {
 	if err != nil || ks.Labels["team"] != "platform" {
 		t.Errorf("kube-system = %v, %v; want it with the file's label", ks.Labels, err)
 	}
-	if _, err := l.Cluster.Client().CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); err != nil {
-		t.Errorf("kube-dns after the merge: %v", err)
+	// The kube-dns Service as a manifest names it, on the port the lab's
+	// DNS serves (53, or another without root), with a metrics port more.
+	dns, err := l.Cluster.Client().CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := dns.Spec.Ports[0].Port
+	mine := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{"team": "platform"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "dns", Port: port, Protocol: corev1.ProtocolUDP}, {Name: "dns-tcp", Port: port, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP}}}}
+	if err := l.Apply(ctx, []runtime.Object{mine}); err != nil {
+		t.Fatalf("applying kube-dns: %v", err)
+	}
+	dns, err = l.Cluster.Client().CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil || len(dns.Spec.Ports) != 3 || dns.Labels["team"] != "platform" || dns.Labels["k8s-app"] != "kube-dns" || dns.Spec.ClusterIP != l.Cluster.DNSIP().String() {
+		t.Errorf("kube-dns after the merge: %v, %v, %v, %s; want 3 ports, both labels, ClusterIP %v", err, dns.Spec.Ports, dns.Labels, dns.Spec.ClusterIP, l.Cluster.DNSIP())
 	}
 	for _, name := range []string{"legacy-1", "orphan-1", "extra-1"} {
 		if _, err := l.Cluster.Client().DiscoveryV1().EndpointSlices("shop").Get(ctx, name, metav1.GetOptions{}); err != nil {

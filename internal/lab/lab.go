@@ -6,14 +6,12 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,15 +22,12 @@ import (
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/proxy"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -294,41 +289,6 @@ func (l *Lab) publishDNSPort(ctx context.Context) error {
 // DNSAddr returns the cluster DNS address ("IP:port").
 func (l *Lab) DNSAddr() string { return l.DNS.Addr() }
 
-// Apply applies objects as kubectl apply does, whatever their order:
-// Namespaces first, then Services, EndpointSlices and the rest, so that
-// each object's namespace exists (the API server refuses objects in a
-// missing one; an EndpointSlice needs no Service). An object that exists
-// already, such as the kube-system Namespace or the kube-dns Service every
-// lab creates, is patched with the fields the given one sets: the
-// strategic merge patch kubectl apply sends for an object it did not
-// create. The first failure stops it; the error is the API's, so callers
-// can read its field causes.
-func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
-	ordered := append([]runtime.Object(nil), objs...)
-	rank := func(o runtime.Object) int {
-		switch o.(type) {
-		case *corev1.Namespace:
-			return 0
-		case *corev1.Service:
-			return 1
-		case *discoveryv1.EndpointSlice:
-			return 2
-		}
-		return 3
-	}
-	sort.SliceStable(ordered, func(i, j int) bool { return rank(ordered[i]) < rank(ordered[j]) })
-	for _, o := range ordered {
-		err := l.create(ctx, o)
-		if apierrors.IsAlreadyExists(err) {
-			err = l.patch(ctx, o)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return l.waitCached(ctx, ordered)
-}
-
 // waitCached waits until the informer caches hold every object, so that
 // components and waits that read the caches see what was just written.
 func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
@@ -360,70 +320,6 @@ func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
 		}
 		return true, nil
 	})
-}
-
-func (l *Lab) create(ctx context.Context, o runtime.Object) error {
-	cs := l.Cluster.Client()
-	opts := metav1.CreateOptions{}
-	var err error
-	switch obj := o.(type) {
-	case *corev1.Namespace:
-		_, err = cs.CoreV1().Namespaces().Create(ctx, obj, opts)
-	case *corev1.Service:
-		_, err = cs.CoreV1().Services(ns(obj)).Create(ctx, obj, opts)
-	case *appsv1.Deployment:
-		_, err = cs.AppsV1().Deployments(ns(obj)).Create(ctx, obj, opts)
-	case *appsv1.StatefulSet:
-		_, err = cs.AppsV1().StatefulSets(ns(obj)).Create(ctx, obj, opts)
-	case *discoveryv1.EndpointSlice:
-		_, err = cs.DiscoveryV1().EndpointSlices(ns(obj)).Create(ctx, obj, opts)
-	default:
-		err = fmt.Errorf("lab: cannot create %T", o)
-	}
-	return err
-}
-
-// patch merges o into the stored object of its kind, namespace and name.
-func (l *Lab) patch(ctx context.Context, o runtime.Object) error {
-	m, err := meta.Accessor(o)
-	if err != nil {
-		return err
-	}
-	data, err := mergePatch(o)
-	if err != nil {
-		return err
-	}
-	cs, name, pt, opts := l.Cluster.Client(), m.GetName(), types.StrategicMergePatchType, metav1.PatchOptions{}
-	switch o.(type) {
-	case *corev1.Namespace:
-		_, err = cs.CoreV1().Namespaces().Patch(ctx, name, pt, data, opts)
-	case *corev1.Service:
-		_, err = cs.CoreV1().Services(ns(m)).Patch(ctx, name, pt, data, opts)
-	case *appsv1.Deployment:
-		_, err = cs.AppsV1().Deployments(ns(m)).Patch(ctx, name, pt, data, opts)
-	case *appsv1.StatefulSet:
-		_, err = cs.AppsV1().StatefulSets(ns(m)).Patch(ctx, name, pt, data, opts)
-	case *discoveryv1.EndpointSlice:
-		_, err = cs.DiscoveryV1().EndpointSlices(ns(m)).Patch(ctx, name, pt, data, opts)
-	default:
-		err = fmt.Errorf("lab: cannot patch %T", o)
-	}
-	return err
-}
-
-// mergePatch is o as a patch that sets the fields o sets: its JSON without
-// status and the creationTimestamp the API server owns (Go's encoding
-// writes it as null, which a merge patch reads as "delete").
-func mergePatch(o runtime.Object) ([]byte, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-	if err != nil {
-		return nil, err
-	}
-	delete(u, "status")
-	if md, ok := u["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	return json.Marshal(u)
 }
 
 func ns(o metav1.Object) string {
