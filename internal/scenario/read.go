@@ -9,6 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits on one scenario or manifest file, so that loading it stays quick
@@ -83,17 +85,21 @@ func ReadFile(ctx context.Context, path string) ([]byte, error) {
 // writer, has something to say: data, or a writer that came and went.
 // Until a writer comes, a read would return end of file at once, but
 // Linux's poll reports neither data nor a hang-up (pipe_poll), so the
-// poller waits as a blocking open would, and a read deadline ends it.
+// runtime's poller waits as a blocking open would, and a read deadline
+// ends it. Each check polls the FIFO's state itself: the poller reports
+// only changes, and one that came before the wait is not kept for it.
 func awaitWriter(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	waited := false
-	return rc.Read(func(uintptr) bool {
-		done := waited
-		waited = true
-		return done
+	return rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			if err != unix.EINTR {
+				return err != nil || n > 0 // an error: let the read report it
+			}
+		}
 	})
 }
 
