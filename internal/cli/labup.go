@@ -152,7 +152,7 @@ func (o *LabUpOptions) dnsTTL() time.Duration {
 }
 
 func labUp(ctx context.Context, opts *LabUpOptions) error {
-	f, err := openObjects(opts)
+	f, err := await(ctx, inputName(opts.File), func() (*scenario.File, error) { return openObjects(ctx, opts) })
 	if err != nil {
 		return err
 	}
@@ -265,21 +265,18 @@ func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.
 
 // openObjects reads and checks the manifests (a file, a built-in, or
 // standard input for "-"), including what the API server would reject,
-// before anything starts.
-func openObjects(opts *LabUpOptions) (*scenario.File, error) {
+// before anything starts. Reading ends when ctx does.
+func openObjects(ctx context.Context, opts *LabUpOptions) (*scenario.File, error) {
 	var f *scenario.File
 	var err error
 	if opts.File == "-" {
-		data, rerr := io.ReadAll(io.LimitReader(opts.In, maxManifest+1))
-		switch {
-		case rerr != nil:
-			return nil, fmt.Errorf("lab up: reading standard input: %w", rerr)
-		case len(data) > maxManifest:
-			return nil, fmt.Errorf("lab up: standard input is larger than %d MiB", maxManifest>>20)
+		data, rerr := scenario.ReadAll(ctx, inputName(opts.File), opts.In)
+		if rerr != nil {
+			return nil, fmt.Errorf("lab up: %w", rerr)
 		}
 		f, err = scenario.LoadObjects(stdinName, data)
 	} else {
-		f, err = scenario.OpenObjects(opts.File)
+		f, err = scenario.OpenObjects(ctx, opts.File)
 	}
 	if err != nil {
 		return nil, err
@@ -295,8 +292,13 @@ func openObjects(opts *LabUpOptions) (*scenario.File, error) {
 	return f, nil
 }
 
-// maxManifest bounds what -f - reads.
-const maxManifest = 16 << 20
+// inputName names -f's argument in messages.
+func inputName(file string) string {
+	if file == "-" {
+		return "standard input"
+	}
+	return file
+}
 
 // listenError explains a control API bind failure; only an address in use
 // can be another lab's.

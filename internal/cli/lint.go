@@ -18,6 +18,9 @@ import (
 // warnings lists what a lab up would start but that cannot work as the
 // manifest's author likely expects, each at its document and field:
 //
+//   - what scenario.LoadObjects found (File.Warnings): what the API server
+//     takes but would spoil a scenario run, such as a Service that selects
+//     no pods or an EndpointSlice without its Service;
 //   - a UDP or SCTP port on a Service that selects pods: the lab's pods are
 //     gRPC servers on TCP and its kube-proxy relays TCP only, so nothing
 //     answers there (DNS still publishes the port in SRV records, which is
@@ -28,7 +31,7 @@ import (
 //   - probes that can never succeed (scenario.File.ProbeWarnings): the API
 //     server accepts them, and the pods never turn Ready or keep restarting.
 func warnings(f *scenario.File) []error {
-	var out []error
+	out := append([]error(nil), f.Warnings...)
 	for _, o := range f.Objects {
 		out = append(out, ipv6Warnings(o)...)
 		s, ok := o.Obj.(*corev1.Service)

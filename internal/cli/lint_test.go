@@ -102,7 +102,7 @@ func TestDualStackRefusedAtField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := openObjects(&LabUpOptions{File: writeFile(t, "f.yaml", tt.yaml)})
+			_, err := openObjects(context.Background(), &LabUpOptions{File: writeFile(t, "f.yaml", tt.yaml)})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
 			}

@@ -151,8 +151,9 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 // as apps ValidateStatefulSetName requires, since it prefixes pod names and
 // hostnames), replicas, selector, template labels, podManagementPolicy,
 // updateStrategy (RollingUpdate or OnDelete; partition >= 0; maxUnavailable
-// a positive number or a percentage in (0%, 100%]) and minReadySeconds,
-// with the API server's messages.
+// a positive number or a percentage in (0%, 100%]), minReadySeconds and
+// the pod template (see validatePodTemplate), with the API server's
+// messages.
 func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
 	spec := field.NewPath("spec")
@@ -179,6 +180,7 @@ func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	if len(s.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
+	errs = append(errs, validatePodTemplate(&s.Spec.Template, spec.Child("template"))...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -452,7 +454,8 @@ func validateIPFamilyPolicy(s *corev1.ServiceSpec, spec *field.Path) field.Error
 // without rollingUpdate; RollingUpdate with maxSurge and maxUnavailable
 // non-negative numbers or percentages, maxUnavailable at most 100%, not both
 // 0), minReadySeconds >= 0, revisionHistoryLimit >= 0 and
-// progressDeadlineSeconds > minReadySeconds, with the API server's messages.
+// progressDeadlineSeconds > minReadySeconds and the pod template (see
+// validatePodTemplate), with the API server's messages.
 func ValidateDeployment(d *appsv1.Deployment) error {
 	errs := validateMeta(&d.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 	spec := field.NewPath("spec")
@@ -480,6 +483,7 @@ func ValidateDeployment(d *appsv1.Deployment) error {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
+	errs = append(errs, validatePodTemplate(&d.Spec.Template, spec.Child("template"))...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -648,6 +652,20 @@ func validateSlicePorts(ports []discoveryv1.EndpointPort) field.ErrorList {
 // outside the range or taken is only found by creating the Service). Kinds
 // the lab does not validate pass.
 func Validate(obj runtime.Object) error { return defaultAndValidate(obj.DeepCopyObject()) }
+
+// Default applies the API server's defaults to obj in place, for the
+// kinds the lab defaults (see DefaultService, DefaultDeployment and
+// DefaultStatefulSet); other kinds are left as they are.
+func Default(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		DefaultService(o)
+	case *appsv1.Deployment:
+		DefaultDeployment(o)
+	case *appsv1.StatefulSet:
+		DefaultStatefulSet(o)
+	}
+}
 
 // defaultAndValidate applies the API server's defaults to obj in place and
 // validates it; the one switch by kind that creates, updates and Validate

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	// 2 cores under the race detector.
 	sem := make(chan struct{}, 3)
 	for _, name := range scenarios.Names() {
-		p, err := scenario.Open(name)
+		p, err := scenario.Open(context.Background(), name)
 		if err != nil {
 			t.Fatalf("built-in %s does not load: %v", name, err)
 		}
