@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -45,10 +46,16 @@ func dialBench(b *testing.B, addr string) pricingv1.PricingClient {
 	return c
 }
 
-// BenchmarkStartupTo10ReadyPods measures a lab's start-up: from nothing to a
-// Deployment of 10 Ready pods behind both Services, with the data plane
-// serving them.
-func BenchmarkStartupTo10ReadyPods(b *testing.B) {
+// BenchmarkStartup measures a lab's start-up: from nothing to a Deployment
+// of n Ready pods behind both Services, with the data plane serving them.
+// 1000 pods is the most a scenario may run per variant.
+func BenchmarkStartup(b *testing.B) {
+	for _, n := range []int32{10, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) { benchStartup(b, n) })
+	}
+}
+
+func benchStartup(b *testing.B, n int32) {
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -57,7 +64,7 @@ func BenchmarkStartupTo10ReadyPods(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := l.Apply(ctx, pricing(10)); err != nil {
+		if err := l.Apply(ctx, pricing(n)); err != nil {
 			b.Fatal(err)
 		}
 		if err := l.WaitReady(ctx); err != nil {
