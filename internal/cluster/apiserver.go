@@ -166,7 +166,7 @@ func (c *Cluster) admitUpdate(action k8stesting.Action) (bool, runtime.Object, e
 // object and stores the result through the update path, so a patch defaults,
 // validates and bumps metadata.generation as an update does (kubectl patch,
 // kubectl rollout restart). Server-side apply patches are left to the fake's
-// own handling.
+// own handling (a strategic merge, without field ownership).
 func (c *Cluster) admitPatch(action k8stesting.Action) (bool, runtime.Object, error) {
 	pa, ok := action.(k8stesting.PatchActionImpl)
 	if !ok || pa.GetPatchType() == types.ApplyPatchType {
