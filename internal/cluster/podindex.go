@@ -14,21 +14,19 @@ import (
 // pod in the namespace.
 const podControllerUIDIndex = "podControllerUID"
 
-// addPodControllerUIDIndex adds the index to the pod informer once; call it
-// before the informer starts.
+// addPodControllerUIDIndex adds the index to the pod informer unless it has
+// it already. AddIndexers fails only on an informer that has stopped, when
+// no sync reads it any more.
 func addPodControllerUIDIndex(inf cache.SharedIndexInformer) {
 	if _, ok := inf.GetIndexer().GetIndexers()[podControllerUIDIndex]; ok {
 		return
 	}
-	err := inf.AddIndexers(cache.Indexers{podControllerUIDIndex: func(obj any) ([]string, error) {
+	_ = inf.AddIndexers(cache.Indexers{podControllerUIDIndex: func(obj any) ([]string, error) {
 		if ref := metav1.GetControllerOfNoCopy(obj.(metav1.Object)); ref != nil {
 			return []string{string(ref.UID)}, nil
 		}
 		return nil, nil
 	}})
-	if err != nil {
-		panic("cluster: pod index: " + err.Error()) // only when added twice or after Shutdown
-	}
 }
 
 // podsControlledBy returns the cached pods of namespace ns whose controller
