@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"strings"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -185,7 +186,7 @@ func (c *Cluster) admitUpdate(action k8stesting.Action) (bool, runtime.Object, e
 // object and stores the result through the update path, so a patch defaults,
 // validates and bumps metadata.generation as an update does (kubectl patch,
 // kubectl rollout restart). Server-side apply patches are left to the fake's
-// own handling.
+// own handling (a strategic merge, without field ownership).
 func (c *Cluster) admitPatch(action k8stesting.Action) (bool, runtime.Object, error) {
 	pa, ok := action.(k8stesting.PatchActionImpl)
 	if !ok || pa.GetPatchType() == types.ApplyPatchType {
@@ -315,34 +316,51 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 	return defaultAndValidate(next)
 }
 
-// copyField sets dst's top-level field (e.g. "status") to src's.
+// copyField sets dst's top-level field (e.g. "status") to src's and passes
+// dst through the unstructured form, as every update has always been stored
+// (timestamps keep whole seconds, as the API server serializes them). One
+// round trip of dst gives what converting both objects and swapping the
+// field's map did, because the conversion goes field by field.
 func copyField(dst, src runtime.Object, field string) error {
-	du, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dst)
+	if f := structField(dst, field); f.IsValid() {
+		f.Set(structField(src, field))
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dst)
 	if err != nil {
 		return err
 	}
-	su, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
-	if err != nil {
-		return err
-	}
-	if v, ok := su[field]; ok {
-		du[field] = v
-	} else {
-		delete(du, field)
-	}
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(du, dst)
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u, dst)
 }
 
+// specChanged compares the unstructured forms of a's and b's spec (none
+// for types without one, such as EndpointSlice), converting only the spec.
 func specChanged(a, b runtime.Object) (bool, error) {
-	au, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	as, bs := structField(a, "spec"), structField(b, "spec")
+	if !as.IsValid() || !bs.IsValid() {
+		return as.IsValid() != bs.IsValid(), nil
+	}
+	au, err := runtime.DefaultUnstructuredConverter.ToUnstructured(as.Addr().Interface())
 	if err != nil {
 		return false, err
 	}
-	bu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	bu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(bs.Addr().Interface())
 	if err != nil {
 		return false, err
 	}
-	return !equality.Semantic.DeepEqual(au["spec"], bu["spec"]), nil
+	return !equality.Semantic.DeepEqual(au, bu), nil
+}
+
+// structField returns the field of obj (a pointer to an API struct) whose
+// JSON name is name, or the zero Value when it has none.
+func structField(obj runtime.Object, name string) reflect.Value {
+	v := reflect.ValueOf(obj).Elem()
+	for i := range v.NumField() {
+		tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if tag == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
 }
 
 // deletePod emulates graceful deletion: the first delete with a grace period
