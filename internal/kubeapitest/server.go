@@ -1,0 +1,185 @@
+// Package kubeapitest serves a clientset's EndpointSlices over the
+// Kubernetes API's HTTP list and watch, for clients that speak that HTTP
+// themselves instead of using client-go (sercand/kuberesolver does), so a
+// test can drive them from the same objects as a client-go consumer of the
+// clientset (a fake one from k8s.io/client-go/kubernetes/fake).
+//
+// It is not an API server: it answers the two GETs below, JSON only, with
+// no authentication, resource versions or field selectors:
+//
+//	/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...
+//	/apis/discovery.k8s.io/v1/watch/namespaces/{ns}/endpointslices?labelSelector=...
+//
+// A watch relays the clientset's watch, one JSON event per line, flushed
+// each: without a resourceVersion it starts, as the real API server's does,
+// with an ADDED event per object that matches.
+package kubeapitest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Server is a loopback HTTP server (httptest, 127.0.0.1:0) over a
+// clientset's EndpointSlices. Its methods are safe for concurrent use.
+type Server struct {
+	// URL is the server's base URL, http://127.0.0.1:port.
+	URL string
+
+	api kubernetes.Interface
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	status   int // answer every request with this status; 0: serve
+	answered map[int]int
+	events   int         // watch events written, initial ADDEDs included
+	stop     []chan bool // open watches, closed by Fail
+}
+
+// NewServer starts a Server over api's EndpointSlices; t's cleanup closes
+// it (open watches end).
+func NewServer(t testing.TB, api kubernetes.Interface) *Server {
+	s := &Server{api: api, answered: map[int]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", s.list)
+	mux.HandleFunc("GET /apis/discovery.k8s.io/v1/watch/namespaces/{ns}/endpointslices", s.watch)
+	s.srv = httptest.NewServer(mux)
+	s.URL = s.srv.URL
+	t.Cleanup(func() {
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+	return s
+}
+
+// Fail makes every later request get status (e.g. 403, with a Status body
+// as the API server sends) and ends the open watches, as an API server
+// does when RBAC changes or it restarts; 0 serves again.
+func (s *Server) Fail(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = status
+	if status != 0 {
+		for _, c := range s.stop {
+			close(c)
+		}
+		s.stop = nil
+	}
+}
+
+// Answered returns how many requests got status (200 for served ones).
+func (s *Server) Answered(status int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answered[status]
+}
+
+// Events returns how many watch events the server has written in all.
+func (s *Server) Events() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events
+}
+
+// failing answers with the status Fail set, if any, and counts the
+// answer either way.
+func (s *Server) failing(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	status := s.status
+	if status == 0 {
+		s.answered[http.StatusOK]++
+	} else {
+		s.answered[status]++
+	}
+	s.mu.Unlock()
+	if status == 0 {
+		return false
+	}
+	gr := schema.GroupResource{Group: discoveryv1.GroupName, Resource: "endpointslices"}
+	st := apierrors.NewGenericServerResponse(status, "watch", gr, "", "kubeapitest: Fail", 0, false).Status()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(st)
+	return true
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	if s.failing(w) {
+		return
+	}
+	l, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).List(r.Context(),
+		metav1.ListOptions{LabelSelector: r.URL.Query().Get("labelSelector")})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(l)
+}
+
+// watch relays the clientset's watch. A watch without a resourceVersion
+// starts with an ADDED event per existing object, from the real API server
+// and from client-go's fake tracker (k8s.io/client-go/testing) alike.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	if s.failing(w) {
+		return
+	}
+	sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	wi, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).Watch(r.Context(), metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer wi.Stop()
+	stop := make(chan bool)
+	s.mu.Lock()
+	s.stop = append(s.stop, stop)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	send := func(t watch.EventType, obj any) bool {
+		if enc.Encode(map[string]any{"type": t, "object": obj}) != nil {
+			return false
+		}
+		w.(http.Flusher).Flush()
+		s.mu.Lock()
+		s.events++
+		s.mu.Unlock()
+		return true
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-stop:
+			return
+		case e, ok := <-wi.ResultChan():
+			if !ok {
+				return
+			}
+			// A fake clientset's watch ignores the label selector.
+			if es, isSlice := e.Object.(*discoveryv1.EndpointSlice); isSlice && !sel.Matches(labels.Set(es.Labels)) {
+				continue
+			}
+			if !send(e.Type, e.Object) {
+				return
+			}
+		}
+	}
+}
