@@ -290,6 +290,9 @@ func checkSettings(at site, s ClientSettings) error {
 			return at.Errorf(name, "%d: 0 to 1000, only with protocol: http", *v)
 		}
 	}
+	if s.Resolver == "kubernetes" && s.L7Proxy != nil {
+		return at.Errorf("resolver", "kubernetes: clients behind an L7 proxy dial the proxy, which resolves the Service itself")
+	}
 	return checkL7Proxy(at.child("l7Proxy"), s.L7Proxy)
 }
 
