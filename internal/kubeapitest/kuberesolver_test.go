@@ -207,12 +207,17 @@ func newEnv(t *testing.T) *env {
 
 // start builds both resolvers for kubernetes:///pricing.shop:grpc; the
 // test's cleanup closes them.
-func (e *env) start(t *testing.T) {
-	u, err := url.Parse("kubernetes:///pricing.shop:grpc")
+func (e *env) start(t *testing.T) { e.startTarget(t, "kubernetes:///pricing.shop:grpc") }
+
+// startTarget builds both resolvers for target (outside a pod: a target
+// without a namespace is in "default" for both); the test's cleanup closes
+// them.
+func (e *env) startTarget(t *testing.T, target string) {
+	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := resolver.Target{URL: *u}
+	rt := resolver.Target{URL: *u}
 	for _, b := range []struct {
 		b  resolver.Builder
 		cc *recorder
@@ -220,7 +225,7 @@ func (e *env) start(t *testing.T) {
 		{ours.NewBuilder(ours.WithClient(e.api), ours.WithLogger(slog.New(slog.DiscardHandler))), e.ours},
 		{kuberesolver.NewBuilder(kuberesolver.NewInsecureK8sClient(e.srv.URL), "kubernetes"), e.theirs},
 	} {
-		r, err := b.b.Build(target, b.cc, resolver.BuildOptions{})
+		r, err := b.b.Build(rt, b.cc, resolver.BuildOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -467,4 +472,59 @@ func (r *recorder) describe() string {
 		}
 	}
 	return b.String()
+}
+
+// TestKuberesolverTargets: for each of kuberesolver's target forms, both
+// resolvers watch the same Service in the same namespace and publish the
+// same address (the port by name, by number, or each slice's first).
+// Service pricing has a slice in namespaces shop and default (a target
+// without a namespace outside a pod), ports grpc = 8471 and metrics =
+// 9090.
+func TestKuberesolverTargets(t *testing.T) {
+	for _, tt := range []struct {
+		target  string
+		ns      string
+		address string
+	}{
+		{target: "kubernetes:///pricing.shop:grpc", ns: "shop", address: "10.0.0.1:8471"},
+		{target: "kubernetes:///pricing.shop.svc.cluster.local:metrics", ns: "shop", address: "10.0.0.1:9090"},
+		{target: "kubernetes://shop/pricing:grpc", ns: "shop", address: "10.0.0.1:8471"},
+		{target: "kubernetes://shop/pricing:9999", ns: "shop", address: "10.0.0.1:9999"},
+		{target: "kubernetes://pricing.shop:8471", ns: "shop", address: "10.0.0.1:8471"},
+		{target: "kubernetes:///pricing.shop", ns: "shop", address: "10.0.0.1:8471"},
+		{target: "kubernetes:///pricing:grpc", ns: "default", address: "10.1.0.1:8471"},
+	} {
+		t.Run(tt.target, func(t *testing.T) {
+			e := newEnv(t)
+			for ns, ip := range map[string]string{"shop": "10.0.0.1", "default": "10.1.0.1"} {
+				s := slice("pricing-a", ip)
+				s.Namespace = ns
+				metrics, port := "metrics", int32(9090)
+				s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: &metrics, Port: &port})
+				if _, err := e.api.DiscoveryV1().EndpointSlices(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.startTarget(t, tt.target)
+			want := []string{tt.address}
+			for name, r := range map[string]*recorder{"resolver/kubernetes": e.ours, "kuberesolver": e.theirs} {
+				if !r.wait(func(evs []event) bool { return cmp.Equal(want, last(evs).addrs()) }) {
+					t.Errorf("%s: last addresses %v, want %v", name, last(r.snapshot()).addrs(), want)
+				}
+			}
+			sel := discoveryv1.LabelServiceName + "=pricing"
+			if reqs := e.srv.Requests(); !slices.Contains(reqs, kubeapitest.Request{Watch: true, Namespace: tt.ns, LabelSelector: sel}) {
+				t.Errorf("kuberesolver's requests %+v, want a watch of %s in %s", reqs, sel, tt.ns)
+			}
+			if !slices.ContainsFunc(e.api.Actions(), func(a k8stesting.Action) bool {
+				w, ok := a.(k8stesting.WatchActionImpl)
+				// client-go's reflector asks for bookmarks; the server's
+				// relay for kuberesolver does not.
+				return ok && w.Namespace == tt.ns && w.Resource.Resource == "endpointslices" && w.ListOptions.LabelSelector == sel &&
+					w.ListOptions.AllowWatchBookmarks
+			}) {
+				t.Errorf("resolver/kubernetes did not watch %s in %s", sel, tt.ns)
+			}
+		})
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -45,6 +47,14 @@ type Server struct {
 	answered map[int]int
 	events   int         // watch events written, initial ADDEDs included
 	stop     []chan bool // open watches, closed by Fail
+	requests []Request
+}
+
+// Request is one request the server got.
+type Request struct {
+	Watch         bool   // a watch, else a list
+	Namespace     string // from the path
+	LabelSelector string // the labelSelector parameter as sent
 }
 
 // NewServer starts a Server over api's EndpointSlices; t's cleanup closes
@@ -85,6 +95,13 @@ func (s *Server) Answered(status int) int {
 	return s.answered[status]
 }
 
+// Requests returns the requests so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
 // Events returns how many watch events the server has written in all.
 func (s *Server) Events() int {
 	s.mu.Lock()
@@ -92,10 +109,12 @@ func (s *Server) Events() int {
 	return s.events
 }
 
-// failing answers with the status Fail set, if any, and counts the
-// answer either way.
-func (s *Server) failing(w http.ResponseWriter) bool {
+// failing records r and answers it with the status Fail set, if any; it
+// counts the answer either way.
+func (s *Server) failing(w http.ResponseWriter, r *http.Request) bool {
 	s.mu.Lock()
+	s.requests = append(s.requests, Request{Watch: strings.Contains(r.URL.Path, "/watch/"),
+		Namespace: r.PathValue("ns"), LabelSelector: r.URL.Query().Get("labelSelector")})
 	status := s.status
 	if status == 0 {
 		s.answered[http.StatusOK]++
@@ -115,7 +134,7 @@ func (s *Server) failing(w http.ResponseWriter) bool {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	if s.failing(w) {
+	if s.failing(w, r) {
 		return
 	}
 	l, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).List(r.Context(),
@@ -132,7 +151,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 // starts with an ADDED event per existing object, from the real API server
 // and from client-go's fake tracker (k8s.io/client-go/testing) alike.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
-	if s.failing(w) {
+	if s.failing(w, r) {
 		return
 	}
 	sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
