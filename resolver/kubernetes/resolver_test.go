@@ -337,3 +337,51 @@ func entryAddrs(es []entry) []string {
 	}
 	return out
 }
+
+// TestAPIRestart: an API server that restarts ends every watch and
+// refuses new ones for a while; what changed meanwhile (a slice deleted,
+// another's pods replaced) is in the re-list, and the channel gets exactly
+// that, with no address of the old set left. Meanwhile the kept addresses
+// are reported as possibly stale. (The real control-plane tier repeats
+// this against a real API server.)
+func TestAPIRestart(t *testing.T) {
+	client := fake.NewClientset()
+	a, b := slice("pricing", "pricing-a", 8471, ips(0, 3)...), slice("pricing", "pricing-b", 8471, ips(3, 2)...)
+	create(t, client, a)
+	create(t, client, b)
+	var down atomic.Bool
+	client.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("apiserver is restarting")
+		}
+		return false, nil, nil
+	})
+	watches := make(chan watch.Interface, 100)
+	client.PrependWatchReactor("endpointslices", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("apiserver is restarting")
+		}
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), a.(k8stesting.WatchActionImpl).ListOptions)
+		if err == nil {
+			watches <- w
+		}
+		return true, w, err
+	})
+	cc, _ := build(t, client, "kubernetes:///pricing.shop:grpc")
+	cc.waitState(t, 5)
+	select {
+	case w := <-watches:
+		down.Store(true)
+		w.Stop() // the restart ends the open watch
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for the resolver's watch")
+	}
+	cc.waitError(t, "apiserver is restarting", "keeping the 5 addresses of", "which may be stale")
+	remove(t, client, a)
+	update(t, client, slice("pricing", "pricing-b", 8471, ips(10, 2)...))
+	down.Store(false) // the reflector re-lists after its back-off
+	evs := cc.waitState(t, 2)
+	if diff := cmp.Diff(sorted(ips(10, 2)), addrs(last(evs).state)); diff != "" {
+		t.Errorf("addresses after the restart (-want +got):\n%s", diff)
+	}
+}
