@@ -101,9 +101,10 @@ func newResolver(t target, cc resolver.ClientConn, api kubernetes.Interface, o o
 }
 
 // listWatch lists and watches the Service's slices, noting each call's
-// outcome: a failed call or an error on an open watch is reported, and an
-// opened watch ends the failure (a list alone does not: the data would go
-// stale again at once if the watch then fails).
+// outcome: a failed call (but a watch-list request's) or an error on an
+// open watch is reported, and an opened watch ends the failure (a list
+// alone does not: the data would go stale again at once if the watch then
+// fails).
 func (r *kubeResolver) listWatch() *cache.ListWatch {
 	eps := r.api.DiscoveryV1().EndpointSlices(r.t.namespace)
 	return &cache.ListWatch{
@@ -119,13 +120,23 @@ func (r *kubeResolver) listWatch() *cache.ListWatch {
 			opts.LabelSelector = r.selector
 			w, err := eps.Watch(ctx, opts)
 			if err != nil {
-				r.apiFailed("watch", err)
+				if !watchList(opts) {
+					r.apiFailed("watch", err)
+				}
 				return nil, err
 			}
 			r.apiOK()
 			return r.observe(w), nil
 		},
 	}
+}
+
+// watchList reports a watch-list request (client-go's WatchListClient,
+// on by default since v0.35): when it fails, as on an API server without
+// the WatchList feature, the reflector falls back to a list and a watch at
+// once, and the list's failure, if any, is the one to report.
+func watchList(opts metav1.ListOptions) bool {
+	return opts.SendInitialEvents != nil && *opts.SendInitialEvents
 }
 
 // routine reports watch ends the reflector recovers from at once, with a
