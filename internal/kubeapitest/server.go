@@ -4,11 +4,16 @@
 // test can drive them from the same objects as a client-go consumer of the
 // clientset (a fake one from k8s.io/client-go/kubernetes/fake).
 //
-// It is not an API server: it answers the two GETs below, JSON only, with
-// no authentication, resource versions or field selectors:
+// It is not an API server: it answers the GETs below, JSON only, with no
+// authentication, field selectors or watch-list (a watch with
+// sendInitialEvents gets 422, as from an API server without the WatchList
+// feature, and client-go falls back to a list and a watch):
 //
-//	/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...
+//	/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...[&watch=true&resourceVersion=...]
 //	/apis/discovery.k8s.io/v1/watch/namespaces/{ns}/endpointslices?labelSelector=...
+//
+// so kuberesolver and client-go (a rest.Config or kubeconfig whose server
+// is URL) both work on it.
 //
 // A watch relays the clientset's watch, one JSON event per line, flushed
 // each: without a resourceVersion it starts, as the real API server's does,
@@ -29,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
@@ -113,7 +119,8 @@ func (s *Server) Events() int {
 // counts the answer either way.
 func (s *Server) failing(w http.ResponseWriter, r *http.Request) bool {
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Watch: strings.Contains(r.URL.Path, "/watch/"),
+	q := r.URL.Query().Get("watch")
+	s.requests = append(s.requests, Request{Watch: strings.Contains(r.URL.Path, "/watch/") || q == "true" || q == "1",
 		Namespace: r.PathValue("ns"), LabelSelector: r.URL.Query().Get("labelSelector")})
 	status := s.status
 	if status == 0 {
@@ -134,17 +141,43 @@ func (s *Server) failing(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
+		s.watch(w, r) // client-go watches on the list path
+		return
+	}
 	if s.failing(w, r) {
 		return
 	}
 	l, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).List(r.Context(),
 		metav1.ListOptions{LabelSelector: r.URL.Query().Get("labelSelector")})
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		writeError(w, err)
 		return
+	}
+	l.Kind, l.APIVersion = "EndpointSliceList", discoveryv1.SchemeGroupVersion.String()
+	for i := range l.Items {
+		typed(&l.Items[i])
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(l)
+}
+
+// typed sets the kind and apiVersion client-go's decoder needs.
+func typed(s *discoveryv1.EndpointSlice) {
+	s.Kind, s.APIVersion = "EndpointSlice", discoveryv1.SchemeGroupVersion.String()
+}
+
+// writeError answers with err's API status (a clientset reactor's 403),
+// else 500.
+func writeError(w http.ResponseWriter, err error) {
+	st := apierrors.NewInternalError(err).Status()
+	if se, ok := err.(apierrors.APIStatus); ok {
+		st = se.Status()
+	}
+	st.Kind, st.APIVersion = "Status", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(st.Code))
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 // watch relays the clientset's watch. A watch without a resourceVersion
@@ -154,14 +187,23 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	if s.failing(w, r) {
 		return
 	}
-	sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
+	q := r.URL.Query()
+	if q.Get("sendInitialEvents") == "true" {
+		// As an API server without the WatchList feature: client-go falls
+		// back to a list, then a watch.
+		writeError(w, apierrors.NewInvalid(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice").GroupKind(), "",
+			field.ErrorList{field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")}))
+		return
+	}
+	sel, err := labels.Parse(q.Get("labelSelector"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	wi, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).Watch(r.Context(), metav1.ListOptions{LabelSelector: sel.String()})
+	wi, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).Watch(r.Context(),
+		metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: q.Get("resourceVersion")})
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		writeError(w, err)
 		return
 	}
 	defer wi.Stop()
@@ -171,6 +213,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush() // the client's Watch returns on the headers
 	enc := json.NewEncoder(w)
 	send := func(t watch.EventType, obj any) bool {
 		if enc.Encode(map[string]any{"type": t, "object": obj}) != nil {
@@ -193,8 +236,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			// A fake clientset's watch ignores the label selector.
-			if es, isSlice := e.Object.(*discoveryv1.EndpointSlice); isSlice && !sel.Matches(labels.Set(es.Labels)) {
-				continue
+			if es, isSlice := e.Object.(*discoveryv1.EndpointSlice); isSlice {
+				if !sel.Matches(labels.Set(es.Labels)) {
+					continue
+				}
+				es = es.DeepCopy()
+				typed(es)
+				e.Object = es
 			}
 			if !send(e.Type, e.Object) {
 				return
