@@ -14,11 +14,25 @@ import (
 // TestKubeconfig: out of a cluster, resolver/kubernetes reaches the API
 // over HTTP with a kubeconfig (kuberesolver's issue #60), takes the
 // context's namespace for a target without one, gets the Service's
-// addresses without reporting an error first (client-go first tries a
-// watch-list, which this API refuses as one without the WatchList feature
-// does, and falls back to a list), follows a change, and reports a 403.
+// addresses without reporting an error first, follows a change, and
+// reports a 403; on an API server with the WatchList feature (client-go
+// then gets the slices from one watch) and on one without (client-go's
+// watch-list request fails with 422 and it falls back to a list).
 func TestKubeconfig(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		watchList bool
+	}{
+		{name: "API with WatchList", watchList: true},
+		{name: "API without WatchList", watchList: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testKubeconfig(t, tt.watchList) })
+	}
+}
+
+func testKubeconfig(t *testing.T, watchList bool) {
 	e := newEnv(t)
+	e.srv.SetWatchList(watchList)
 	s := slice("pricing-a", ips(0, 2)...)
 	e.create(t, s)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -52,8 +66,14 @@ current-context: lab
 	if reported(e.ours.snapshot(), "") {
 		t.Errorf("an error before the first addresses:\n%s", e.ours.describe())
 	}
-	if n := len(e.srv.Requests()); n < 2 {
-		t.Errorf("%d requests to the API, want a list and a watch at least", n)
+	lists := 0
+	for _, r := range e.srv.Requests() {
+		if !r.Watch {
+			lists++
+		}
+	}
+	if want := map[bool]int{true: 0, false: 1}[watchList]; lists != want {
+		t.Errorf("%d lists, want %d; requests: %+v", lists, want, e.srv.Requests())
 	}
 
 	c := s.DeepCopy()

@@ -5,9 +5,8 @@
 // clientset (a fake one from k8s.io/client-go/kubernetes/fake).
 //
 // It is not an API server: it answers the GETs below, JSON only, with no
-// authentication, field selectors or watch-list (a watch with
-// sendInitialEvents gets 422, as from an API server without the WatchList
-// feature, and client-go falls back to a list and a watch):
+// authentication or field selectors, and watch-list only after
+// SetWatchList:
 //
 //	/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...[&watch=true&resourceVersion=...]
 //	/apis/discovery.k8s.io/v1/watch/namespaces/{ns}/endpointslices?labelSelector=...
@@ -54,11 +53,25 @@ type Server struct {
 	events   int         // watch events written, initial ADDEDs included
 	stop     []chan bool // open watches, closed by Fail
 	requests []Request
+	watchList bool // serve sendInitialEvents
+}
+
+// SetWatchList makes the server serve watch-list requests (a watch with
+// sendInitialEvents=true, as client-go sends by default since v0.35), as
+// an API server with the WatchList feature does: an ADDED event per
+// object, then a BOOKMARK annotated k8s.io/initial-events-end, then the
+// changes. Off by default: such a request gets 422, as from an API server
+// without the feature, and client-go falls back to a list and a watch.
+func (s *Server) SetWatchList(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchList = on
 }
 
 // Request is one request the server got.
 type Request struct {
 	Watch         bool   // a watch, else a list
+	WatchList     bool   // a watch with sendInitialEvents=true (client-go's watch-list)
 	Namespace     string // from the path
 	LabelSelector string // the labelSelector parameter as sent
 }
@@ -121,6 +134,7 @@ func (s *Server) failing(w http.ResponseWriter, r *http.Request) bool {
 	s.mu.Lock()
 	q := r.URL.Query().Get("watch")
 	s.requests = append(s.requests, Request{Watch: strings.Contains(r.URL.Path, "/watch/") || q == "true" || q == "1",
+		WatchList: r.URL.Query().Get("sendInitialEvents") == "true",
 		Namespace: r.PathValue("ns"), LabelSelector: r.URL.Query().Get("labelSelector")})
 	status := s.status
 	if status == 0 {
@@ -188,7 +202,19 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if q.Get("sendInitialEvents") == "true" {
+	s.mu.Lock()
+	watchList := s.watchList
+	s.mu.Unlock()
+	var initial *discoveryv1.EndpointSliceList
+	if q.Get("sendInitialEvents") == "true" && watchList {
+		l, err := s.api.DiscoveryV1().EndpointSlices(r.PathValue("ns")).List(r.Context(), metav1.ListOptions{LabelSelector: q.Get("labelSelector")})
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		initial = l
+		q.Set("resourceVersion", l.ResourceVersion) // the changes since
+	} else if q.Get("sendInitialEvents") == "true" {
 		// As an API server without the WatchList feature: client-go falls
 		// back to a list, then a watch.
 		writeError(w, apierrors.NewInvalid(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice").GroupKind(), "",
@@ -224,6 +250,20 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		s.events++
 		s.mu.Unlock()
 		return true
+	}
+	if initial != nil {
+		for i := range initial.Items {
+			typed(&initial.Items[i])
+			if !send(watch.Added, &initial.Items[i]) {
+				return
+			}
+		}
+		end := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{ResourceVersion: initial.ResourceVersion,
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+		typed(end)
+		if !send(watch.Bookmark, end) {
+			return
+		}
 	}
 	for {
 		select {
