@@ -47,12 +47,12 @@ type Server struct {
 	api kubernetes.Interface
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	status   int // answer every request with this status; 0: serve
-	answered map[int]int
-	events   int         // watch events written, initial ADDEDs included
-	stop     []chan bool // open watches, closed by Fail
-	requests []Request
+	mu        sync.Mutex
+	status    int // answer every request with this status; 0: serve
+	answered  map[int]int
+	events    int         // watch events written, initial ADDEDs included
+	stop      []chan bool // open watches, closed by Fail
+	requests  []Request
 	watchList bool // serve sendInitialEvents
 }
 
