@@ -1,8 +1,9 @@
 // Package kubeapitest serves a clientset's EndpointSlices over the
-// Kubernetes API's HTTP list and watch, for clients that speak that HTTP
-// themselves instead of using client-go (sercand/kuberesolver does), so a
-// test can drive them from the same objects as a client-go consumer of the
-// clientset (a fake one from k8s.io/client-go/kubernetes/fake).
+// Kubernetes API's HTTP list and watch, so that a test drives HTTP clients
+// from the same objects as a consumer of the clientset (a fake one from
+// k8s.io/client-go/kubernetes/fake): clients that speak that HTTP
+// themselves (sercand/kuberesolver) and client-go itself (a resolver built
+// from a kubeconfig).
 //
 // It is not an API server: it answers the GETs below, JSON only, with no
 // authentication or field selectors, and watch-list only after
