@@ -78,7 +78,13 @@ func (p *process) wait(t *testing.T, limit time.Duration) int {
 // interruptLimit, saying it was interrupted.
 func (p *process) interrupt(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+	p.signal(t, os.Interrupt)
+}
+
+// signal sends sig and expects pinlab to end as interrupted, in time.
+func (p *process) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.wait(t, interruptLimit); code != ExitInterrupted || !strings.Contains(p.stderr.String(), "interrupted") {
@@ -150,6 +156,12 @@ func TestInterruptWhileReading(t *testing.T) {
 			p.interrupt(t)
 		})
 	}
+	t.Run("run FIFO with no writer, terminal closed (SIGHUP)", func(t *testing.T) {
+		path := mkfifo(t)
+		p := startPinlab(t, nil, "lab", "run", path)
+		labtest.WaitFor(t, 10*time.Second, "pinlab to open the FIFO", func() bool { return hasOpen(p.cmd.Process.Pid, path) })
+		p.signal(t, syscall.SIGHUP)
+	})
 	t.Run("up standard input that never ends", func(t *testing.T) {
 		r, w, err := os.Pipe()
 		if err != nil {

@@ -203,11 +203,12 @@ func serveControl(ctx context.Context, opts *LabUpOptions) (*controlAPI, error) 
 		return nil, listenError(err)
 	}
 	api := &controlAPI{srv: srv, tokenFile: opts.TokenFile}
-	if api.tokenFile == "" {
+	mkdir := api.tokenFile == "" // the default place is ours to create; a path given is not
+	if mkdir {
 		api.tokenFile, err = control.TokenPath(srv.Addr())
 	}
 	if err == nil {
-		err = control.WriteToken(api.tokenFile, token)
+		err = control.WriteToken(api.tokenFile, token, mkdir)
 	}
 	if err != nil {
 		srv.Shutdown(context.Background())

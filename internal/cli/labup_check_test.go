@@ -331,7 +331,7 @@ func TestLabUpFixedClusterIP(t *testing.T) {
 func fakeLab(t *testing.T, objs control.Objects) (addr, tokenFile string) {
 	token := control.NewToken()
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	if err := control.WriteToken(tokenFile, token); err != nil {
+	if err := control.WriteToken(tokenFile, token, true); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
