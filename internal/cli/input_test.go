@@ -176,6 +176,22 @@ func TestInterruptWhileReading(t *testing.T) {
 	})
 }
 
+// TestLabUpFileLimit: lab up refuses, before starting, manifests whose
+// pods would use up the process's file descriptors (issue 15's tester:
+// with ulimit -n 200, 594 pods failed and lab up said "starting" forever).
+func TestLabUpFileLimit(t *testing.T) {
+	p := &process{cmd: exec.Command("sh", "-c", `ulimit -n 200 && exec "$0" "$@"`, os.Args[0], "lab", "up", "-f", "big-headless", "--control", "127.0.0.1:0"), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), asPinlab+"=1")
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	if code := p.wait(t, 30*time.Second); code != ExitError || !strings.Contains(p.stderr.String(), "file descriptors before any client connects") {
+		t.Errorf("exit %d, stderr %q; want %d and the file descriptor figures", code, p.stderr.String(), ExitError)
+	}
+}
+
 // TestEndlessInput: a file that never ends is refused once it passes the
 // size cap, quickly and without growing (issue 15: /dev/zero ran out of
 // memory at 3.7 GB).
