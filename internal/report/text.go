@@ -2,7 +2,6 @@ package report
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -16,13 +15,6 @@ import (
 
 // MaxPodRows bounds the pod rows printed per window; the JSON has them all.
 const MaxPodRows = 24
-
-// JSON writes r as indented JSON.
-func JSON(w io.Writer, r *Result) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
 
 // Text writes the terminal report: a header, then per variant its windows'
 // pod tables and the line saying why, then a comparison across variants.
