@@ -20,8 +20,8 @@ func TestLabRunFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", args: nil, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off"}},
-		{name: "file and flags", args: []string{"my.yaml", "-o", "json", "--variant", "a,b", "--sequential", "--seed", "7", "--progress", "off", "--log-level", "debug"},
-			want: LabRunOptions{File: "my.yaml", Output: "json", Variants: []string{"a", "b"}, Sequential: true, Seed: 7, Progress: "off", LogLevel: "debug"}},
+		{name: "file and flags", args: []string{"my.yaml", "-o", "json", "--variant", "a,b", "--sequential", "--seed", "7", "--progress", "off", "--log-level", "debug", "--html", "r.html"},
+			want: LabRunOptions{File: "my.yaml", Output: "json", Variants: []string{"a", "b"}, Sequential: true, Seed: 7, Progress: "off", LogLevel: "debug", HTML: "r.html"}},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `--log-level "loud"`},
 		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `-o "xml"`},
 		{name: "two files", args: []string{"a.yaml", "b.yaml"}, wantErr: "at most one scenario"},

@@ -32,6 +32,9 @@ type LabRunOptions struct {
 	Progress string
 	// LogLevel of component logs on stderr: "off", "info" or "debug".
 	LogLevel string
+	// HTML, if not empty, is a file to write the HTML report to, besides
+	// the report on Out.
+	HTML string
 
 	Out, Err io.Writer
 }
@@ -82,6 +85,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed for pod names, ClusterIPs and random picks (0: random, reported)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress line on stderr: auto, on or off")
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
+	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
 	return cmd
 }
 
@@ -96,6 +100,10 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if p, err = p.Select(opts.Variants); err != nil {
 		return usageError{fmt.Errorf("--variant: %w", err)}
 	}
+	html, err := createHTML(opts.HTML)
+	if err != nil {
+		return err
+	}
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
@@ -106,12 +114,18 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		defer pl.finish()
 	}
 	run, err := runner.Run(ctx, p, ro)
+	if run == nil {
+		html.discard()
+	}
 	if errors.Is(err, runner.ErrTooMuch) || errors.Is(err, runner.ErrTooManyFiles) {
 		return usageError{err}
 	}
 	if run != nil {
 		res := report.New(p, run, judge(p, run))
 		if werr := write(opts, res); werr != nil {
+			return werr
+		}
+		if werr := html.write(res); werr != nil {
 			return werr
 		}
 		if err == nil {

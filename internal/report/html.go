@@ -28,7 +28,8 @@ func HTML(w io.Writer, r *Result) error {
 //go:embed report.tmpl
 var reportTemplate string
 
-var page = template.Must(template.Must(template.New("chart").Parse(chart.Figure)).New("report").Parse(reportTemplate))
+var page = template.Must(template.Must(template.New("chart").Parse(chart.Figure)).New("report").
+	Funcs(template.FuncMap{"sub": func(a, b int) int { return a - b }}).Parse(reportTemplate))
 
 // view is what the report's template renders.
 type view struct {
