@@ -8,6 +8,7 @@
   // Every drawn chart by ID, as drawn: what the browser tests read.
   const drawn = {};
   window.pinlabCharts = drawn;
+  const plots = {}; // the uPlot instances by ID
 
   const live = []; // {fig, spec, handle}: redrawn on theme change and resize
 
@@ -247,7 +248,15 @@
   }
 
   // draw draws spec into fig and returns a handle: {update(spec), destroy()}.
+  // normal fills in what JSON leaves out (nil slices are null).
+  function normal(spec) {
+    spec.x = spec.x || [];
+    spec.series = (spec.series || []).map(s => Object.assign({}, s, {values: s.values || []}));
+    return spec;
+  }
+
   function draw(fig, spec) {
+    spec = normal(spec);
     const box = fig.querySelector(".plot");
     const readout = fig.querySelector(".readout");
     const details = fig.querySelector("details.data");
@@ -278,6 +287,7 @@
       box.appendChild(tip);
       legend(fig.querySelector(".legend") || el("div"), spec, t);
       drawn[spec.id] = {kind: spec.kind, series: u.series.length - 1, points: u.data[0].length, tooltip: ""};
+      plots[spec.id] = u;
     };
     make();
 
@@ -320,6 +330,7 @@
     const handle = {
       get plot() { return u; },
       update(next) {
+        next = normal(next);
         const reshaped = next.series.length !== spec.series.length || next.kind !== spec.kind ||
           next.series.some((s, k) => s.label !== spec.series[k].label) || (next.categories || []).join() !== (spec.categories || []).join();
         spec = next;
@@ -338,6 +349,7 @@
       destroy() {
         u.destroy();
         delete drawn[spec.id];
+        delete plots[spec.id];
         const at = live.indexOf(handle);
         if (at >= 0) live.splice(at, 1);
       },
@@ -368,5 +380,5 @@
     resizeTimer = setTimeout(() => live.forEach(h => h.resize()), 150);
   });
 
-  window.pinlabChart = {draw: draw, drawAll: drawAll, table: buildTable, tooltipLines: tooltipLines};
+  window.pinlabChart = {draw: draw, drawAll: drawAll, table: buildTable, plot: id => plots[id]};
 })();

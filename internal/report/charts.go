@@ -52,10 +52,13 @@ func charts(r *Result) ([]variantCharts, comparisonCharts) {
 		}
 		vc := &vcs[i]
 		id := fmt.Sprintf("v%d", i)
-		vc.Timeline = ptr(timelineChart(id, v, r))
 		for j, w := range v.Summary.Windows {
 			vc.Windows = append(vc.Windows, windowChart(fmt.Sprintf("%s-w%d", id, j), fmt.Sprintf("Window %s (%s to %s): calls/s per pod", w.Name, secs(w.From), secs(w.To)), w))
 		}
+		if len(v.Summary.Timeline) == 0 {
+			continue // no pod served a call: nothing over time to draw
+		}
+		vc.Timeline = ptr(timelineChart(id, v, r))
 		vc.Failed = ptr(failedChart(id, v, r))
 		vc.Conns = ptr(connsChart(id, v, r))
 		if len(v.Summary.Rebalance) > 0 {
@@ -224,7 +227,7 @@ func windowChart(id, title string, w stats.WindowStats) chart.Chart {
 		top = max(top, vals[i])
 		c.Notes = append(c.Notes, podNote(p, w))
 	}
-	c.Series = []chart.Series{{Label: "calls/s", Values: vals}}
+	c.Series = []chart.Series{{Label: "rate", Values: vals}}
 	c.XMax = float64(max(len(pods)-1, 0))
 	c.YMax = niceMax(top)
 	return c

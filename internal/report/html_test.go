@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/browsertest"
 	"github.com/pinlab/pinlab/internal/stats"
 )
 
@@ -156,5 +158,32 @@ func TestHTMLEscapes(t *testing.T) {
 		if strings.Contains(buf.String(), bad) {
 			t.Errorf("the page contains %q unescaped", bad)
 		}
+	}
+}
+
+// TestHTMLInBrowser opens the sample's page, with its failed and
+// interrupted variants, in headless Chromium: every chart of the data is
+// drawn and nothing errs.
+func TestHTMLInBrowser(t *testing.T) {
+	b := browsertest.New(t)
+	path := filepath.Join(t.TempDir(), "report.html")
+	var buf bytes.Buffer
+	if err := HTML(&buf, htmlSample()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := b.Open(t, "file://"+path)
+	p.WaitFor(`window.pinlabRendered !== undefined`, browsertest.Timeout)
+	var ids []string
+	p.Eval(`Object.keys(pinlabCharts).sort()`, &ids)
+	want := mustCharts(htmlSample())
+	slices.Sort(want)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("charts drawn (-want +got):\n%s", diff)
+	}
+	if errs := p.Errors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
 	}
 }
