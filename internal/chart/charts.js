@@ -209,7 +209,7 @@
     const n = spec.x.length;
     const series = [{label: spec.x_label}];
     spec.series.forEach((s, k) => {
-      const o = {label: s.label, stroke: color(t, k), width: bars ? 0 : 1.5, points: {show: false}};
+      const o = {label: s.label, stroke: color(t, k), width: bars ? 0 : 1, points: {show: false}};
       if (bars) {
         const colors = spec.series.length === 1 ? spec.x.map((_, i) => color(t, i)) : null;
         o.fill = color(t, k);
