@@ -10,7 +10,7 @@
 //
 // The browser never reaches the network: it runs with background
 // networking, component updates, sync and QUIC off, a fresh profile,
-// every host name resolving to nothing and a proxy on a closed loopback
+// every host name but 127.0.0.1 resolving to nothing and a proxy on a closed loopback
 // port for anything not on loopback, so pages can load file:// URLs and
 // servers on 127.0.0.1 only.
 package browsertest
@@ -65,7 +65,7 @@ func Flags(dir string) []string {
 		"--disable-default-apps", "--disable-extensions", "--disable-breakpad", "--disable-domain-reliability",
 		"--disable-client-side-phishing-detection", "--no-pings", "--metrics-recording-only",
 		"--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication",
-		"--host-resolver-rules=MAP * ~NOTFOUND",
+		"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 		"--proxy-server=http://127.0.0.1:9", // the discard port: nothing listens, anything proxied fails
 		"--hide-scrollbars", "--mute-audio", "--force-color-profile=srgb",
 	}

@@ -646,3 +646,17 @@ func plural(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
+
+// Headlines sum a result up in a few lines, for a view with no room for
+// the report: where the machine was overloaded, then the expectations'
+// verdict; none when there is neither.
+func Headlines(r *Result) []string {
+	var out []string
+	for _, line := range overloadLines(r) {
+		out = append(out, "OVERLOADED: "+line)
+	}
+	if line := verdictLine(r); line != "" {
+		out = append(out, line)
+	}
+	return out
+}
