@@ -204,35 +204,39 @@
     if (spec.series.length > max) box.appendChild(el("span", "legend-item", "and " + (spec.series.length - max) + " more"));
   }
 
-  function options(spec, width, t, onCursor) {
+  // options are uPlot's options for the chart cur() returns: the chart as
+  // it is now, since a live chart gets new data (and new bars) in place.
+  function options(cur, width, t, onCursor) {
+    const spec = cur();
     const bars = spec.kind === "bars";
-    const n = spec.x.length;
     const series = [{label: spec.x_label}];
     spec.series.forEach((s, k) => {
       const o = {label: s.label, stroke: color(t, k), width: bars ? 0 : 1, points: {show: false}};
       if (bars) {
-        const colors = spec.series.length === 1 ? spec.x.map((_, i) => color(t, i)) : null;
+        const colors = spec.series.length === 1 ? () => cur().x.map((_, i) => color(t, i)) : null;
         o.fill = color(t, k);
-        o.paths = uPlot.paths.bars({size: [0.7, 64], disp: colors ? {fill: {unit: 3, values: () => colors}} : undefined});
+        o.paths = uPlot.paths.bars({size: [0.7, 64], disp: colors ? {fill: {unit: 3, values: colors}} : undefined});
       }
       series.push(o);
     });
-    const step = Math.max(1, Math.ceil(n / 24));
     const xAxis = {
       stroke: t.fg, grid: {stroke: t.grid, width: 1}, ticks: {stroke: t.grid, width: 1}, label: spec.x_label,
       labelSize: 20, font: "11px sans-serif", labelFont: "12px sans-serif",
     };
     if (bars) {
-      xAxis.splits = () => spec.x.filter((_, i) => i % step === 0);
-      xAxis.values = (u, splits) => splits.map(v => spec.categories ? (spec.categories[v] || "") : fmt(v));
+      xAxis.splits = () => {
+        const x = cur().x, every = Math.max(1, Math.ceil(x.length / 24));
+        return x.filter((_, i) => i % every === 0);
+      };
+      xAxis.values = (u, splits) => splits.map(v => cur().categories ? (cur().categories[v] || "") : fmt(v));
       xAxis.grid = {show: false};
     }
     return {
       width: width, height: bars ? 220 : 260, series: series,
       legend: {show: false},
       scales: {
-        x: {time: false, range: () => xRange(spec)},
-        y: {range: (u, lo, hi) => [0, spec.y_max || niceMax(Math.max(hi, dataMax(spec)))]},
+        x: {time: false, range: () => xRange(cur())},
+        y: {range: (u, lo, hi) => [0, cur().y_max || niceMax(Math.max(hi, dataMax(cur())))]},
       },
       axes: [xAxis, {
         stroke: t.fg, grid: {stroke: t.grid, width: 1}, ticks: {stroke: t.grid, width: 1}, label: spec.y_label,
@@ -240,8 +244,8 @@
       }],
       cursor: {drag: {x: false, y: false, setScale: false}, points: {show: !bars}},
       hooks: {
-        drawClear: [u => drawBands(u, spec, t)],
-        draw: [u => drawMarks(u, spec, t)],
+        drawClear: [u => drawBands(u, cur(), t)],
+        draw: [u => drawMarks(u, cur(), t)],
         setCursor: [u => onCursor(u)],
       },
     };
@@ -283,7 +287,7 @@
     const make = () => {
       const width = Math.max(box.clientWidth || fig.clientWidth || 600, 240);
       box.textContent = "";
-      u = new uPlot(options(spec, width, t, onCursor), [spec.x].concat(spec.series.map(s => s.values)), box);
+      u = new uPlot(options(() => spec, width, t, onCursor), [spec.x].concat(spec.series.map(s => s.values)), box);
       box.appendChild(tip);
       legend(fig.querySelector(".legend") || el("div"), spec, t);
       drawn[spec.id] = {kind: spec.kind, series: u.series.length - 1, points: u.data[0].length, tooltip: ""};
