@@ -63,6 +63,11 @@ func TestRunDashboardInBrowser(t *testing.T) {
 	if served < 2 {
 		t.Errorf("the calls/s-over-time chart has %d points, want one a second", served)
 	}
+	var axis struct{ Max, Last float64 }
+	p.Eval(`(() => { const u = pinlabChart.plot("live-0-history"); return {Max: u.scales.x.max, Last: u.data[0][u.data[0].length - 1]}; })()`, &axis)
+	if axis.Max < axis.Last {
+		t.Errorf("the calls/s-over-time chart's axis ends at %gs, before its last point at %gs: it does not follow the new data", axis.Max, axis.Last)
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("lab run: %v\n%s", err, errb)
 	}
