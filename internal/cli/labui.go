@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
@@ -63,7 +65,10 @@ func startUI(ctx context.Context, opts *LabRunOptions, p *plan.Plan) (*liveUI, e
 	token := control.NewToken()
 	srv, err := control.Listen(ctx, control.Config{Addr: opts.UIAddr, Token: token, UI: ui.board.Handler()})
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--ui-addr %s: %w", opts.UIAddr, listenError(err))}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w (pass --ui-addr 127.0.0.1:0 for a free port)", err)
+		}
+		return nil, fmt.Errorf("--ui-addr %s: %w", opts.UIAddr, err)
 	}
 	ui.srv = srv
 	bctx, cancel := context.WithCancel(context.Background())

@@ -10,12 +10,13 @@
 //
 // The Handler is meant to be a control.Config.UI: the control API's server
 // then checks every request as it checks its own (Host, Origin,
-// Sec-Fetch-Site, and the token for everything but the page itself). The
-// page takes the token from its URL's fragment (#token=...), which
-// browsers never send to the server, keeps it in the tab's session storage,
-// and sends it as "Authorization: Bearer" with every request it makes: the
-// event stream (read with fetch, since EventSource cannot send headers) and
-// the control verbs, which go to the control API itself, same origin.
+// Sec-Fetch-Site, and the token for everything but the page itself, which
+// shows nothing of the run or the lab). The page takes the token from its
+// URL's fragment (#token=...), which browsers never send to the server,
+// keeps it in the tab's session storage, and sends it as "Authorization:
+// Bearer" with every request it makes: its panels, the event stream (read
+// with fetch, since EventSource cannot send headers) and the control
+// verbs, which go to the control API itself, same origin.
 package dashboard
 
 import (

@@ -6,6 +6,7 @@
   "use strict";
 
   const stream = document.body.dataset.stream;
+  const panelsPath = document.body.dataset.panels;
   const status = document.getElementById("status");
   const KEY = "pinlab-token";
 
@@ -208,9 +209,16 @@
   }
 
   function render(s) {
+    if (s.title) {
+      setText(document.getElementById("title"), s.title);
+      if (document.title !== s.title) document.title = s.title;
+    }
     (s.panels || []).forEach((p, i) => renderPanel(i, p));
     renderEvents(s.events || []);
-    if (s.lab) renderObjects(s.objects || []);
+    if (s.lab) {
+      document.getElementById("objects").hidden = false;
+      renderObjects(s.objects || []);
+    }
     if (s.final && s.final.length) {
       const box = document.getElementById("final");
       box.textContent = "";
@@ -255,7 +263,18 @@
     }
     let ended = false;
     try {
-      const resp = await fetch(stream, {headers: {"Authorization": "Bearer " + token}, cache: "no-store"});
+      const auth = {headers: {"Authorization": "Bearer " + token}, cache: "no-store"};
+      if (!document.querySelector("#panels section")) {
+        const p = await fetch(panelsPath, auth);
+        if (p.status === 401) {
+          setStatus("The token was refused: this page's address is from another run or lab.");
+          return;
+        }
+        if (!p.ok) throw new Error(p.status + " " + p.statusText);
+        // The server's own markup (html/template), no script in it.
+        document.getElementById("panels").innerHTML = await p.text();
+      }
+      const resp = await fetch(stream, auth);
       if (resp.status === 401) {
         setStatus("The token was refused: this page's address is from another run or lab.");
         return;
@@ -267,7 +286,7 @@
       /* the server went away or the network failed: try again below */
     }
     if (ended || live.done) {
-      setStatus(document.getElementById("objects") ? "The lab has stopped." : "The run is over; pinlab no longer serves this page (its report is in the terminal).");
+      setStatus(!document.getElementById("objects").hidden ? "The lab has stopped." : "The run is over; pinlab no longer serves this page (its report is in the terminal).");
       return;
     }
     setStatus("disconnected; reconnecting");

@@ -211,9 +211,23 @@ func TestPage(t *testing.T) {
 		t.Fatalf("CSP %q: no script nonce", csp)
 	}
 	page := string(body)
-	for _, want := range []string{`<script nonce="` + m[1] + `">`, `id="live-0-rates"`, `id="live-1-history"`, `pinlab lab run: &lt;scale-out&gt;`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %q", want)
+	if want := `<script nonce="` + m[1] + `">`; !strings.Contains(page, want) {
+		t.Errorf("the page lacks %q", want)
+	}
+	for _, secret := range []string{"scale-out", "clusterip", "headless-rr"} {
+		if strings.Contains(page, secret) {
+			t.Errorf("the page, served without the token, shows %q", secret)
+		}
+	}
+	resp, err = http.Get(srv.URL + PanelsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`id="live-0-rates"`, `id="live-1-history"`, `<h2 id="panel-1-h">headless-rr</h2>`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the panels lack %q", want)
 		}
 	}
 	if !strings.Contains(csp, "connect-src 'self'") || !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
