@@ -99,7 +99,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 }
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
-	p, err := scenario.Open(opts.File)
+	p, err := await(ctx, opts.File, func() (*plan.Plan, error) { return scenario.Open(ctx, opts.File) })
 	if errors.Is(err, scenario.ErrNotFound) {
 		return usageError{err}
 	}

@@ -42,10 +42,16 @@ type LabUpOptions struct {
 	// FixedOrder keeps DNS answer order stable.
 	FixedOrder bool
 	// Pods is the DNS pods mode: disabled, insecure or verified.
-	Pods     string
-	LogLevel string
+	Pods string
+	// DNSCache puts CoreDNS's cache plugin in front of the DNS: off,
+	// kubeadm, coredns or a TTL cap (see dnscache.go); the others tune it.
+	DNSCache, DNSCacheSuccess, DNSCacheDenial string
+	DNSCacheKeepTTL                           bool
+	LogLevel                                  string
 	// UI serves a live dashboard from the control API's address.
 	UI bool
+
+	dnsCache *clusterdns.CacheConfig // DNSCache* parsed by check
 
 	// In is read when File is "-".
 	In       io.Reader
@@ -96,6 +102,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	f.DurationVar(&opts.DNSTTL, "dns-ttl", 0, "cluster DNS TTL in whole seconds, 0s to 3600s (default 5s as CoreDNS; kubeadm uses 30s; 0s disables caching)")
 	f.BoolVar(&opts.FixedOrder, "dns-fixed-order", false, "keep A records in a stable order instead of shuffling each answer")
 	f.StringVar(&opts.Pods, "dns-pods", "disabled", "answers for a-b-c-d.<ns>.pod.cluster.local: disabled, insecure (kubeadm) or verified")
+	addDNSCacheFlags(f, opts)
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard (objects, calls/s per pod, events, the control verbs) from the control API's address; its address, with the token, is printed")
 	return cmd
@@ -116,6 +123,9 @@ func (o *LabUpOptions) check() error {
 		if err := checkTTL(o.DNSTTL); err != nil {
 			return usageError{fmt.Errorf("--dns-ttl %v: %w", o.DNSTTL, err)}
 		}
+	}
+	if err := o.parseDNSCache(); err != nil {
+		return usageError{err}
 	}
 	if err := loopback.CheckAddr(o.Control); err != nil {
 		return usageError{fmt.Errorf("--control %q: expected IP:port inside 127.0.0.0/8 such as %s (%v)", o.Control, control.DefaultAddr, err)}
@@ -147,7 +157,7 @@ func (o *LabUpOptions) dnsTTL() time.Duration {
 }
 
 func labUp(ctx context.Context, opts *LabUpOptions) error {
-	f, err := openObjects(opts)
+	f, err := await(ctx, inputName(opts.File), func() (*scenario.File, error) { return openObjects(ctx, opts) })
 	if err != nil {
 		return err
 	}
@@ -163,7 +173,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		return interrupted(ctx, f, err)
 	}
 	// Fixed ClusterIPs need the lab range they lie in (0: the first free one).
-	cfg := lab.Config{Range: f.Range(), DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods)}}
+	cfg := lab.Config{Range: f.Range(), DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods), Cache: opts.dnsCache}}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
@@ -291,7 +301,7 @@ func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.
 	if err = l.Apply(setup, objs); err != nil {
 		err = applyError(f, err)
 	} else {
-		err = l.WaitReady(setup)
+		err = l.WaitReady(setup, neverReady(f)...)
 	}
 	if err != nil {
 		l.Close()
@@ -302,21 +312,18 @@ func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.
 
 // openObjects reads and checks the manifests (a file, a built-in, or
 // standard input for "-"), including what the API server would reject,
-// before anything starts.
-func openObjects(opts *LabUpOptions) (*scenario.File, error) {
+// before anything starts. Reading ends when ctx does.
+func openObjects(ctx context.Context, opts *LabUpOptions) (*scenario.File, error) {
 	var f *scenario.File
 	var err error
 	if opts.File == "-" {
-		data, rerr := io.ReadAll(io.LimitReader(opts.In, maxManifest+1))
-		switch {
-		case rerr != nil:
-			return nil, fmt.Errorf("lab up: reading standard input: %w", rerr)
-		case len(data) > maxManifest:
-			return nil, fmt.Errorf("lab up: standard input is larger than %d MiB", maxManifest>>20)
+		data, rerr := scenario.ReadAll(ctx, inputName(opts.File), opts.In)
+		if rerr != nil {
+			return nil, fmt.Errorf("lab up: %w", rerr)
 		}
 		f, err = scenario.LoadObjects(stdinName, data)
 	} else {
-		f, err = scenario.OpenObjects(opts.File)
+		f, err = scenario.OpenObjects(ctx, opts.File)
 	}
 	if err != nil {
 		return nil, err
@@ -332,8 +339,13 @@ func openObjects(opts *LabUpOptions) (*scenario.File, error) {
 	return f, nil
 }
 
-// maxManifest bounds what -f - reads.
-const maxManifest = 16 << 20
+// inputName names -f's argument in messages.
+func inputName(file string) string {
+	if file == "-" {
+		return "standard input"
+	}
+	return file
+}
 
 // listenError explains a control API bind failure; only an address in use
 // can be another lab's.

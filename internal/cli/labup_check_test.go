@@ -123,6 +123,21 @@ func TestOpenObjects(t *testing.T) {
 			wantErr: `endpoints[0].hostname: Invalid value: "UPPER": a lowercase RFC 1123 label`},
 		{name: "good hostname", file: nsDoc + "---\n" + fmt.Sprintf(legacyDocs, "pg-0")},
 		{name: "good stdin", stdin: nsDoc + "---\n" + fmt.Sprintf(legacyDocs, "pg-0")},
+		// Issue 15: what kubectl apply takes against a real API server.
+		{name: "the kube-system Namespace", file: "apiVersion: v1\nkind: Namespace\nmetadata: {name: kube-system, labels: {team: platform}}\n---\n" +
+			"apiVersion: v1\nkind: Service\nmetadata: {name: legacy, namespace: kube-system}\nspec:\n  clusterIP: None\n  ports: [{name: pg, port: 5432}]\n"},
+		{name: "an object in kube-system without its Namespace", file: "apiVersion: v1\nkind: Service\nmetadata: {name: legacy, namespace: kube-system}\nspec:\n  clusterIP: None\n  ports: [{name: pg, port: 5432}]\n"},
+		{name: "EndpointSlice before its Service", file: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1] + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[0]},
+		{name: "EndpointSlice without a Service", file: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1]},
+		// Issue 15: grpc-go panicked on this age once the lab ran.
+		{name: "age grpc-go cannot take", file: nsDoc + "---\n" + strings.Replace(fmt.Sprintf(webDocs, "[{name: grpc, port: 8471, targetPort: grpc}]"), "args: [pod, pricing]", "args: [pod, pricing, --max-connection-age, 1ns]", 1),
+			wantErr: `f.yaml:16: document 2 (Deployment "web"): spec.template.spec.containers[0].args: container "web": pod: max connection age 1ns: expected 0 (never) or at least 10ns`},
+		{name: "containerPort beyond 16 bits", file: nsDoc + "---\n" + strings.Replace(fmt.Sprintf(webDocs, "[{name: grpc, port: 8471, targetPort: grpc}]"), "containerPort: 8471", "containerPort: 70000", 1),
+			wantErr: `f.yaml:16: document 2 (Deployment "web"): spec.template.spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535`},
+		{name: "stdin larger than the cap", stdin: strings.Repeat("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n", 12<<20/52),
+			wantErr: "lab up: standard input: file too large: more than 3 MiB"},
+		{name: "more objects than a lab runs", stdin: strings.Repeat("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n", 1001),
+			wantErr: "<stdin>:4001: document 1001: more than 1000 objects; a lab runs at most 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +145,7 @@ func TestOpenObjects(t *testing.T) {
 			if tt.file != "" {
 				opts.File = writeFile(t, "f.yaml", tt.file)
 			}
-			f, err := openObjects(opts)
+			f, err := openObjects(context.Background(), opts)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -160,6 +175,12 @@ func TestWarnings(t *testing.T) {
 		{name: "UDP port without selector", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: dns}\nspec:\n  ports: [{name: dns, port: 53, protocol: UDP}]\n"},
 		{name: "ExternalName IP", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: db}\nspec:\n  type: ExternalName\n  externalName: 127.0.0.55\n",
 			want: []string{`f.yaml:6: document 1 (Service "db"): spec.externalName: 127.0.0.55 is an IP address: Kubernetes takes it as a DNS name of digits, and the cluster DNS answers NXDOMAIN`}},
+		// Issue 15: the API server takes these; lab up says what they do.
+		{name: "EndpointSlice without its Service", yaml: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1],
+			want: []string{`f.yaml:11: document 2 (EndpointSlice "legacy-1"): metadata.labels: label kubernetes.io/service-name=legacy names no Service in namespace "data" in this file, so nothing uses these endpoints`}},
+		{name: "EndpointSlice before its Service", yaml: nsDoc + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[1] + "---\n" + strings.SplitN(fmt.Sprintf(legacyDocs, "pg-0"), "---\n", 2)[0]},
+		{name: "Service that selects no pods", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{port: 80}]\n",
+			want: []string{`f.yaml:5: document 1 (Service "web"): spec.selector: selects no pods`}},
 		{name: "ExternalName name", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: db}\nspec:\n  type: ExternalName\n  externalName: db.example.com\n"},
 	}
 	for _, tt := range tests {
@@ -272,7 +293,7 @@ func TestLabUpInterrupted(t *testing.T) {
 		cancel()
 		var out, errb bytes.Buffer
 		code := run(ctx, []string{"lab", "up", "-f", "dns-demo", "--control", freeAddr(t), "--token-file", filepath.Join(t.TempDir(), "token")}, &out, &errb)
-		if code != ExitInterrupted || !strings.Contains(errb.String(), "interrupted while starting") {
+		if code != ExitInterrupted || !strings.Contains(errb.String(), "interrupted while") {
 			t.Errorf("exit %d, stderr %q; want %d and an interruption", code, errb.String(), ExitInterrupted)
 		}
 	})

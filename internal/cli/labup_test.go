@@ -245,6 +245,10 @@ func TestLabUpDNSWithDig(t *testing.T) {
 	if got := d.answers("payments.data.svc.cluster.local"); len(got) != 1 || got[0] != "payments.example.com." {
 		t.Errorf("ExternalName = %v, want CNAME payments.example.com.", got)
 	}
+	// Port and protocol labels under an ExternalName name nothing (CoreDNS).
+	if _, _, st := header(t, d.run("_pg._tcp.payments.data.svc.cluster.local", "A")); st != "NXDOMAIN" {
+		t.Errorf("_pg._tcp under an ExternalName: %s, want NXDOMAIN", st)
+	}
 	if _, _, st := header(t, d.run("nosuch.data.svc.cluster.local")); st != "NXDOMAIN" {
 		t.Errorf("unknown Service: %s, want NXDOMAIN", st)
 	}

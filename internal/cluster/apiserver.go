@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"strings"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -136,7 +137,8 @@ func (c *Cluster) allocateClusterIP(s *corev1.Service) (netip.Addr, error) {
 		if err != nil {
 			return ip, invalid("Service", s.Name, field.InternalError(path, fmt.Errorf("no free ClusterIP in %v", c.cfg.ServiceCIDR)))
 		}
-		s.Spec.ClusterIP, s.Spec.ClusterIPs = ip.String(), []string{ip.String()}
+		s.Spec.ClusterIP = ip.String()
+		setClusterIPs(&s.Spec, ip)
 		return ip, nil
 	}
 	ip, err := netip.ParseAddr(s.Spec.ClusterIP)
@@ -147,8 +149,26 @@ func (c *Cluster) allocateClusterIP(s *corev1.Service) (netip.Addr, error) {
 		return netip.Addr{}, invalid("Service", s.Name, field.Invalid(path, s.Spec.ClusterIP,
 			fmt.Sprintf("must be a free address in the service range %v (%v)", c.cfg.ServiceCIDR, err)))
 	}
-	s.Spec.ClusterIPs = []string{ip.String()}
+	setClusterIPs(&s.Spec, ip)
 	return ip, nil
+}
+
+// setClusterIPs stores the primary (IPv4) ClusterIP in clusterIPs[0],
+// keeping an IPv6 secondary as written (validation checked it: the lab
+// allocates none and reserves none), and sets ipFamilies and
+// ipFamilyPolicy to match, as the API server stores them.
+func setClusterIPs(spec *corev1.ServiceSpec, primary netip.Addr) {
+	ips := []string{primary.String()}
+	families := []corev1.IPFamily{corev1.IPv4Protocol}
+	if len(spec.ClusterIPs) == 2 {
+		ips = append(ips, netip.MustParseAddr(spec.ClusterIPs[1]).String())
+		families = append(families, corev1.IPv6Protocol)
+	}
+	spec.ClusterIPs, spec.IPFamilies = ips, families
+	if spec.IPFamilyPolicy == nil {
+		p := corev1.IPFamilyPolicySingleStack
+		spec.IPFamilyPolicy = &p
+	}
 }
 
 // admitUpdate stores an update the way the API server's status subresource
@@ -166,7 +186,7 @@ func (c *Cluster) admitUpdate(action k8stesting.Action) (bool, runtime.Object, e
 // object and stores the result through the update path, so a patch defaults,
 // validates and bumps metadata.generation as an update does (kubectl patch,
 // kubectl rollout restart). Server-side apply patches are left to the fake's
-// own handling.
+// own handling (a strategic merge, without field ownership).
 func (c *Cluster) admitPatch(action k8stesting.Action) (bool, runtime.Object, error) {
 	pa, ok := action.(k8stesting.PatchActionImpl)
 	if !ok || pa.GetPatchType() == types.ApplyPatchType {
@@ -281,10 +301,13 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 	switch n := next.(type) {
 	case *corev1.Service:
 		o := old.(*corev1.Service)
-		DefaultService(n)
-		if n.Spec.ClusterIP == "" {
-			n.Spec.ClusterIP, n.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
+		if n.Spec.ClusterIP == "" && len(n.Spec.ClusterIPs) == 0 {
+			n.Spec.ClusterIP = o.Spec.ClusterIP
 		}
+		if n.Spec.ClusterIP == o.Spec.ClusterIP && len(n.Spec.ClusterIPs) == 0 {
+			n.Spec.ClusterIPs, n.Spec.IPFamilies, n.Spec.IPFamilyPolicy = o.Spec.ClusterIPs, o.Spec.IPFamilies, o.Spec.IPFamilyPolicy
+		}
+		DefaultService(n)
 		if n.Spec.ClusterIP != o.Spec.ClusterIP {
 			return invalid("Service", n.Name, field.Invalid(field.NewPath("spec", "clusterIP"), n.Spec.ClusterIP, "field is immutable"))
 		}
@@ -293,34 +316,51 @@ func (c *Cluster) admitSpecUpdate(old, next runtime.Object) error {
 	return defaultAndValidate(next)
 }
 
-// copyField sets dst's top-level field (e.g. "status") to src's.
+// copyField sets dst's top-level field (e.g. "status") to src's and passes
+// dst through the unstructured form, as every update has always been stored
+// (timestamps keep whole seconds, as the API server serializes them). One
+// round trip of dst gives what converting both objects and swapping the
+// field's map did, because the conversion goes field by field.
 func copyField(dst, src runtime.Object, field string) error {
-	du, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dst)
+	if f := structField(dst, field); f.IsValid() {
+		f.Set(structField(src, field))
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dst)
 	if err != nil {
 		return err
 	}
-	su, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
-	if err != nil {
-		return err
-	}
-	if v, ok := su[field]; ok {
-		du[field] = v
-	} else {
-		delete(du, field)
-	}
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(du, dst)
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u, dst)
 }
 
+// specChanged compares the unstructured forms of a's and b's spec (none
+// for types without one, such as EndpointSlice), converting only the spec.
 func specChanged(a, b runtime.Object) (bool, error) {
-	au, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	as, bs := structField(a, "spec"), structField(b, "spec")
+	if !as.IsValid() || !bs.IsValid() {
+		return as.IsValid() != bs.IsValid(), nil
+	}
+	au, err := runtime.DefaultUnstructuredConverter.ToUnstructured(as.Addr().Interface())
 	if err != nil {
 		return false, err
 	}
-	bu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	bu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(bs.Addr().Interface())
 	if err != nil {
 		return false, err
 	}
-	return !equality.Semantic.DeepEqual(au["spec"], bu["spec"]), nil
+	return !equality.Semantic.DeepEqual(au, bu), nil
+}
+
+// structField returns the field of obj (a pointer to an API struct) whose
+// JSON name is name, or the zero Value when it has none.
+func structField(obj runtime.Object, name string) reflect.Value {
+	v := reflect.ValueOf(obj).Elem()
+	for i := range v.NumField() {
+		tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if tag == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
 }
 
 // deletePod emulates graceful deletion: the first delete with a grace period

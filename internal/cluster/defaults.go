@@ -25,10 +25,14 @@ import (
 // lab reads.
 
 // DefaultService fills type ClusterIP, sessionAffinity None, port protocol
-// TCP and targetPort = port.
+// TCP, targetPort = port, and the primary ClusterIP in both clusterIP and
+// clusterIPs[0] (see defaultClusterIPs).
 func DefaultService(s *corev1.Service) {
 	if s.Spec.Type == "" {
 		s.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+	if s.Spec.Type != corev1.ServiceTypeExternalName {
+		defaultClusterIPs(&s.Spec)
 	}
 	if s.Spec.SessionAffinity == "" {
 		s.Spec.SessionAffinity = corev1.ServiceAffinityNone
@@ -53,6 +57,23 @@ func DefaultService(s *corev1.Service) {
 		if p.TargetPort == (intstr.IntOrString{}) {
 			p.TargetPort = intstr.FromInt32(p.Port)
 		}
+	}
+}
+
+// defaultClusterIPs makes clusterIP and clusterIPs[0] the same address,
+// filling whichever is empty (the API server's normalizeClusterIPs), and
+// asks for RequireDualStack when two ClusterIPs or families are given
+// without a policy (its initIPFamilyFields).
+func defaultClusterIPs(spec *corev1.ServiceSpec) {
+	switch {
+	case spec.ClusterIP == "" && len(spec.ClusterIPs) > 0:
+		spec.ClusterIP = spec.ClusterIPs[0]
+	case spec.ClusterIP != "" && len(spec.ClusterIPs) == 0:
+		spec.ClusterIPs = []string{spec.ClusterIP}
+	}
+	if spec.IPFamilyPolicy == nil && (len(spec.ClusterIPs) == 2 || len(spec.IPFamilies) == 2) {
+		p := corev1.IPFamilyPolicyRequireDualStack
+		spec.IPFamilyPolicy = &p
 	}
 }
 
@@ -130,8 +151,9 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 // as apps ValidateStatefulSetName requires, since it prefixes pod names and
 // hostnames), replicas, selector, template labels, podManagementPolicy,
 // updateStrategy (RollingUpdate or OnDelete; partition >= 0; maxUnavailable
-// a positive number or a percentage in (0%, 100%]) and minReadySeconds,
-// with the API server's messages.
+// a positive number or a percentage in (0%, 100%]), minReadySeconds and
+// the pod template (see validatePodTemplate), with the API server's
+// messages.
 func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
 	spec := field.NewPath("spec")
@@ -158,6 +180,7 @@ func ValidateStatefulSet(s *appsv1.StatefulSet) error {
 	if len(s.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
+	errs = append(errs, validatePodTemplate(&s.Spec.Template, spec.Child("template"))...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -314,12 +337,8 @@ func ValidateService(s *corev1.Service) error {
 		errs = append(errs, field.NotSupported(spec.Child("sessionAffinity"), s.Spec.SessionAffinity,
 			[]string{string(corev1.ServiceAffinityNone), string(corev1.ServiceAffinityClientIP)}))
 	}
-	// As the API server's validateClusterIPs: "None" (exactly so) or an IP
-	// address; the lab's addresses are IPv4.
-	if ip := s.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone && s.Spec.Type != corev1.ServiceTypeExternalName {
-		if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
-			errs = append(errs, field.Invalid(spec.Child("clusterIP"), ip, `must be a valid IPv4 address or "None"`))
-		}
+	if s.Spec.Type != corev1.ServiceTypeExternalName {
+		errs = append(errs, validateClusterIPs(&s.Spec, spec)...)
 	}
 	if s.Spec.Type == corev1.ServiceTypeClusterIP && s.Spec.ClusterIP != corev1.ClusterIPNone && len(s.Spec.Ports) == 0 {
 		errs = append(errs, field.Required(spec.Child("ports"), "a ClusterIP Service needs at least one port"))
@@ -355,12 +374,88 @@ func ValidateService(s *corev1.Service) error {
 	return invalid("Service", s.Name, errs...)
 }
 
+// validateClusterIPs checks the addresses and IP families of a Service
+// that is not an ExternalName, after defaultClusterIPs, as the API
+// server's validateClusterIPs and initIPFamilyFields do on a dual-stack
+// cluster whose primary family is IPv4: clusterIP is "None" or an IPv4
+// address (the lab's VIPs are IPv4 loopback) and equals clusterIPs[0]; a
+// second ClusterIP is IPv6 and needs a dual-stack policy. The lab
+// allocates no IPv6 ClusterIPs, so RequireDualStack needs its IPv6 address
+// written in clusterIPs[1]; PreferDualStack without one stays IPv4 only,
+// as on a cluster without an IPv6 range.
+func validateClusterIPs(s *corev1.ServiceSpec, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	ip := s.ClusterIP
+	if ip != "" && ip != corev1.ClusterIPNone {
+		if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
+			errs = append(errs, field.Invalid(spec.Child("clusterIP"), ip, `must be a valid IPv4 address or "None" (the lab's primary family is IPv4)`))
+		}
+	}
+	ips := spec.Child("clusterIPs")
+	switch {
+	case len(s.ClusterIPs) > 2:
+		errs = append(errs, field.TooMany(ips, len(s.ClusterIPs), 2))
+	case len(s.ClusterIPs) > 0 && s.ClusterIPs[0] != ip:
+		errs = append(errs, field.Invalid(ips.Index(0), s.ClusterIPs[0], "must match `clusterIP`"))
+	case len(s.ClusterIPs) == 2:
+		errs = append(errs, validateSecondaryIP(s, spec)...)
+	}
+	for i, f := range s.IPFamilies {
+		if f != corev1.IPv4Protocol && f != corev1.IPv6Protocol {
+			errs = append(errs, field.NotSupported(spec.Child("ipFamilies").Index(i), f, []string{string(corev1.IPv4Protocol), string(corev1.IPv6Protocol)}))
+		}
+	}
+	if len(s.IPFamilies) > 0 && s.IPFamilies[0] != corev1.IPv4Protocol {
+		errs = append(errs, field.Invalid(spec.Child("ipFamilies").Index(0), s.IPFamilies[0], "the lab's primary family is IPv4 (its VIPs are on loopback); put IPv4 first"))
+	}
+	return append(errs, validateIPFamilyPolicy(s, spec)...)
+}
+
+// validateSecondaryIP checks clusterIPs[1].
+func validateSecondaryIP(s *corev1.ServiceSpec, spec *field.Path) field.ErrorList {
+	ip, at := s.ClusterIPs[1], spec.Child("clusterIPs").Index(1)
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case s.ClusterIP == corev1.ClusterIPNone:
+		return field.ErrorList{field.Invalid(at, ip, `a headless Service has only "None"`)}
+	case err != nil || !a.Is6() || a.Is4In6():
+		return field.ErrorList{field.Invalid(at, ip, "must be an IPv6 address: a dual-stack Service has one ClusterIP per family")}
+	case s.IPFamilyPolicy != nil && *s.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack:
+		return field.ErrorList{field.Invalid(spec.Child("ipFamilyPolicy"), *s.IPFamilyPolicy,
+			"must be RequireDualStack or PreferDualStack when multiple cluster IPs are specified")}
+	}
+	return nil
+}
+
+// validateIPFamilyPolicy checks spec.ipFamilyPolicy: a known value, and
+// RequireDualStack only with an IPv6 ClusterIP written out, since the
+// lab has no IPv6 Service range to allocate one from.
+func validateIPFamilyPolicy(s *corev1.ServiceSpec, spec *field.Path) field.ErrorList {
+	p := s.IPFamilyPolicy
+	if p == nil {
+		return nil
+	}
+	switch *p {
+	case corev1.IPFamilyPolicySingleStack, corev1.IPFamilyPolicyPreferDualStack:
+		return nil
+	case corev1.IPFamilyPolicyRequireDualStack:
+		if s.ClusterIP == corev1.ClusterIPNone || len(s.ClusterIPs) == 2 {
+			return nil
+		}
+		return field.ErrorList{field.Invalid(spec.Child("ipFamilyPolicy"), *p,
+			"the lab allocates no IPv6 ClusterIPs (its Service range is IPv4 loopback); write the IPv6 address in spec.clusterIPs[1] (the cluster DNS then serves it as AAAA and ip6.arpa PTR)")}
+	}
+	return field.ErrorList{field.NotSupported(spec.Child("ipFamilyPolicy"), *p, []string{
+		string(corev1.IPFamilyPolicySingleStack), string(corev1.IPFamilyPolicyPreferDualStack), string(corev1.IPFamilyPolicyRequireDualStack)})}
+}
+
 // ValidateDeployment checks metadata (the name must be a DNS-1123
 // subdomain), replicas, selector, template labels, strategy (Recreate
 // without rollingUpdate; RollingUpdate with maxSurge and maxUnavailable
 // non-negative numbers or percentages, maxUnavailable at most 100%, not both
 // 0), minReadySeconds >= 0, revisionHistoryLimit >= 0 and
-// progressDeadlineSeconds > minReadySeconds, with the API server's messages.
+// progressDeadlineSeconds > minReadySeconds and the pod template (see
+// validatePodTemplate), with the API server's messages.
 func ValidateDeployment(d *appsv1.Deployment) error {
 	errs := validateMeta(&d.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 	spec := field.NewPath("spec")
@@ -388,6 +483,7 @@ func ValidateDeployment(d *appsv1.Deployment) error {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("template", "spec", "containers"), "a pod needs at least one container"))
 	}
+	errs = append(errs, validatePodTemplate(&d.Spec.Template, spec.Child("template"))...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -556,6 +652,20 @@ func validateSlicePorts(ports []discoveryv1.EndpointPort) field.ErrorList {
 // outside the range or taken is only found by creating the Service). Kinds
 // the lab does not validate pass.
 func Validate(obj runtime.Object) error { return defaultAndValidate(obj.DeepCopyObject()) }
+
+// Default applies the API server's defaults to obj in place, for the
+// kinds the lab defaults (see DefaultService, DefaultDeployment and
+// DefaultStatefulSet); other kinds are left as they are.
+func Default(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		DefaultService(o)
+	case *appsv1.Deployment:
+		DefaultDeployment(o)
+	case *appsv1.StatefulSet:
+		DefaultStatefulSet(o)
+	}
+}
 
 // defaultAndValidate applies the API server's defaults to obj in place and
 // validates it; the one switch by kind that creates, updates and Validate

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -35,10 +35,10 @@ const expectationTTL = 30 * time.Second
 // the ReplicaSet is requeued for the moment it passes, so availability (and
 // the Deployment's rollout) moves on without other events.
 type replicaSetController struct {
-	c         *Cluster
-	w         *worker
-	rsLister  appslisters.ReplicaSetLister
-	podLister corelisters.PodLister
+	c        *Cluster
+	w        *worker
+	rsLister appslisters.ReplicaSetLister
+	podIndex cache.Indexer // pods by controller UID (podControllerUIDIndex)
 
 	mu  sync.Mutex
 	exp map[string]*expectation
@@ -52,7 +52,8 @@ type expectation struct {
 func newReplicaSetController(c *Cluster) *replicaSetController {
 	rs := c.factory.Apps().V1().ReplicaSets()
 	pods := c.factory.Core().V1().Pods()
-	rc := &replicaSetController{c: c, rsLister: rs.Lister(), podLister: pods.Lister(), exp: map[string]*expectation{}}
+	addPodControllerUIDIndex(pods.Informer())
+	rc := &replicaSetController{c: c, rsLister: rs.Lister(), podIndex: pods.Informer().GetIndexer(), exp: map[string]*expectation{}}
 	rc.w = newWorker("replicaset", c.cfg.Logger, rc.sync, rs.Informer().HasSynced, pods.Informer().HasSynced)
 	rs.Informer().AddEventHandler(handler(selfKey, rc.w.enqueue))
 	pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -163,13 +164,13 @@ func (rc *replicaSetController) ownedPods(rs *appsv1.ReplicaSet) ([]*corev1.Pod,
 	if err != nil {
 		return nil, err
 	}
-	all, err := rc.podLister.Pods(rs.Namespace).List(sel)
+	mine, err := podsControlledBy(rc.podIndex, rs.Namespace, rs.UID)
 	if err != nil {
 		return nil, err
 	}
 	var owned []*corev1.Pod
-	for _, p := range all {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == rs.UID {
+	for _, p := range mine {
+		if sel.Matches(labels.Set(p.Labels)) {
 			owned = append(owned, p)
 		}
 	}

@@ -13,9 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -59,15 +57,16 @@ const (
 // sync (no resourceVersion preconditions in the fake API) and pods from the
 // informer cache. No PVCs, no spec.ordinals, no events.
 type statefulSetController struct {
-	c         *Cluster
-	w         *worker
-	podLister corelisters.PodLister
+	c        *Cluster
+	w        *worker
+	podIndex cache.Indexer // pods by controller UID (podControllerUIDIndex)
 }
 
 func newStatefulSetController(c *Cluster) *statefulSetController {
 	sets := c.factory.Apps().V1().StatefulSets()
 	pods := c.factory.Core().V1().Pods()
-	sc := &statefulSetController{c: c, podLister: pods.Lister()}
+	addPodControllerUIDIndex(pods.Informer())
+	sc := &statefulSetController{c: c, podIndex: pods.Informer().GetIndexer()}
 	sc.w = newWorker("statefulset", c.cfg.Logger, sc.sync, sets.Informer().HasSynced, pods.Informer().HasSynced)
 	sets.Informer().AddEventHandler(handler(selfKey, sc.w.enqueue))
 	pods.Informer().AddEventHandler(handler(ownerKey("StatefulSet"), sc.w.enqueue))
@@ -127,16 +126,14 @@ func (sc *statefulSetController) sync(ctx context.Context, key string) error {
 // ownedPods returns the set's pods by ordinal (pods it controls with a
 // well-formed name).
 func (sc *statefulSetController) ownedPods(set *appsv1.StatefulSet) (map[int]*corev1.Pod, error) {
-	all, err := sc.podLister.Pods(set.Namespace).List(labels.Everything())
+	mine, err := podsControlledBy(sc.podIndex, set.Namespace, set.UID)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]*corev1.Pod{}
-	for _, p := range all {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == set.UID {
-			if i := ordinal(set.Name, p.Name); i >= 0 {
-				out[i] = p
-			}
+	for _, p := range mine {
+		if i := ordinal(set.Name, p.Name); i >= 0 {
+			out[i] = p
 		}
 	}
 	return out, nil

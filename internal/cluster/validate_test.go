@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -135,6 +136,67 @@ func TestCreateRejectsBadNames(t *testing.T) {
 			err := tt.create()
 			if !apierrors.IsInvalid(err) || causeField(err) != tt.field {
 				t.Errorf("create = %v; want Invalid on %s", err, tt.field)
+			}
+		})
+	}
+}
+
+// TestValidatePodTemplate: ports are int32 in the API and 16 bits on the
+// wire; the API server refuses what does not fit, and annotations beyond
+// its 256 KiB total (issue 15).
+func TestValidatePodTemplate(t *testing.T) {
+	tests := []struct {
+		name      string
+		edit      func(*corev1.PodTemplateSpec)
+		wantField string // "" means valid
+		wantMsg   string
+	}{
+		{name: "ok", edit: func(*corev1.PodTemplateSpec) {}},
+		{name: "containerPort 70000", edit: func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Ports[0].ContainerPort = 70000 },
+			wantField: "spec.template.spec.containers[0].ports[0].containerPort", wantMsg: "between 1 and 65535"},
+		{name: "containerPort 0", edit: func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Ports[0].ContainerPort = 0 },
+			wantField: "spec.template.spec.containers[0].ports[0].containerPort", wantMsg: "between 1 and 65535"},
+		{name: "hostPort 65536", edit: func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Ports[0].HostPort = 65536 },
+			wantField: "spec.template.spec.containers[0].ports[0].hostPort", wantMsg: "between 1 and 65535"},
+		{name: "port name too long", edit: func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Ports[0].Name = "a-very-long-port-name" },
+			wantField: "spec.template.spec.containers[0].ports[0].name", wantMsg: "no more than 15"},
+		{name: "grpc probe port 70000", edit: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 70000}}}
+		}, wantField: "spec.template.spec.containers[0].readinessProbe.grpc.port", wantMsg: "between 1 and 65535"},
+		{name: "tcp probe port -1", edit: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(-1)}}}
+		}, wantField: "spec.template.spec.containers[0].livenessProbe.tcpSocket.port", wantMsg: "between 1 and 65535"},
+		{name: "http probe port name", edit: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("Bad_Name")}}}
+		}, wantField: "spec.template.spec.containers[0].startupProbe.httpGet.port", wantMsg: "alpha-numeric"},
+		{name: "container without a name", edit: func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Name = "" },
+			wantField: "spec.template.spec.containers[0].name", wantMsg: "Required"},
+		{name: "annotations over 256 KiB", edit: func(p *corev1.PodTemplateSpec) {
+			p.Annotations = map[string]string{"a": strings.Repeat("x", 256<<10)}
+		}, wantField: "spec.template.metadata.annotations", wantMsg: "may not be more than 262144 bytes"},
+		{name: "annotations of 256 KiB", edit: func(p *corev1.PodTemplateSpec) {
+			p.Annotations = map[string]string{"a": strings.Repeat("x", 256<<10-1)}
+		}},
+		{name: "bad template label", edit: func(p *corev1.PodTemplateSpec) { p.Labels = map[string]string{"app": "pricing", "x": "a b"} },
+			wantField: "spec.template.metadata.labels", wantMsg: "a valid label"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := deployment("pricing", 1)
+			tt.edit(&d.Spec.Template)
+			s := &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{
+				Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: d.Spec.Template, ServiceName: "pricing"}}
+			for _, obj := range []runtime.Object{d, s} {
+				err := Validate(obj)
+				if tt.wantField == "" {
+					if err != nil {
+						t.Fatalf("Validate(%T) = %v, want nil", obj, err)
+					}
+					continue
+				}
+				if got := causeField(err); got != tt.wantField || !strings.Contains(err.Error(), tt.wantMsg) {
+					t.Errorf("Validate(%T) = %v (field %q); want field %q and %q", obj, err, got, tt.wantField, tt.wantMsg)
+				}
 			}
 		})
 	}

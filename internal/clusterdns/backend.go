@@ -67,11 +67,13 @@ func (s *Server) backends(r request) ([]backend, error) {
 }
 
 // externalBackends is the CNAME target of an ExternalName Service. Names
-// below it (endpoints) do not exist; an IP or empty externalName is not an
-// alias, so the Service has no records (as in CoreDNS).
+// below it do not exist, an endpoint label or a _<port>._<proto> pair alike
+// (CoreDNS's findServices skips an ExternalName Service when the query has
+// any of them); an IP or empty externalName is not an alias, so the Service
+// has no records (as in CoreDNS).
 func externalBackends(svc *corev1.Service, r request) ([]backend, error) {
 	target := svc.Spec.ExternalName
-	if r.endpoint != "" || target == "" {
+	if r.endpoint != "" || r.port != "" || r.protocol != "" || target == "" {
 		return nil, errNoName
 	}
 	if _, err := netip.ParseAddr(target); err == nil {

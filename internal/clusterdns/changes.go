@@ -10,7 +10,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// now is the clock of the SOA serial; tests replace it.
+// now is the clock of the SOA serial and of the cache plugin; tests
+// replace it.
 var now = time.Now
 
 // trackers numbers the change indexers, one set per Server, so that

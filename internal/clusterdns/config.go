@@ -70,6 +70,17 @@ type Config struct {
 	// CoreDNS's loadbalance plugin in kubeadm's Corefile.
 	FixedOrder bool
 
+	// Cache, if not nil, puts CoreDNS's cache plugin in front of the
+	// answers, as kubeadm's Corefile does ("cache 30"): a reply is kept by
+	// question (name in any case, type, class, DO and CD bits) and
+	// answered from there, its TTLs counting down, until it expires,
+	// whatever changes in the API meanwhile; NXDOMAIN and NODATA replies
+	// too. Nil, the default, is the kubernetes plugin alone: every reply
+	// reflects the API objects of the moment. See CacheConfig and
+	// KubeadmCache. The answer memo, which never serves stale answers, is
+	// used either way.
+	Cache *CacheConfig
+
 	// Addr is the "IP:port" Start binds for both UDP and TCP; the IP must be
 	// in 127.0.0.0/8. Empty means DefaultAddr. Port 0 picks one free port
 	// for both. If a non-zero port cannot be bound (no permission, or in
@@ -94,6 +105,69 @@ type Config struct {
 	// Logger receives the few log lines the Server writes. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+}
+
+// CacheConfig configures the emulation of CoreDNS's cache plugin
+// (plugin/cache in github.com/coredns/coredns), whose Corefile form is
+//
+//	cache [TTL] {
+//	    success CAPACITY [TTL [MINTTL]]
+//	    denial CAPACITY [TTL [MINTTL]]
+//	    keepttl
+//	}
+//
+// A reply is kept for its smallest record TTL, raised to MinTTL and capped
+// at MaxTTL, and every record in it, first reply included, is sent with
+// that TTL (so "cache 30" caps the dns-version TXT's 28800 at 30). A
+// cached reply is served while its remaining TTL, the stored one minus the
+// whole seconds elapsed, is above 0, with that remaining TTL. SERVFAIL
+// (only before the informers sync) is kept 5s, the plugin's servfail
+// default; REFUSED is never kept. The zero value is "cache" with the
+// plugin's defaults. Not modelled: prefetch and serve_stale (they refresh
+// or stretch entries against an upstream that fails or is slow; the
+// kubernetes plugin answers at once from memory), servfail and disable.
+type CacheConfig struct {
+	// Success is the cache of positive replies (NOERROR with an answer),
+	// Denial that of NXDOMAIN and NODATA replies (and SERVFAIL).
+	Success, Denial CacheClass
+	// KeepTTL serves cached replies with the TTL they were stored with,
+	// as the keepttl option; they still expire on time. False, the
+	// default, counts the TTL down as CoreDNS does.
+	KeepTTL bool
+}
+
+// CacheClass is one of the cache plugin's two caches ("success" or
+// "denial").
+type CacheClass struct {
+	// Capacity is how many replies the cache keeps. As in CoreDNS it is
+	// split into 256 shards of max(Capacity/256, 4) replies, and a full
+	// shard drops a random reply for a new one. Zero means the plugin's
+	// default, 10000 (9984 in shards); negative is an error.
+	Capacity int
+	// MaxTTL caps how long a reply is kept and the TTL it is sent with
+	// (the TTL of "cache TTL", of success and of denial); whole seconds,
+	// truncated. Zero means the plugin's default, 3600s for Success and
+	// 1800s for Denial; negative is an error.
+	MaxTTL time.Duration
+	// MinTTL is the least time a reply is kept, raising shorter record
+	// TTLs (MINTTL); whole seconds, truncated. Zero means the plugin's
+	// default, 5s; negative means 0, no minimum (a reply with TTL 0 is
+	// then not kept).
+	MinTTL time.Duration
+}
+
+// KubeadmCacheTTL is the cap of kubeadm's Corefile, "cache 30".
+const KubeadmCacheTTL = 30 * time.Second
+
+// KubeadmCache returns the cache plugin as kubeadm's Corefile configures
+// it, "cache 30": both caches capped at 30s, the rest the plugin's
+// defaults. kubeadm also sets the kubernetes plugin's "ttl 30"
+// (Config.TTL); with the default TTL of 5s, replies are kept 5s.
+func KubeadmCache() *CacheConfig {
+	return &CacheConfig{
+		Success: CacheClass{MaxTTL: KubeadmCacheTTL},
+		Denial:  CacheClass{MaxTTL: KubeadmCacheTTL},
+	}
 }
 
 // PodMode is a value of Config.Pods: how <ip>.<ns>.pod.<zone> names are
@@ -133,6 +207,7 @@ type settings struct {
 	pods       PodMode
 	zones      []zoneSpec // the cluster zone, then the reverse zones if served
 	fixedOrder bool
+	cache      *cacheSettings // nil: no cache plugin
 	rand       *rand.Rand
 	queryLog   func(QueryEvent)
 	log        *slog.Logger
@@ -155,6 +230,10 @@ func (c Config) settings() (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
+	cache, err := c.Cache.settings()
+	if err != nil {
+		return settings{}, err
+	}
 	st := settings{
 		zone:       zone,
 		ttl:        ttl,
@@ -163,6 +242,7 @@ func (c Config) settings() (settings, error) {
 		pods:       pods,
 		zones:      zoneSpecs(zone, !c.NoReverseZones),
 		fixedOrder: c.FixedOrder,
+		cache:      cache,
 		rand:       c.Rand,
 		queryLog:   c.QueryLog,
 		log:        c.Logger,

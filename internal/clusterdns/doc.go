@@ -30,8 +30,12 @@
 // Names outside those zones are REFUSED: there is no upstream to forward
 // to.
 //
-// Answers are built from the informer caches once and kept per name and
-// type. Index functions on the informers count every change as the store
+// Config.Cache adds CoreDNS's cache plugin in front (kubeadm's "cache
+// 30"): replies then outlive the API objects they were built from until
+// their TTL, counting down, runs out.
+//
+// Answers are built from the informer caches once and memoized per name
+// and type (an implementation detail for speed, never stale). Index functions on the informers count every change as the store
 // takes it, per Service, so a kept answer is dropped before any reader can
 // see the object it depends on change; a query then costs a map lookup, a
 // shuffle of prebuilt records and the packing.

@@ -11,19 +11,20 @@ import (
 // ListenerHandler returns the handler Start serves on its sockets.
 func ListenerHandler(s *Server) dns.Handler { return listenerHandler{s} }
 
-// SetNow replaces the clock of the SOA serial until tb ends. It must be
-// called before the informers of the Servers it affects start.
+// SetNow replaces the clock of the SOA serial and of the cache plugin's
+// TTLs until tb ends. It must be called before the informers of the
+// Servers it affects start; f may then move on its own (read an atomic).
 func SetNow(tb testing.TB, f func() time.Time) {
 	old := now
 	now = f
 	tb.Cleanup(func() { now = old })
 }
 
-// MaxCached is the bound on the names in the answer cache.
-const MaxCached = maxCached
+// MaxMemoized is the bound on the names in the answer memo.
+const MaxMemoized = maxMemoized
 
-// CachedNames returns about how many names the answer cache holds.
-func CachedNames(s *Server) int { return int(s.cache.count.Load()) }
+// MemoizedNames returns about how many names the answer memo holds.
+func MemoizedNames(s *Server) int { return int(s.memo.count.Load()) }
 
 // UDPReadBuffer is the receive buffer Start asks for on its UDP socket.
 const UDPReadBuffer = udpReadBuffer
@@ -37,3 +38,12 @@ func UDPConn(s *Server) net.PacketConn {
 
 // MaxTCPConns bounds the open DNS-over-TCP connections.
 const MaxTCPConns = maxTCPConns
+
+// CachedReplies returns how many replies the cache plugin's success and
+// denial caches hold, expired ones included.
+func CachedReplies(s *Server) (success, denial int) {
+	if s.plugin == nil {
+		return 0, 0
+	}
+	return s.plugin.success.len(), s.plugin.denial.len()
+}

@@ -9,7 +9,7 @@ import (
 
 // ServeDNS implements dns.Handler. It writes exactly one reply to every
 // message it is given and never blocks on the API: answers come from the
-// informer caches, through a cache of built answers that every API change
+// informer caches, through a memo of built answers that every API change
 // they depend on invalidates before the informers show it. It is safe for
 // concurrent use and needs no socket, so tests and fuzzers call it
 // directly.
@@ -57,7 +57,7 @@ func (s *Server) answer(w dns.ResponseWriter, r *dns.Msg, sc *scratch) {
 	if rcode := check(r); rcode != dns.RcodeSuccess {
 		m.Rcode = rcode
 	} else {
-		size = s.reply(m, r.Question[0], sc)
+		size = s.reply(m, r, sc)
 	}
 	s.scrub(r, m, w.RemoteAddr(), tcp, size)
 	if err := w.WriteMsg(m); err != nil {
@@ -66,60 +66,84 @@ func (s *Server) answer(w dns.ResponseWriter, r *dns.Msg, sc *scratch) {
 	s.logQuery(start, w, r, m, tcp)
 }
 
-// reply fills m with the answer to the question qs and returns the
-// uncompressed length of m (an upper bound if names have escapes), or -1.
-func (s *Server) reply(m *dns.Msg, qs dns.Question, sc *scratch) int {
+// reply fills m with the answer to r's question, through the cache plugin
+// if Config.Cache is set, and returns the uncompressed length of m (an
+// upper bound if names have escapes), or -1.
+func (s *Server) reply(m, r *dns.Msg, sc *scratch) int {
+	qs := r.Question[0]
 	name := dns.Fqdn(qs.Name)
 	if qs.Qtype == dns.TypeAXFR || qs.Qtype == dns.TypeIXFR {
 		m.Rcode = dns.RcodeRefused
 		return -1
 	}
-	if !s.store.hasSynced() {
-		return s.notSynced(m, name, qs.Qtype)
+	build := func() (answerSet, bool) { return s.answerSet(name, qs.Qtype) }
+	var set answerSet
+	var ok bool
+	if s.plugin == nil {
+		set, ok = build()
+	} else {
+		q := question{name: name, qtype: qs.Qtype, qclass: qs.Qclass, cd: r.CheckingDisabled}
+		if opt := r.IsEdns0(); opt != nil {
+			q.do = opt.Do()
+		}
+		set, ok = s.plugin.through(q, build)
 	}
-	e, ok := s.entryFor(name, qs.Qtype)
 	if !ok {
 		m.Rcode = dns.RcodeRefused
 		return -1
 	}
-	return s.fill(m, name, e, sc)
+	return s.fill(m, name, set, sc)
+}
+
+// answerSet answers a question about name (an FQDN) from the API objects
+// through the answer memo: owners renamed to the case asked, the negative
+// SOA when the answer is empty, SERVFAIL before the informers sync. ok is
+// false if name is outside the zones served.
+func (s *Server) answerSet(name string, qtype uint16) (set answerSet, ok bool) {
+	if !s.store.hasSynced() {
+		return s.notSynced(name, qtype)
+	}
+	e, ok := s.entryFor(name, qtype)
+	if !ok {
+		return answerSet{}, false
+	}
+	set = answerSet{
+		rcode: e.rcode, answer: e.answer, extra: e.extra,
+		answerTail: e.answerTail, extraTail: e.extraTail, wireLen: e.wireLen,
+	}
+	if name != e.owner {
+		set.answer, set.owned = renamed(e.answer, e.owner, name), true
+	}
+	if len(set.answer) == 0 {
+		soa, n := s.negativeSOA(name[len(name)-e.zoneLen:], e.kind)
+		set.ns = []dns.RR{soa}
+		set.wireLen += n
+	}
+	return set, true
 }
 
 // notSynced answers SERVFAIL for names in the zones served.
-func (s *Server) notSynced(m *dns.Msg, name string, qtype uint16) int {
+func (s *Server) notSynced(name string, qtype uint16) (answerSet, bool) {
 	q, ok := s.locate(name, qtype)
 	if !ok {
-		m.Rcode = dns.RcodeRefused
-		return -1
+		return answerSet{}, false
 	}
-	m.Rcode = dns.RcodeServerFailure
-	m.Authoritative = true
-	m.Ns = []dns.RR{s.soa(q.zone)}
-	return -1
+	soa := s.soa(q.zone)
+	return answerSet{rcode: dns.RcodeServerFailure, ns: []dns.RR{soa}, wireLen: dns.Len(soa)}, true
 }
 
-// fill copies the answer e into m for the name as asked: owners renamed
-// to its case, addresses shuffled unless Config.FixedOrder, and the
-// negative SOA when the answer is empty.
-func (s *Server) fill(m *dns.Msg, name string, e *entry, sc *scratch) int {
-	m.Rcode = e.rcode
+// fill copies set into m for the name as asked, with the addresses
+// shuffled unless Config.FixedOrder, and returns m's uncompressed length.
+func (s *Server) fill(m *dns.Msg, name string, set answerSet, sc *scratch) int {
+	m.Rcode = set.rcode
 	m.Authoritative = true
-	answer, extra := e.answer, e.extra
-	if name != e.owner {
-		answer = renamed(answer, e.owner, name)
-	}
+	answer, extra := set.answer, set.extra
 	if !s.cfg.fixedOrder {
-		answer = s.shuffled(answer, e.answerTail, name != e.owner, sc)
-		extra = s.shuffled(extra, e.extraTail, false, sc)
+		answer = s.shuffled(answer, set.answerTail, set.owned, sc)
+		extra = s.shuffled(extra, set.extraTail, false, sc)
 	}
-	m.Answer, m.Extra = answer, extra
-	size := headerLen + len(name) + 1 + questionFixedLen + e.wireLen
-	if len(answer) == 0 {
-		soa, n := s.negativeSOA(name[len(name)-e.zoneLen:], e.kind)
-		m.Ns = []dns.RR{soa}
-		size += n
-	}
-	return size
+	m.Answer, m.Ns, m.Extra = answer, set.ns, extra
+	return headerLen + len(name) + 1 + questionFixedLen + set.wireLen
 }
 
 // shuffled returns rrs with the addresses from tail on in random order,

@@ -218,6 +218,13 @@ var ruleCases = []dnsCase{
 			tn("hdls") + " 5 IN A 172.0.0.4",
 		}},
 	{name: "name under an ExternalName", qname: "x." + tn("ext"), qtype: dns.TypeA, rcode: dns.RcodeNameError},
+	// CoreDNS's findServices skips an ExternalName Service when the query
+	// has port or protocol labels: every type is NXDOMAIN, never the CNAME.
+	{name: "port and protocol under an ExternalName: SRV", qname: "_http._tcp." + tn("ext"), qtype: dns.TypeSRV, rcode: dns.RcodeNameError},
+	{name: "port and protocol under an ExternalName: A", qname: "_http._tcp." + tn("ext"), qtype: dns.TypeA, rcode: dns.RcodeNameError},
+	{name: "port and protocol under an ExternalName: CNAME", qname: "_http._tcp." + tn("ext"), qtype: dns.TypeCNAME, rcode: dns.RcodeNameError},
+	{name: "port and protocol under an in-zone ExternalName", qname: "_http._tcp." + tn("ext2svc"), qtype: dns.TypeA, rcode: dns.RcodeNameError},
+	{name: "port and protocol without underscores under an ExternalName", qname: "http.tcp." + tn("ext"), qtype: dns.TypeTXT, rcode: dns.RcodeNameError},
 	{name: "ExternalName AAAA without upstream", qname: tn("ext"), qtype: dns.TypeAAAA,
 		answer: []string{tn("ext") + " 5 IN CNAME ext.example.com."}},
 	{name: "in-zone ExternalName with no target data", qname: tn("ext2svc"), qtype: dns.TypeAAAA},

@@ -52,7 +52,7 @@ func TestMessageChecks(t *testing.T) {
 
 // TestNotSynced: before the informers have listed, every question in the
 // zones served gets SERVFAIL, never a false NXDOMAIN, and nothing of it is
-// cached.
+// memoized.
 func TestNotSynced(t *testing.T) {
 	srv, err := clusterdns.New(newFactory(), clusterdns.Config{Pods: clusterdns.PodsVerified})
 	if err != nil {
@@ -67,8 +67,8 @@ func TestNotSynced(t *testing.T) {
 			t.Errorf("%s: %s, want SERVFAIL with the SOA and no answer", q, describe(got))
 		}
 	}
-	if n := clusterdns.CachedNames(srv); n != 0 {
-		t.Errorf("%d names cached before sync", n)
+	if n := clusterdns.MemoizedNames(srv); n != 0 {
+		t.Errorf("%d names memoized before sync", n)
 	}
 	m := new(dns.Msg)
 	m.SetQuestion("example.com.", dns.TypeA)

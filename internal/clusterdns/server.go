@@ -28,10 +28,11 @@ const (
 // Server is the cluster DNS server: a dns.Handler over informer caches
 // (ServeDNS) and, once started, UDP and TCP listeners on one address.
 type Server struct {
-	cfg   settings
-	store *store
-	cache answerCache
-	soas  [3]atomic.Pointer[cachedSOA] // by zoneKind
+	cfg    settings
+	store  *store
+	memo   answerMemo
+	plugin *pluginCache                 // CoreDNS's cache plugin; nil without Config.Cache
+	soas   [3]atomic.Pointer[cachedSOA] // by zoneKind
 
 	randMu sync.Mutex // serialises Config.Rand
 
@@ -62,7 +63,7 @@ func New(factory informers.SharedInformerFactory, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: st, store: store}, nil
+	return &Server{cfg: st, store: store, plugin: newPluginCache(st.cache)}, nil
 }
 
 // Start binds UDP and TCP on Config.Addr (or a fallback port, see Config)

@@ -112,6 +112,9 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	}
 	names := map[string]bool{}
 	for i, cp := range c.Ports {
+		if _, err := portNumber(int(cp.ContainerPort)); err != nil {
+			return Workload{}, &SpecError{fmt.Sprintf("containers[0].ports[%d].containerPort", i), err.Error()}
+		}
 		if cp.Name != "" && names[cp.Name] {
 			return Workload{}, &SpecError{fmt.Sprintf("containers[0].ports[%d].name", i), fmt.Sprintf("port name %q is used twice (the API server would reject it)", cp.Name)}
 		}
@@ -267,17 +270,27 @@ func checkProbePath(path string) error {
 }
 
 // resolvePort turns a probe's port (number or container port name) into a
-// number.
+// TCP port number.
 func resolvePort(c *corev1.Container, port intstr.IntOrString) (int, error) {
 	if port.Type == intstr.Int {
-		return int(port.IntVal), nil
+		return portNumber(int(port.IntVal))
 	}
 	for _, cp := range c.Ports {
 		if cp.Name == port.StrVal {
-			return int(cp.ContainerPort), nil
+			return portNumber(int(cp.ContainerPort))
 		}
 	}
 	return 0, fmt.Errorf("probe: no container port named %q", port.StrVal)
+}
+
+// portNumber returns n if it is a TCP port (1-65535). The API's ports are
+// int32 and the kubelet listens and dials on 16 bits: without this check
+// 70000 would become 4464.
+func portNumber(n int) (int, error) {
+	if n < 1 || n > 65535 {
+		return 0, fmt.Errorf("port %d is not a TCP port (1-65535)", n)
+	}
+	return n, nil
 }
 
 // containerConfig turns a pod into its process's config at ip.

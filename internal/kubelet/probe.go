@@ -81,7 +81,11 @@ func (p *prober) check(ctx context.Context) error {
 		if p.probe.GRPC.Service != nil {
 			svc = *p.probe.GRPC.Service
 		}
-		return p.grpcHealth(ctx, int(p.probe.GRPC.Port), svc)
+		port, err := portNumber(int(p.probe.GRPC.Port))
+		if err != nil {
+			return err
+		}
+		return p.grpcHealth(ctx, port, svc)
 	case p.probe.TCPSocket != nil:
 		port, err := resolvePort(p.c, p.probe.TCPSocket.Port)
 		if err != nil {

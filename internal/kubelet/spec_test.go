@@ -197,6 +197,11 @@ func TestWorkloadForProbesAndHooks(t *testing.T) {
 		{name: "postStart", mod: func(c *corev1.Container, _ *corev1.PodSpec) {
 			c.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 1}}}
 		}, wantField: "containers[0].lifecycle.postStart"},
+		// Ports are int32 in the API; 70000 must not wrap to 4464 (issue 15).
+		{name: "containerPort above 65535", mod: func(c *corev1.Container, _ *corev1.PodSpec) { c.Ports[0].ContainerPort = 70000 }, wantField: "containers[0].ports[0].containerPort"},
+		{name: "grpc probe port above 65535", mod: func(c *corev1.Container, _ *corev1.PodSpec) {
+			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8471 + 65536}}}
+		}, wantField: "containers[0].readinessProbe.grpc.port"},
 		{name: "unknown restartPolicy", mod: func(_ *corev1.Container, s *corev1.PodSpec) { s.RestartPolicy = "Sometimes" }, wantField: "restartPolicy"},
 	}
 	for _, tt := range tests {
@@ -208,6 +213,9 @@ func TestWorkloadForProbesAndHooks(t *testing.T) {
 			}}}
 			tt.mod(&spec.Containers[0], &spec)
 			w, err := WorkloadFor(&spec)
+			if err == nil {
+				err = CheckProbePort(&spec.Containers[0], w.Port)
+			}
 			if tt.wantField != "" {
 				var se *SpecError
 				if !errors.As(err, &se) || se.Field != tt.wantField {

@@ -12,17 +12,17 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/proxy"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -290,31 +290,6 @@ func (l *Lab) publishDNSPort(ctx context.Context) error {
 // DNSAddr returns the cluster DNS address ("IP:port").
 func (l *Lab) DNSAddr() string { return l.DNS.Addr() }
 
-// Apply creates objects in dependency order: Namespaces, then Services,
-// then the rest. The first failure stops it; the error is the API's, so
-// callers can read its field causes.
-func (l *Lab) Apply(ctx context.Context, objs []runtime.Object) error {
-	ordered := append([]runtime.Object(nil), objs...)
-	rank := func(o runtime.Object) int {
-		switch o.(type) {
-		case *corev1.Namespace:
-			return 0
-		case *corev1.Service:
-			return 1
-		case *discoveryv1.EndpointSlice:
-			return 2
-		}
-		return 3
-	}
-	sort.SliceStable(ordered, func(i, j int) bool { return rank(ordered[i]) < rank(ordered[j]) })
-	for _, o := range ordered {
-		if err := l.create(ctx, o); err != nil {
-			return err
-		}
-	}
-	return l.waitCached(ctx, ordered)
-}
-
 // waitCached waits until the informer caches hold every object, so that
 // components and waits that read the caches see what was just written.
 func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
@@ -346,27 +321,6 @@ func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
 		}
 		return true, nil
 	})
-}
-
-func (l *Lab) create(ctx context.Context, o runtime.Object) error {
-	cs := l.Cluster.Client()
-	opts := metav1.CreateOptions{}
-	var err error
-	switch obj := o.(type) {
-	case *corev1.Namespace:
-		_, err = cs.CoreV1().Namespaces().Create(ctx, obj, opts)
-	case *corev1.Service:
-		_, err = cs.CoreV1().Services(ns(obj)).Create(ctx, obj, opts)
-	case *appsv1.Deployment:
-		_, err = cs.AppsV1().Deployments(ns(obj)).Create(ctx, obj, opts)
-	case *appsv1.StatefulSet:
-		_, err = cs.AppsV1().StatefulSets(ns(obj)).Create(ctx, obj, opts)
-	case *discoveryv1.EndpointSlice:
-		_, err = cs.DiscoveryV1().EndpointSlices(ns(obj)).Create(ctx, obj, opts)
-	default:
-		err = fmt.Errorf("lab: cannot create %T", o)
-	}
-	return err
 }
 
 func ns(o metav1.Object) string {
@@ -413,12 +367,15 @@ func (l *Lab) editWorkload(ctx context.Context, kind, namespace, name string, ed
 	return fmt.Errorf("lab: cannot change a %s; expected Deployment or StatefulSet", kind)
 }
 
-// WaitReady waits until every Deployment has all its replicas Ready and the
-// data plane caught up: every Service's EndpointSlices list its ready pods
-// and kube-proxy serves each ClusterIP port with exactly those endpoints.
-// The error names what is still short.
-func (l *Lab) WaitReady(ctx context.Context) error {
-	if err := l.waitDeployments(ctx); err != nil {
+// WaitReady waits until every Deployment and StatefulSet has all its
+// replicas Ready, except those in skip (workloads whose pods are known
+// never to turn Ready, such as pods with a readiness probe on a port
+// nothing listens on: for those, until their first pod exists), and the
+// data plane caught up: every Service's
+// EndpointSlices list its ready pods and kube-proxy serves each ClusterIP
+// port with exactly those endpoints. The error names what is still short.
+func (l *Lab) WaitReady(ctx context.Context, skip ...WorkloadRef) error {
+	if err := l.waitDeployments(ctx, skip); err != nil {
 		return err
 	}
 	var short string
@@ -453,6 +410,9 @@ func (l *Lab) dataplaneShort() string {
 			labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: s.Name}))
 		got := 0
 		for _, es := range slices {
+			if es.Labels[discoveryv1.LabelManagedBy] != cluster.ManagedBy {
+				continue // hand-written: the API takes them, kube-proxy uses them
+			}
 			for _, ep := range es.Endpoints {
 				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 					got++
@@ -476,8 +436,12 @@ func (l *Lab) dataplaneShort() string {
 					n, listening = len(r.Endpoints), r.Listening
 				}
 			}
-			if n != want || listening != (want > 0) {
-				return fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, %d pods are ready", s.Namespace, s.Name, vip, n, want)
+			// What kube-proxy makes of every slice of the Service: the
+			// controller's, now matching the ready pods, and any
+			// hand-written one.
+			eps, _ := endpoints.Filter{Port: sp.Name}.Endpoints(slices)
+			if e := len(endpoints.Eligible(eps)); n != e || listening != (e > 0) {
+				return fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, its EndpointSlices have %d (%d pods are ready)", s.Namespace, s.Name, vip, n, e, want)
 			}
 		}
 	}
@@ -486,7 +450,12 @@ func (l *Lab) dataplaneShort() string {
 
 // waitDeployments waits until every Deployment and StatefulSet has all its
 // replicas Ready, failing fast when a pod can never run.
-func (l *Lab) waitDeployments(ctx context.Context) error {
+// WorkloadRef names a Deployment or StatefulSet, for WaitReady.
+type WorkloadRef struct {
+	Kind, Namespace, Name string // Kind is "Deployment" or "StatefulSet"
+}
+
+func (l *Lab) waitDeployments(ctx context.Context, skip []WorkloadRef) error {
 	f := l.Cluster.Factory()
 	var short string
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -508,6 +477,13 @@ func (l *Lab) waitDeployments(ctx context.Context) error {
 				s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas})
 		}
 		for _, w := range ws {
+			if slices.Contains(skip, WorkloadRef{w.kind, w.Namespace, w.Name}) {
+				if w.observed < w.Generation || w.want > 0 && w.have == 0 {
+					short = fmt.Sprintf("%s %s/%s: no pod created yet", w.kind, w.Namespace, w.Name)
+					return false, nil
+				}
+				continue // created; its pods are not expected to turn Ready
+			}
 			if w.observed < w.Generation || w.ready != w.want || w.have != w.want {
 				problem, fatal := l.podProblem(w.Namespace, w.selector)
 				short = fmt.Sprintf("%s %s/%s: %d of %d pods ready%s", w.kind, w.Namespace, w.Name, w.ready, w.want, problem)

@@ -118,6 +118,21 @@ func TestErrors(t *testing.T) {
 			want: []string{"f.yaml:5:", "already defined"},
 		},
 		{
+			name: "bytes that are not UTF-8, at their line",
+			yaml: "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: \xff}\n",
+			want: []string{"f.yaml:7:", "invalid leading UTF-8 octet"},
+		},
+		{
+			name: "NaN at its field", // issue 15: it named the document's first line and no field
+			yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports:\n  - port: .nan\n",
+			want: []string{"f.yaml:7:", `Service "s"`, "spec.ports[0].port: .nan is not a finite number"},
+		},
+		{
+			name: "infinity in a list",
+			yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  x: [1, -.Inf]\n",
+			want: []string{"f.yaml:6:", "spec.x[1]: -.Inf is not a finite number"},
+		},
+		{
 			name: "not a mapping",
 			yaml: "- a\n- b\n",
 			want: []string{"found a list"},

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	"go.yaml.in/yaml/v3"
@@ -229,6 +230,10 @@ var parserProblems = map[string]bool{
 func syntaxError(data []byte, err error) (int, string) {
 	line, problem := yamlErrLine(err), cleanYAMLErr(err)
 	msg := "YAML does not parse: " + problem
+	if strings.Contains(problem, "UTF-8") {
+		// The reader's errors carry no line: find the bad bytes.
+		return invalidUTF8Line(data), msg
+	}
 	if !parserProblems[problem] {
 		return line, msg
 	}
@@ -257,6 +262,21 @@ func syntaxError(data []byte, err error) (int, string) {
 		msg += " (check the indentation of this line against the lines above)"
 	}
 	return stopped, msg
+}
+
+// invalidUTF8Line is the 1-based line of the first byte of data that is
+// not UTF-8 (1 if all is).
+func invalidUTF8Line(data []byte) int {
+	valid := data
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			valid = data[:i]
+			break
+		}
+		i += n
+	}
+	return bytes.Count(valid, []byte("\n")) + 1
 }
 
 // v2ErrLine parses data with yaml.v2 and returns the line number and

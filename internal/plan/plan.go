@@ -53,6 +53,62 @@ type DNS struct {
 	FixedOrder bool
 	// Pods is the pods mode: "disabled", "insecure" or "verified".
 	Pods string
+	// Cache is CoreDNS's cache plugin in front of the cluster DNS; nil
+	// means none, the kubernetes plugin alone (answers always current).
+	Cache *DNSCache
+}
+
+// DNSCache is CoreDNS's cache plugin (see clusterdns.CacheConfig): zero
+// fields take the plugin's defaults.
+type DNSCache struct {
+	// Success caches positive answers, Denial NXDOMAIN and NODATA.
+	Success, Denial DNSCacheClass
+	// KeepTTL serves the stored TTL instead of counting it down.
+	KeepTTL bool
+}
+
+// DNSCacheClass is the "success" or "denial" line of the plugin.
+type DNSCacheClass struct {
+	// Capacity is how many answers are kept; 0 means 10000.
+	Capacity int
+	// MaxTTL caps how long an answer is kept (whole seconds); 0 means
+	// 3600s for success, 1800s for denial.
+	MaxTTL time.Duration
+	// MinTTL is the least time an answer is kept (whole seconds); 0
+	// means 5s, negative none.
+	MinTTL time.Duration
+}
+
+// String is the cache in Corefile form, such as "cache 30" or
+// "cache { success 10000 3600 5; denial 10000 30 5; keepttl }".
+func (c *DNSCache) String() string {
+	if c == nil {
+		return "none"
+	}
+	if c.Success == c.Denial && c.Success.Capacity == 0 && c.Success.MinTTL == 0 && !c.KeepTTL {
+		if c.Success.MaxTTL == 0 {
+			return "cache"
+		}
+		return fmt.Sprintf("cache %d", int(c.Success.MaxTTL/time.Second))
+	}
+	line := func(name string, cl DNSCacheClass, defMax time.Duration) string {
+		capacity, maxTTL, minTTL := cl.Capacity, cl.MaxTTL, cl.MinTTL
+		if capacity == 0 {
+			capacity = 10000
+		}
+		if maxTTL == 0 {
+			maxTTL = defMax
+		}
+		if minTTL == 0 {
+			minTTL = 5 * time.Second
+		}
+		return fmt.Sprintf("%s %d %d %d", name, capacity, int(maxTTL/time.Second), max(int(minTTL/time.Second), 0))
+	}
+	parts := []string{line("success", c.Success, time.Hour), line("denial", c.Denial, 30*time.Minute)}
+	if c.KeepTTL {
+		parts = append(parts, "keepttl")
+	}
+	return "cache { " + strings.Join(parts, "; ") + " }"
 }
 
 // Cluster is a variant's dataplane and kubelet settings.

@@ -33,10 +33,12 @@ type Args struct {
 	HTTPPort int
 	// MaxConnectionAge is grpc-go's keepalive.ServerParameters.MaxConnectionAge:
 	// after about this long (grpc-go adds +/-10% jitter) the server sends
-	// GOAWAY. Zero means never.
+	// GOAWAY. Zero means never; otherwise MinConnectionAge to
+	// MaxConnectionAgeLimit (see CheckConnectionAge).
 	MaxConnectionAge time.Duration
 	// MaxConnectionAgeGrace is how long calls may continue after that GOAWAY
-	// before the connection is closed. Zero means forever.
+	// before the connection is closed. Zero means forever; any positive
+	// value works (1ns closes the connection right after the GOAWAY).
 	MaxConnectionAgeGrace time.Duration
 	// StartupDelay is how long the process initialises before it listens;
 	// connects are refused until then. Zero means it listens at once.
@@ -91,8 +93,8 @@ func ParseArgs(args []string) (Args, error) {
 	if a.HTTPPort != 0 && a.HTTPPort == a.Port {
 		return Args{}, fmt.Errorf("pod: --http-port %d is also the gRPC --port; the two servers need different ports", a.HTTPPort)
 	}
-	if a.MaxConnectionAge < 0 || a.MaxConnectionAgeGrace < 0 {
-		return Args{}, errors.New("pod: connection ages must not be negative")
+	if err := CheckConnectionAge(a.MaxConnectionAge, a.MaxConnectionAgeGrace); err != nil {
+		return Args{}, fmt.Errorf("pod: %w", err)
 	}
 	if a.StartupDelay < 0 || a.DrainDelay < 0 || a.ServiceTime < 0 {
 		return Args{}, errors.New("pod: --startup-delay, --drain-delay and --service-time must not be negative")
@@ -101,6 +103,37 @@ func ParseArgs(args []string) (Args, error) {
 		return Args{}, fmt.Errorf("pod: --service-time %v: expected at most 10s", a.ServiceTime)
 	}
 	return a, nil
+}
+
+// Bounds of a MaxConnectionAge other than zero (never).
+const (
+	// MinConnectionAge is the least age grpc-go v1.85 can take: it draws
+	// the +/-10% jitter with rand.Int64N(2*(age/10)), which panics
+	// ("invalid argument to Int64N") unless age/10 is at least 1ns
+	// (internal/transport/http2_server.go, getJitter).
+	MinConnectionAge = 10 * time.Nanosecond
+	// MaxConnectionAgeLimit is the largest age taken: 1000 days, what
+	// grpc-java treats as infinite (AS_LARGE_AS_INFINITE in
+	// NettyServerBuilder). Far above it, from about 2,329,000h, grpc-go's
+	// age plus jitter overflows and every connection gets its GOAWAY at
+	// once.
+	MaxConnectionAgeLimit = 1000 * 24 * time.Hour
+)
+
+// CheckConnectionAge reports a MaxConnectionAge or MaxConnectionAgeGrace
+// that grpc-go cannot take: negative values, and an age other than zero
+// outside MinConnectionAge to MaxConnectionAgeLimit. The grace has no
+// floor: grpc-go only arms a timer with it.
+func CheckConnectionAge(age, grace time.Duration) error {
+	switch {
+	case age < 0 || grace < 0:
+		return errors.New("connection ages must not be negative")
+	case age > 0 && age < MinConnectionAge:
+		return fmt.Errorf("max connection age %v: expected 0 (never) or at least %v; grpc-go draws a +/-10%% jitter from age/10 and panics below %v", age, MinConnectionAge, MinConnectionAge)
+	case age > MaxConnectionAgeLimit:
+		return fmt.Errorf("max connection age %v: expected at most %v (1000 days, what grpc-java takes as infinite); use 0 for never", age, MaxConnectionAgeLimit)
+	}
+	return nil
 }
 
 type discard struct{}

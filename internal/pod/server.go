@@ -50,7 +50,8 @@ type Config struct {
 	// Addr is the pod IP and port to listen on; it must be inside 127.0.0.0/8.
 	Addr netip.AddrPort
 	// MaxConnectionAge and MaxConnectionAgeGrace are passed to grpc-go's
-	// keepalive.ServerParameters; zero means infinity, as in grpc-go.
+	// keepalive.ServerParameters; zero means infinity, as in grpc-go. They
+	// must pass CheckConnectionAge (Start refuses them otherwise).
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// StartupDelay is how long after Start the server begins to listen
 	// (pod arg --startup-delay); connects are refused until then. Zero
@@ -130,6 +131,9 @@ func New(cfg Config) *Server {
 // listen after the delay ends the server (Done closes, Err says why), as a
 // process that exits during its start-up.
 func (s *Server) Start(ctx context.Context) error {
+	if err := CheckConnectionAge(s.cfg.MaxConnectionAge, s.cfg.MaxConnectionAgeGrace); err != nil {
+		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
+	}
 	if s.cfg.StartupDelay <= 0 {
 		return s.listen(ctx)
 	}

@@ -52,6 +52,13 @@ func TestParseArgs(t *testing.T) {
 		{name: "http port negative", args: []string{"pod", "pricing", "--http-port=-1"}, wantErr: true},
 		{name: "http port equals port", args: []string{"pod", "pricing", "--port=9000", "--http-port=9000"}, wantErr: true},
 		{name: "http port not a number", args: []string{"pod", "pricing", "--http-port=http"}, wantErr: true},
+		// grpc-go panics in its jitter below 10ns (issue 15).
+		{name: "age 1ns", args: []string{"pod", "pricing", "--max-connection-age", "1ns"}, wantErr: true},
+		{name: "age 9ns", args: []string{"pod", "pricing", "--max-connection-age=9ns"}, wantErr: true},
+		{name: "age 10ns", args: []string{"pod", "pricing", "--max-connection-age=10ns"}, want: pod.Args{Workload: "pricing", MaxConnectionAge: 10}},
+		{name: "age above 1000 days", args: []string{"pod", "pricing", "--max-connection-age=24001h"}, wantErr: true},
+		{name: "negative grace", args: []string{"pod", "pricing", "--max-connection-age-grace=-1s"}, wantErr: true},
+		{name: "grace 1ns", args: []string{"pod", "pricing", "--max-connection-age-grace=1ns"}, want: pod.Args{Workload: "pricing", MaxConnectionAgeGrace: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +70,16 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestStartRefusesAgeGrpcCannotTake: a config that would panic inside
+// grpc-go's keepalive at the first connection is refused by Start.
+func TestStartRefusesAgeGrpcCannotTake(t *testing.T) {
+	s := pod.New(pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.200.1:0"), MaxConnectionAge: 5})
+	if err := s.Start(labtest.Context(t, 10*time.Second)); err == nil {
+		s.Kill()
+		t.Fatal("Start took MaxConnectionAge 5ns")
 	}
 }
 

@@ -65,7 +65,8 @@ type WebServer struct {
 	// ServiceTime waits end.
 	base   context.Context
 	cancel context.CancelFunc
-	// draining is closed when Stop begins: WebSockets send 1001.
+	// draining is closed once Stop has closed the listener (an OnShutdown
+	// hook of http.Server.Shutdown): WebSockets send 1001.
 	draining  chan struct{}
 	drainOnce sync.Once
 
@@ -94,6 +95,7 @@ func NewWebServer(cfg WebConfig) *WebServer {
 		ConnState:         s.connState,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 	}
+	s.http.RegisterOnShutdown(func() { s.drainOnce.Do(func() { close(s.draining) }) })
 	return s
 }
 
@@ -129,9 +131,10 @@ func (s *WebServer) Addr() netip.AddrPort {
 
 // Stop shuts down gracefully as a pod does on SIGTERM with
 // http.Server.Shutdown: /healthz turns 503 and new WebSocket upgrades get
-// 503, every WebSocket gets a close frame 1001 (going away) and ends when
-// the client answers it, the listener closes, idle keep-alive connections
-// close, and requests in flight finish (their responses carry
+// 503, the listener closes, then every WebSocket gets a close frame 1001
+// (going away; Shutdown's OnShutdown hooks run after it closes the
+// listeners) and ends when the client answers it, idle keep-alive
+// connections close, and requests in flight finish (their responses carry
 // "Connection: close"). When ctx ends first (the termination grace
 // period), what remains is closed hard. Stop blocks until every handler has
 // returned; it returns an error only if serving failed.
@@ -139,7 +142,6 @@ func (s *WebServer) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	s.drainOnce.Do(func() { close(s.draining) })
 	if err := s.http.Shutdown(ctx); err != nil {
 		s.http.Close()
 	}

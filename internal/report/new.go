@@ -19,6 +19,9 @@ func New(p *plan.Plan, run *runner.Result, verdicts []verdict.Verdict) *Result {
 		MinResolve: p.MinResolutionInterval.Seconds(), DNSTTL: p.DNS.TTL.Seconds(),
 		Steps: p.Timeline,
 	}
+	if p.DNS.Cache != nil {
+		r.DNSCache = p.DNS.Cache.String()
+	}
 	for _, w := range p.Windows {
 		r.Windows = append(r.Windows, WindowSpec{Name: w.Name, From: w.From.Seconds(), To: w.To.Seconds()})
 	}

@@ -12,17 +12,20 @@ import (
 
 // Result is everything a run measured.
 type Result struct {
-	Scenario    string       `json:"scenario"`
-	Description string       `json:"description,omitempty"`
-	Source      string       `json:"source"`
-	Duration    float64      `json:"duration_s"`
-	Seed        uint64       `json:"seed"`
-	SideBySide  bool         `json:"side_by_side"`
-	MinResolve  float64      `json:"grpc_min_resolution_interval_s"`
-	DNSTTL      float64      `json:"dns_ttl_s"`
-	Windows     []WindowSpec `json:"windows"`
-	Steps       []string     `json:"timeline"`
-	Variants    []Variant    `json:"variants"`
+	Scenario    string  `json:"scenario"`
+	Description string  `json:"description,omitempty"`
+	Source      string  `json:"source"`
+	Duration    float64 `json:"duration_s"`
+	Seed        uint64  `json:"seed"`
+	SideBySide  bool    `json:"side_by_side"`
+	MinResolve  float64 `json:"grpc_min_resolution_interval_s"`
+	DNSTTL      float64 `json:"dns_ttl_s"`
+	// DNSCache is CoreDNS's cache plugin in front of the cluster DNS, in
+	// Corefile form ("cache 30"); empty for none.
+	DNSCache string       `json:"dns_cache,omitempty"`
+	Windows  []WindowSpec `json:"windows"`
+	Steps    []string     `json:"timeline"`
+	Variants []Variant    `json:"variants"`
 }
 
 // WindowSpec is a measurement window.

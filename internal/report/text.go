@@ -113,8 +113,12 @@ func (p *printer) header(r *Result) {
 	if !r.SideBySide {
 		how = "one after another"
 	}
-	p.f("  %gs per variant, %d variant(s) %s, seed %d; grpc-go min re-resolution %gs; DNS TTL %gs\n",
-		r.Duration, len(r.Variants), how, r.Seed, r.MinResolve, r.DNSTTL)
+	dnsCache := ""
+	if r.DNSCache != "" {
+		dnsCache = " behind " + r.DNSCache
+	}
+	p.f("  %gs per variant, %d variant(s) %s, seed %d; grpc-go min re-resolution %gs; DNS TTL %gs%s\n",
+		r.Duration, len(r.Variants), how, r.Seed, r.MinResolve, r.DNSTTL, dnsCache)
 	if len(r.Steps) > 0 {
 		p.f("  timeline: %s\n", strings.Join(r.Steps, "; "))
 	}

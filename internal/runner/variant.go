@@ -65,8 +65,9 @@ func (r *variantRun) labConfig(rec *stats.Recorder, t tracker) lab.Config {
 	cfg := lab.Config{
 		Seed: r.seed, Logger: r.opts.Logger,
 		Waiting: func() { r.state.Store("waiting for a free address range") },
-		DNS:     clusterdns.Config{TTL: dns.TTL, FixedOrder: dns.FixedOrder, Pods: clusterdns.PodMode(dns.Pods), QueryLog: dnsObserver(rec)},
-		Proxy:   proxy.Config{Mode: proxy.Mode(r.v.Cluster.ProxyMode), OnConn: proxyObserver(rec)},
+		DNS: clusterdns.Config{TTL: dns.TTL, FixedOrder: dns.FixedOrder, Pods: clusterdns.PodMode(dns.Pods),
+			Cache: cacheConfig(dns.Cache), QueryLog: dnsObserver(rec)},
+		Proxy: proxy.Config{Mode: proxy.Mode(r.v.Cluster.ProxyMode), OnConn: proxyObserver(rec)},
 		Kubelet: kubelet.Config{Observe: t.observer(rec, r.tap), Events: podEvents(rec, r.tap),
 			DeadAddress: r.v.Cluster.DeadAddress, RestartBackoff: r.v.Cluster.RestartBackoff},
 	}
@@ -74,6 +75,18 @@ func (r *variantRun) labConfig(rec *stats.Recorder, t tracker) lab.Config {
 		cfg.DNS.TTL = -1 // no caching
 	}
 	return cfg
+}
+
+// cacheConfig is the cluster DNS's cache plugin for the plan's; nil for
+// none.
+func cacheConfig(c *plan.DNSCache) *clusterdns.CacheConfig {
+	if c == nil {
+		return nil
+	}
+	class := func(cl plan.DNSCacheClass) clusterdns.CacheClass {
+		return clusterdns.CacheClass{Capacity: cl.Capacity, MaxTTL: cl.MaxTTL, MinTTL: cl.MinTTL}
+	}
+	return &clusterdns.CacheConfig{Success: class(c.Success), Denial: class(c.Denial), KeepTTL: c.KeepTTL}
 }
 
 func (r *variantRun) execute(ctx context.Context) error {

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -56,6 +57,10 @@ type File struct {
 	Name     string
 	Scenario *Scenario
 	Objects  []Object
+	// Warnings are what LoadObjects found that the API server takes but
+	// that cannot work as the file's author likely expects, each a
+	// *manifest.Error at its document and field.
+	Warnings []error
 	doc      manifest.Document // the Scenario document
 }
 
@@ -72,11 +77,11 @@ var supported = map[string]bool{
 // neither a file nor a built-in.
 var ErrNotFound = errors.New("no such file or built-in")
 
-// Open reads a scenario from path, or a built-in scenario by name when no
-// such file exists and the name is a built-in's, and returns its plan; see
-// Load.
-func Open(path string) (*plan.Plan, error) {
-	name, data, err := read(path)
+// Open reads a scenario from path (see ReadFile), or a built-in scenario
+// by name when no such file exists and the name is a built-in's, and
+// returns its plan; see Load. Reading ends when ctx does.
+func Open(ctx context.Context, path string) (*plan.Plan, error) {
+	name, data, err := read(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -84,17 +89,17 @@ func Open(path string) (*plan.Plan, error) {
 }
 
 // OpenObjects reads manifests for a long-running lab from path or a
-// built-in by name; see LoadObjects.
-func OpenObjects(path string) (*File, error) {
-	name, data, err := read(path)
+// built-in by name; see LoadObjects. Reading ends when ctx does.
+func OpenObjects(ctx context.Context, path string) (*File, error) {
+	name, data, err := read(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	return LoadObjects(name, data)
 }
 
-func read(path string) (name string, data []byte, err error) {
-	data, err = os.ReadFile(path)
+func read(ctx context.Context, path string) (name string, data []byte, err error) {
+	data, err = ReadFile(ctx, path)
 	if errors.Is(err, os.ErrNotExist) {
 		if b, ok := scenarios.Get(path); ok {
 			return "builtin:" + path, b, nil
@@ -137,6 +142,9 @@ func Load(name string, data []byte) (*plan.Plan, error) {
 	if err := checkObjects(f.Objects); err != nil {
 		return nil, err
 	}
+	if err := objects(f.Objects).checkProbes(); err != nil {
+		return nil, err
+	}
 	if err := noFixedClusterIPs(f.Objects); err != nil {
 		return nil, err
 	}
@@ -144,31 +152,48 @@ func Load(name string, data []byte) (*plan.Plan, error) {
 }
 
 // LoadObjects parses and checks Kubernetes objects for a lab that runs
-// until stopped (pinlab lab up). A Scenario document may be present; it is
-// decoded strictly but otherwise ignored.
+// until stopped (pinlab lab up), which applies them as kubectl apply does:
+// what the API server would reject, or the lab cannot run, is an error;
+// what it takes but would spoil a scenario run (a Service that selects no
+// pods, an EndpointSlice before or without its Service) is in
+// File.Warnings. A Scenario document may be present; it is decoded
+// strictly but otherwise ignored.
 func LoadObjects(name string, data []byte) (*File, error) {
 	f, err := parse(name, data)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkObjects(f.Objects); err != nil {
+	c := &check{objs: f.Objects, lenient: true}
+	if err := c.all(); err != nil {
 		return nil, err
 	}
+	f.Warnings = c.warnings
 	if err := checkOneRange(f.Objects); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// parse decodes every document of a file.
+// parse decodes every document of a file, refusing a file beyond
+// MaxFileSize, MaxObjects or MaxValues.
 func parse(name string, data []byte) (*File, error) {
-	docs, err := manifest.Parse(name, data)
+	if len(data) > MaxFileSize {
+		return nil, &manifest.Error{File: name, Err: tooLarge(int64(len(data)))}
+	}
+	// One document more than MaxObjects: the Scenario.
+	docs, err := manifest.ParseLimited(name, data, manifest.Limits{Documents: MaxObjects + 1, Values: MaxValues})
 	if err != nil {
-		return nil, err
+		if d, ok := objectPastLimit(docs); ok {
+			return nil, &manifest.Error{File: d.File, Line: d.Line, Doc: d.Index, Err: tooManyObjects}
+		}
+		return nil, explainLimit(err)
+	}
+	if d, ok := objectPastLimit(docs); ok {
+		return nil, &manifest.Error{File: d.File, Line: d.Line, Doc: d.Index, Err: tooManyObjects}
 	}
 	f := &File{Name: name}
 	for _, d := range docs {
-		if d.Kind == Kind && strings.HasPrefix(d.APIVersion, "pinlab.dev/") {
+		if isScenario(d) {
 			if err := f.setScenario(d); err != nil {
 				return nil, err
 			}
@@ -185,6 +210,42 @@ func parse(name string, data []byte) (*File, error) {
 		f.Objects = append(f.Objects, Object{Doc: d, Obj: obj})
 	}
 	return f, nil
+}
+
+// tooManyObjects says why a lab takes at most MaxObjects.
+var tooManyObjects = fmt.Errorf("more than %d objects; a lab runs at most %d (as many as its pods), so split the file", MaxObjects, MaxObjects)
+
+// objectPastLimit returns the first object beyond MaxObjects in docs.
+func objectPastLimit(docs []manifest.Document) (manifest.Document, bool) {
+	n := 0
+	for _, d := range docs {
+		if isScenario(d) {
+			continue
+		}
+		if n++; n > MaxObjects {
+			return d, true
+		}
+	}
+	return manifest.Document{}, false
+}
+
+func isScenario(d manifest.Document) bool {
+	return d.Kind == Kind && strings.HasPrefix(d.APIVersion, "pinlab.dev/")
+}
+
+// explainLimit rewords a manifest limit error in the lab's terms.
+func explainLimit(err error) error {
+	var me *manifest.Error
+	if !errors.As(err, &me) {
+		return err
+	}
+	switch {
+	case errors.Is(err, manifest.ErrTooManyDocuments):
+		me.Err = tooManyObjects
+	case errors.Is(err, manifest.ErrTooManyValues):
+		me.Err = fmt.Errorf("%w; %d objects (a lab's most) of 100 values each would fit twice over, so split the file", me.Err, MaxObjects)
+	}
+	return err
 }
 
 func (f *File) setScenario(d manifest.Document) error {

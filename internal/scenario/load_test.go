@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -122,6 +123,23 @@ func TestLoadErrors(t *testing.T) {
 		{name: "share bound above 1", old: "  variants:", new: "  expect: [{name: x, metric: failedShare, atLeast: 2}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "between 0 and 1"}},
 		{name: "unknown cause", old: "  variants:", new: "  expect: [{name: x, metric: failed, cause: sadness, atMost: 0}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].cause", "refused", "connect-timeout"}},
 		{name: "random pod name in an expectation", old: "  variants:", new: "  expect: [{name: x, metric: podCalls, window: all, pod: pricing-zzz, atLeast: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].pod", "@<step name>"}},
+		// Issue 15: grpc-go panics on an age of 1-9ns.
+		{name: "age grpc-go cannot take in args", old: "args: [pod, pricing]", new: "args: [pod, pricing, --max-connection-age, 1ns]", marker: "1ns", want: []string{"spec.template.spec.containers[0].args", "max connection age 1ns: expected 0 (never) or at least 10ns"}},
+		{name: "age grpc-go cannot take in a variant", old: "maxConnectionAge: 5s", new: "maxConnectionAge: 5ns", marker: "5ns", want: []string{"spec.variants[1].servers[0].maxConnectionAge", "at least 10ns"}},
+		{name: "negative grace in a variant", old: "maxConnectionAge: 5s", new: "maxConnectionAge: 5s, maxConnectionAgeGrace: -1s", marker: "-1s", want: []string{"spec.variants[1].servers[0].maxConnectionAgeGrace", "must not be negative"}},
+		// Issue 15: checks the API server makes, before anything starts.
+		{name: "containerPort beyond 16 bits", old: "ports: [{name: grpc, containerPort: 8471}]", new: "ports: [{name: grpc, containerPort: 70000}]", marker: "70000", want: []string{"spec.template.spec.containers[0].ports[0].containerPort", "between 1 and 65535", "would reject"}},
+		{name: "Service targetPort beyond 16 bits", old: "targetPort: grpc}]", new: "targetPort: 70000}]", marker: "70000", want: []string{"spec.ports[0].targetPort", "between 1 and 65535"}},
+		{name: "probe port beyond 16 bits", old: "        args: [pod, pricing]", new: "        args: [pod, pricing]\n        readinessProbe: {tcpSocket: {port: 74007}}", marker: "74007", want: []string{"readinessProbe.tcpSocket.port", "between 1 and 65535"}},
+		{name: "template annotations over 256 KiB", old: "    metadata: {labels: {app: pricing}}", new: "    metadata:\n      labels: {app: pricing}\n      annotations: {big: " + strings.Repeat("x", 256<<10) + "}", marker: "annotations:", want: []string{"spec.template.metadata.annotations", "may not be more than 262144 bytes"}},
+		{name: "rate NaN", old: "rate: 100", new: "rate: .nan", marker: ".nan", want: []string{"spec.clients[0].rate: .nan is not a finite number"}},
+		{name: "rate infinite", old: "rate: 100", new: "rate: .inf", marker: ".inf", want: []string{"spec.clients[0].rate: .inf is not a finite number"}},
+		{name: "rate beyond float64", old: "rate: 100", new: "rate: 1e999", marker: "1e999", want: []string{"spec.clients[0].rate"}},
+		{name: "backoff multiplier NaN", old: "    rate: 100", new: "    rate: 100\n    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 100ms, backoffMultiplier: .NaN, retryableStatusCodes: [Unavailable]}", marker: "retry:", want: []string{"spec.clients[0].retry.backoffMultiplier: .NaN is not a finite number"}},
+		{name: "expectation bound NaN", old: "  variants:", new: "  expect: [{name: x, metric: failed, atMost: .nan}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0].atMost: .nan is not a finite number"}},
+		{name: "variant rate NaN", old: "  - name: a\n", new: "  - name: a\n    clients: [{rate: -.inf}]\n", marker: "-.inf", want: []string{"spec.variants[0].clients[0].rate: -.inf is not a finite number"}},
+		{name: "zero timeout", old: "    rate: 100", new: "    rate: 100\n    timeout: 0s", marker: "timeout: 0s", want: []string{"spec.clients[0].timeout", "0s: expected a positive deadline", "leave timeout out for the default 1s"}},
+		{name: "negative timeout", old: "    rate: 100", new: "    rate: 100\n    timeout: -1s", marker: "timeout: -1s", want: []string{"spec.clients[0].timeout", "positive"}},
 		{name: "inverted bounds", old: "  variants:", new: "  expect: [{name: x, metric: failed, atLeast: 5, atMost: 1}]\n  variants:", marker: "expect:", want: []string{"spec.expect[0]", "above atMost"}},
 	}
 	for _, tt := range tests {
@@ -161,12 +179,12 @@ func lineOf(text, marker string) int {
 }
 
 func TestOpen(t *testing.T) {
-	if _, err := scenario.Open("/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := scenario.Open(context.Background(), "/nonexistent/scenario.yaml"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("Open of a missing file: %v, want a no-such-file error", err)
 	}
 	for _, name := range scenarios.Names() {
 		t.Run(name, func(t *testing.T) {
-			p, err := scenario.Open(name)
+			p, err := scenario.Open(context.Background(), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +198,7 @@ func TestOpen(t *testing.T) {
 func TestOpenObjects(t *testing.T) {
 	for _, name := range scenarios.Manifests() {
 		t.Run(name, func(t *testing.T) {
-			f, err := scenario.OpenObjects(name)
+			f, err := scenario.OpenObjects(context.Background(), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +207,7 @@ func TestOpenObjects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := scenario.Open("dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
+	if _, err := scenario.Open(context.Background(), "dns-demo"); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
 		t.Errorf("lab run on a manifest without a Scenario: %v, want a no-Scenario error", err)
 	}
 }
@@ -222,20 +240,45 @@ spec:
 	if _, err := scenario.LoadObjects("s.yaml", []byte(sts)); err != nil {
 		t.Fatalf("valid StatefulSet rejected: %v", err)
 	}
+	// What the API server takes but would spoil a run is a warning for lab
+	// up, which applies objects as kubectl apply does.
 	tests := []struct {
 		name, old, new, want string
+		warning              bool
 	}{
-		{"missing governing Service", "serviceName: db", "serviceName: dbx", `no Service "dbx"`},
-		{"no serviceName", "  serviceName: db\n", "", "spec.serviceName: required"},
-		{"bad policy", "  replicas: 2", "  replicas: 2\n  podManagementPolicy: Random", "spec.podManagementPolicy"},
-		{"pods listen elsewhere", "--port=5432", "--port=5433", "listen on 5433"},
+		{"missing governing Service", "serviceName: db", "serviceName: dbx", `no Service "dbx"`, true},
+		{"no serviceName", "  serviceName: db\n", "", "spec.serviceName: required", true},
+		{"bad policy", "  replicas: 2", "  replicas: 2\n  podManagementPolicy: Random", "spec.podManagementPolicy", false},
+		{"pods listen elsewhere", "--port=5432", "--port=5433", "listen on 5433", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := scenario.LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want one containing %q", err, tt.want)
+			f, err := scenario.LoadObjects("s.yaml", []byte(strings.Replace(sts, tt.old, tt.new, 1)))
+			if !tt.warning {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("error %v, want one containing %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("error %v, want a warning", err)
+			}
+			if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].Error(), tt.want) {
+				t.Errorf("warnings %v, want one containing %q", f.Warnings, tt.want)
 			}
 		})
+	}
+}
+
+// TestLoadKubeSystem: a file may declare the kube-system Namespace every
+// lab has, and put objects in it (issue 15: lab up refused it as existing).
+func TestLoadKubeSystem(t *testing.T) {
+	ks := "apiVersion: v1\nkind: Namespace\nmetadata: {name: kube-system, labels: {team: platform}}\n---\n" +
+		"apiVersion: v1\nkind: Service\nmetadata: {name: legacy, namespace: kube-system}\nspec:\n  clusterIP: None\n  ports: [{name: pg, port: 5432}]\n---\n"
+	if _, err := scenario.Load("test.yaml", []byte(ks+objects(2)+baseScenario)); err != nil {
+		t.Errorf("Load: %v", err)
+	}
+	if _, err := scenario.LoadObjects("test.yaml", []byte(ks)); err != nil {
+		t.Errorf("LoadObjects: %v", err)
 	}
 }

@@ -62,12 +62,22 @@ func labRange(clusterIP string) int {
 func (f *File) Range() int {
 	for _, o := range f.Objects {
 		if s, ok := o.Obj.(*corev1.Service); ok {
-			if r := labRange(s.Spec.ClusterIP); r != 0 {
+			if r := labRange(primaryClusterIP(s)); r != 0 {
 				return r
 			}
 		}
 	}
 	return 0
+}
+
+// primaryClusterIP is the ClusterIP a Service asks for: clusterIP, or
+// clusterIPs[0] when only that is written (the API server fills one from
+// the other).
+func primaryClusterIP(s *corev1.Service) string {
+	if s.Spec.ClusterIP == "" && len(s.Spec.ClusterIPs) > 0 {
+		return s.Spec.ClusterIPs[0]
+	}
+	return s.Spec.ClusterIP
 }
 
 // checkOneRange reports fixed ClusterIPs of different lab ranges (a lab
@@ -81,16 +91,17 @@ func checkOneRange(objs objects) error {
 		if !ok {
 			continue
 		}
-		r := labRange(s.Spec.ClusterIP)
+		ip := primaryClusterIP(s)
+		r := labRange(ip)
 		switch {
 		case r == 0:
 			continue
 		case first != 0 && r != first:
-			return o.Errorf("spec.clusterIP", "%s is in lab range %d (127.%d.0.0/16), but another Service asks for range %d: a lab serves one /16", s.Spec.ClusterIP, r, 95+r, first)
-		case taken[s.Spec.ClusterIP] != "":
-			return o.Errorf("spec.clusterIP", "%s is already asked for by Service %s; the API server would refuse it as already allocated", s.Spec.ClusterIP, taken[s.Spec.ClusterIP])
+			return o.Errorf("spec.clusterIP", "%s is in lab range %d (127.%d.0.0/16), but another Service asks for range %d: a lab serves one /16", ip, r, 95+r, first)
+		case taken[ip] != "":
+			return o.Errorf("spec.clusterIP", "%s is already asked for by Service %s; the API server would refuse it as already allocated", ip, taken[ip])
 		}
-		first, taken[s.Spec.ClusterIP] = r, o.Namespace()+"/"+o.Doc.Name
+		first, taken[ip] = r, o.Namespace()+"/"+o.Doc.Name
 	}
 	return nil
 }
@@ -99,8 +110,8 @@ func checkOneRange(objs objects) error {
 // runs in its own lab on its own range.
 func noFixedClusterIPs(objs objects) error {
 	for _, o := range objs {
-		if s, ok := o.Obj.(*corev1.Service); ok && labRange(s.Spec.ClusterIP) != 0 {
-			return o.Errorf("spec.clusterIP", "%s: a scenario runs each variant in its own lab on its own address range, so a Service cannot ask for a fixed clusterIP; leave it out (the report shows the ClusterIP each variant got), or use pinlab lab up for fixed addresses", s.Spec.ClusterIP)
+		if s, ok := o.Obj.(*corev1.Service); ok && labRange(primaryClusterIP(s)) != 0 {
+			return o.Errorf("spec.clusterIP", "%s: a scenario runs each variant in its own lab on its own address range, so a Service cannot ask for a fixed clusterIP; leave it out (the report shows the ClusterIP each variant got), or use pinlab lab up for fixed addresses", primaryClusterIP(s))
 		}
 	}
 	return nil
@@ -111,6 +122,34 @@ func noFixedClusterIPs(objs objects) error {
 // duplicates, undeclared namespaces, invalid objects, pods the kubelet
 // cannot run, Services that select no pods, and ports that lead nowhere.
 func checkObjects(objs objects) error {
+	c := &check{objs: objs}
+	return c.all()
+}
+
+// check checks a set of objects. What the API server would reject, and
+// what the lab cannot run at all, is always an error. What would only
+// spoil a run (a Service that selects no pods, a targetPort no pod
+// listens on, endpoints whose Service is not in the file) is an error
+// for a scenario and, with lenient set, a warning: lab up applies objects
+// as kubectl apply does, and the API server takes them.
+type check struct {
+	objs     objects
+	lenient  bool
+	warnings []error
+}
+
+// spoils returns err, or with lenient set records it as a warning and
+// returns nil.
+func (c *check) spoils(err error) error {
+	if err != nil && c.lenient {
+		c.warnings = append(c.warnings, err)
+		return nil
+	}
+	return err
+}
+
+func (c *check) all() error {
+	objs := c.objs
 	if err := objs.checkNames(); err != nil {
 		return err
 	}
@@ -120,11 +159,11 @@ func checkObjects(objs objects) error {
 		case *appsv1.Deployment:
 			err = objs.checkDeployment(o, obj)
 		case *appsv1.StatefulSet:
-			err = objs.checkStatefulSet(o, obj)
+			err = c.statefulSet(o, obj)
 		case *corev1.Service:
-			err = objs.checkService(o, obj)
+			err = c.service(o, obj)
 		case *discoveryv1.EndpointSlice:
-			err = objs.checkEndpointSlice(o, obj)
+			err = c.endpointSlice(o, obj)
 		default:
 			if verr := cluster.Validate(o.Obj); verr != nil {
 				err = apiError(o, verr)
@@ -160,8 +199,11 @@ func (objs objects) checkNames() error {
 	return nil
 }
 
+// namespaceDeclared reports whether namespace ns exists in a lab that
+// runs objs: one of the file's Namespaces, or default and kube-system,
+// which every lab creates (see cluster.New).
 func (objs objects) namespaceDeclared(ns string) bool {
-	if ns == metav1.NamespaceDefault {
+	if ns == metav1.NamespaceDefault || ns == metav1.NamespaceSystem {
 		return true
 	}
 	for _, o := range objs {
@@ -181,14 +223,11 @@ func (objs objects) checkDeployment(o Object, d *appsv1.Deployment) error {
 	return checkPodSpec(o, &d.Spec.Template.Spec)
 }
 
-// checkPodSpec reports a pod template the lab's kubelet cannot run or that
-// could never turn Ready.
+// checkPodSpec reports a pod template the lab's kubelet cannot run. Probes
+// that can never succeed are checked apart (see probes.go): Kubernetes
+// accepts them.
 func checkPodSpec(o Object, spec *corev1.PodSpec) error {
-	w, err := kubelet.WorkloadFor(spec)
-	if err == nil {
-		err = kubelet.CheckProbePort(&spec.Containers[0], w.Port)
-	}
-	if err != nil {
+	if _, err := kubelet.WorkloadFor(spec); err != nil {
 		var se *kubelet.SpecError
 		if errors.As(err, &se) {
 			return o.Errorf("spec.template.spec."+se.Field, "%s", se.Msg)
@@ -198,7 +237,7 @@ func checkPodSpec(o Object, spec *corev1.PodSpec) error {
 	return nil
 }
 
-func (objs objects) checkStatefulSet(o Object, s *appsv1.StatefulSet) error {
+func (c *check) statefulSet(o Object, s *appsv1.StatefulSet) error {
 	s = s.DeepCopy()
 	cluster.DefaultStatefulSet(s)
 	if err := cluster.ValidateStatefulSet(s); err != nil {
@@ -210,47 +249,36 @@ func (objs objects) checkStatefulSet(o Object, s *appsv1.StatefulSet) error {
 	// The governing Service gives the pods their DNS names; without it the
 	// StatefulSet runs, but <pod>.<svc> never resolves.
 	if s.Spec.ServiceName == "" {
-		return o.Errorf("spec.serviceName", "required: the headless Service that gives the pods their DNS names")
+		return c.spoils(o.Errorf("spec.serviceName", "required: the headless Service that gives the pods their DNS names"))
 	}
-	if objs.service(o.Namespace(), s.Spec.ServiceName) == nil {
-		return o.Errorf("spec.serviceName", "no Service %q in namespace %q in this file; create the governing headless Service", s.Spec.ServiceName, o.Namespace())
+	if c.objs.service(o.Namespace(), s.Spec.ServiceName) == nil {
+		return c.spoils(o.Errorf("spec.serviceName", "no Service %q in namespace %q in this file; create the governing headless Service", s.Spec.ServiceName, o.Namespace()))
 	}
 	return nil
 }
 
-// checkEndpointSlice checks a hand-written slice: it must name an existing
-// Service, which should have no selector (slices of a selector Service
-// belong to the EndpointSlice controller).
-func (objs objects) checkEndpointSlice(o Object, es *discoveryv1.EndpointSlice) error {
-	svc := es.Labels[discoveryv1.LabelServiceName]
-	if svc == "" {
-		return o.Errorf("metadata.labels", "label %s is required: it names the Service these endpoints belong to", discoveryv1.LabelServiceName)
-	}
-	s := objs.service(o.Namespace(), svc)
-	if s == nil {
-		return o.Errorf("metadata.labels", "label %s=%s names no Service in namespace %q in this file", discoveryv1.LabelServiceName, svc, o.Namespace())
-	}
-	if len(s.Spec.Selector) > 0 {
-		return o.Errorf("metadata.labels", "Service %s has a selector, so the EndpointSlice controller publishes its endpoints; write slices only for Services without one", svc)
-	}
-	switch es.AddressType {
-	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
-	default:
-		return o.Errorf("addressType", "%q: expected IPv4 or IPv6", es.AddressType)
-	}
-	for i, ep := range es.Endpoints {
-		if len(ep.Addresses) == 0 {
-			return o.Errorf(fmt.Sprintf("endpoints[%d].addresses", i), "at least one address is required")
-		}
-		for j, a := range ep.Addresses {
-			ip, err := netip.ParseAddr(a)
-			if err != nil || ip.Is4() != (es.AddressType == discoveryv1.AddressTypeIPv4) {
-				return o.Errorf(fmt.Sprintf("endpoints[%d].addresses[%d]", i, j), "%q is not an %s address", a, es.AddressType)
-			}
-		}
-	}
+// endpointSlice checks a hand-written slice as the API server does, and
+// that it names a Service of the file that has no selector (slices of a
+// selector Service belong to the EndpointSlice controller). The API
+// server takes a slice before or without its Service, so the latter is
+// for lab run only.
+func (c *check) endpointSlice(o Object, es *discoveryv1.EndpointSlice) error {
 	if err := cluster.Validate(es); err != nil {
 		return apiError(o, err)
+	}
+	if es.AddressType == discoveryv1.AddressTypeFQDN {
+		return c.spoils(o.Errorf("addressType", "FQDN: kube-proxy and the cluster DNS use IPv4 and IPv6 slices only, so nothing uses these endpoints"))
+	}
+	svc := es.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return c.spoils(o.Errorf("metadata.labels", "label %s is required: it names the Service these endpoints belong to", discoveryv1.LabelServiceName))
+	}
+	s := c.objs.service(o.Namespace(), svc)
+	if s == nil {
+		return c.spoils(o.Errorf("metadata.labels", "label %s=%s names no Service in namespace %q in this file, so nothing uses these endpoints", discoveryv1.LabelServiceName, svc, o.Namespace()))
+	}
+	if len(s.Spec.Selector) > 0 {
+		return c.spoils(o.Errorf("metadata.labels", "Service %s has a selector, so the EndpointSlice controller publishes its endpoints; write slices only for Services without one", svc))
 	}
 	return nil
 }
@@ -265,7 +293,8 @@ func apiError(o Object, err error) error {
 	return o.Errorf("", "%v", err)
 }
 
-func (objs objects) checkService(o Object, s *corev1.Service) error {
+func (c *check) service(o Object, s *corev1.Service) error {
+	objs := c.objs
 	s = s.DeepCopy()
 	cluster.DefaultService(s)
 	if err := cluster.ValidateService(s); err != nil {
@@ -279,8 +308,8 @@ func (objs objects) checkService(o Object, s *corev1.Service) error {
 	}
 	backends := objs.backends(o.Namespace(), s)
 	if len(backends) == 0 {
-		return o.Errorf("spec.selector", "selects no pods: no workload in namespace %q has pod labels matching %v (pod labels here: %s)",
-			o.Namespace(), labels.Set(s.Spec.Selector), objs.podLabels(o.Namespace()))
+		return c.spoils(o.Errorf("spec.selector", "selects no pods: no workload in namespace %q has pod labels matching %v (pod labels here: %s)",
+			o.Namespace(), labels.Set(s.Spec.Selector), objs.podLabels(o.Namespace())))
 	}
 	for i, sp := range s.Spec.Ports {
 		if sp.Protocol != corev1.ProtocolTCP {
@@ -288,7 +317,7 @@ func (objs objects) checkService(o Object, s *corev1.Service) error {
 		}
 		for _, w := range backends {
 			if err := checkTargetPort(w, sp); err != nil {
-				return o.Errorf(fmt.Sprintf("spec.ports[%d].targetPort", i), "%v", err)
+				return c.spoils(o.Errorf(fmt.Sprintf("spec.ports[%d].targetPort", i), "%v", err))
 			}
 		}
 	}

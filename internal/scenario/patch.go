@@ -71,6 +71,9 @@ func (pl *planner) patch(path, variant string, patches []Patch) (objects, string
 	if err := checkObjects(objs); err != nil {
 		return nil, "", err
 	}
+	if err := objs.checkProbes(); err != nil {
+		return nil, "", err
+	}
 	return objs, strings.Join(desc, ", "), nil
 }
 

@@ -184,7 +184,9 @@ func (pl *planner) dns() (plan.DNS, error) {
 		}
 		out.TTL = t.Duration
 	}
-	return out, nil
+	cache, err := dnsCache(d.Cache, at(pl.doc, "spec.dns.cache"))
+	out.Cache = cache
+	return out, err
 }
 
 func (pl *planner) minResolution() (time.Duration, error) {
@@ -368,11 +370,11 @@ func checkGroup(s site, c Client, objs objects) (plan.Group, error) {
 	if !(c.Rate > 0) || c.Rate > 100000 {
 		return g, s.Errorf("rate", "%v: expected calls per second per client, > 0 and at most 100000", c.Rate)
 	}
-	switch {
-	case c.Timeout.Duration < 0:
-		return g, s.Errorf("timeout", "must not be negative")
-	case c.Timeout.Duration > 0:
-		g.Timeout = c.Timeout.Duration
+	if t := c.Timeout; t != nil {
+		if t.Duration <= 0 {
+			return g, s.Errorf("timeout", "%v: expected a positive deadline for each call; leave timeout out for the default %v", t.Duration, defaultCallTimeout)
+		}
+		g.Timeout = t.Duration
 	}
 	if err := checkPolicy(c.Policy); err != nil {
 		return g, s.Errorf("policy", "%v", err)

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/pod"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // servers applies a variant's server overlays (at path.servers) to copies
@@ -35,9 +35,14 @@ func (pl *planner) servers(path string, overlays []ServerOverlay, objs objects) 
 }
 
 func checkServerOverlay(s site, o ServerOverlay, w workload) error {
-	for _, a := range []*metav1.Duration{o.MaxConnectionAge, o.MaxConnectionAgeGrace} {
-		if a != nil && a.Duration < 0 {
-			return s.Errorf("", "connection ages must not be negative")
+	if a := o.MaxConnectionAge; a != nil {
+		if err := pod.CheckConnectionAge(a.Duration, 0); err != nil {
+			return s.Errorf("maxConnectionAge", "%v", err)
+		}
+	}
+	if g := o.MaxConnectionAgeGrace; g != nil {
+		if err := pod.CheckConnectionAge(0, g.Duration); err != nil {
+			return s.Errorf("maxConnectionAgeGrace", "%v", err)
 		}
 	}
 	if m := o.MinReadySeconds; m != nil && (*m < 0 || *m > 3600) {

@@ -78,8 +78,10 @@ type Client struct {
 	Policy string `json:"policy,omitempty"`
 	// Rate is calls per second per client; must be > 0.
 	Rate float64 `json:"rate"`
-	// Timeout is each call's deadline; default 1s.
-	Timeout metav1.Duration `json:"timeout,omitempty"`
+	// Timeout is each call's deadline, above zero; default (unset) 1s.
+	// Zero is an error, not the default: a call with a zero deadline fails
+	// before it is sent.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// ClientSettings model a client runtime: resolver, DNS cache, health
 	// checking, retries, call kind.
 	ClientSettings `json:",inline"`
@@ -219,4 +221,7 @@ type DNS struct {
 	// Pods is the pods mode for a-b-c-d.<ns>.pod.<zone> names: disabled
 	// (default, as CoreDNS), insecure (kubeadm) or verified.
 	Pods string `json:"pods,omitempty"`
+	// Cache puts CoreDNS's cache plugin in front of the cluster DNS
+	// (see DNSCache); default none.
+	Cache *DNSCache `json:"cache,omitempty"`
 }

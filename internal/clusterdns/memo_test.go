@@ -19,10 +19,10 @@ import (
 	"github.com/pinlab/pinlab/internal/labtest"
 )
 
-// TestCacheFollowsAPI warms the answer cache, changes the API objects
+// TestMemoFollowsAPI warms the answer memo, changes the API objects
 // behind each answer, waits only until the informer cache shows the change
 // and asks once: every kind of dependency must invalidate the answer.
-func TestCacheFollowsAPI(t *testing.T) {
+func TestMemoFollowsAPI(t *testing.T) {
 	fx := newFixture(t, clusterdns.Config{Pods: clusterdns.PodsInsecure}, append(referenceObjects(), extraObjects()...)...)
 	ctx := t.Context()
 	svcs := fx.client.CoreV1().Services("testns")
@@ -158,7 +158,7 @@ func TestCacheFollowsAPI(t *testing.T) {
 			check := func(step string, c dnsCase) {
 				t.Helper()
 				c.name, c.qname, c.qtype = step, tt.qname, tt.qtype
-				for range 2 { // built, then from the cache
+				for range 2 { // built, then from the memo
 					checkReply(t, fx.ask(t, tt.qname, tt.qtype, true, 0), c)
 				}
 			}
@@ -255,15 +255,15 @@ func TestCaseFromCache(t *testing.T) {
 	})
 }
 
-// TestCacheBounded: made-up names do not grow the cache past its bound.
-func TestCacheBounded(t *testing.T) {
+// TestMemoBounded: made-up names do not grow the memo past its bound.
+func TestMemoBounded(t *testing.T) {
 	fx := newFixture(t, clusterdns.Config{}, referenceObjects()...)
 	const n = 20000
 	for i := range n {
 		fx.ask(t, fmt.Sprintf("made-up-%d.testns.svc.cluster.local.", i), dns.TypeA, false, 0)
 	}
-	if got, bound := clusterdns.CachedNames(fx.srv), clusterdns.MaxCached; got > bound || got == 0 {
-		t.Errorf("cache holds %d names after %d made-up ones, want 1..%d", got, n, bound)
+	if got, bound := clusterdns.MemoizedNames(fx.srv), clusterdns.MaxMemoized; got > bound || got == 0 {
+		t.Errorf("memo holds %d names after %d made-up ones, want 1..%d", got, n, bound)
 	}
 }
 

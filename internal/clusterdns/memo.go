@@ -8,10 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// maxCached bounds the names in the answer cache. When it is full the next
+// The answer memo keeps each answer built from the informer caches until
+// an API change it depends on makes it outdated, so that a repeated query
+// costs a lookup instead of a rebuild. It is an implementation detail for
+// speed: a memoized answer is never older than the informer caches, and
+// replies are the same with or without it. CoreDNS's cache plugin, which
+// does serve answers older than the API objects, is emulated apart
+// (Config.Cache, cacheplugin.go).
+
+// maxMemoized bounds the names in the answer memo. When it is full the next
 // new name clears it, so a flood of made-up names costs rebuilding, never
 // memory.
-const maxCached = 1 << 14
+const maxMemoized = 1 << 14
 
 // entry is the answer to one question about a name, built from the
 // informer caches. Its records are shared by every reply made from it and
@@ -42,10 +50,10 @@ type entry struct {
 	svc   *atomic.Uint64
 }
 
-// answerCache maps names, as asked in lower case, to their answers by
+// answerMemo maps names, as asked in lower case, to their answers by
 // question type. Reads take no lock: the query path does one sync.Map
 // lookup keyed by the name string and scans a few types.
-type answerCache struct {
+type answerMemo struct {
 	names sync.Map     // string → *nameAnswers
 	count atomic.Int64 // names stored, roughly
 }
@@ -56,7 +64,7 @@ type nameAnswers struct {
 	types atomic.Pointer[[]*entry] // replaced, never modified
 }
 
-func (c *answerCache) get(name string, qtype uint16) *entry {
+func (c *answerMemo) get(name string, qtype uint16) *entry {
 	v, ok := c.names.Load(name)
 	if !ok {
 		return nil
@@ -73,10 +81,10 @@ func (c *answerCache) get(name string, qtype uint16) *entry {
 
 // put stores e for the lower-case name unless a newer entry of its type is
 // there already.
-func (c *answerCache) put(name string, e *entry) {
+func (c *answerMemo) put(name string, e *entry) {
 	v, ok := c.names.Load(name)
 	if !ok {
-		if c.count.Add(1) > maxCached {
+		if c.count.Add(1) > maxMemoized {
 			c.names.Clear()
 			c.count.Store(1)
 		}
@@ -102,9 +110,9 @@ func (c *answerCache) put(name string, e *entry) {
 	na.types.Store(&es)
 }
 
-// cacheable reports whether answers to qtype are kept. SOA answers carry
+// memoizable reports whether answers to qtype are kept. SOA answers carry
 // the serial of the moment; AXFR and IXFR are refused.
-func cacheable(qtype uint16) bool {
+func memoizable(qtype uint16) bool {
 	switch qtype {
 	case dns.TypeSOA, dns.TypeAXFR, dns.TypeIXFR:
 		return false
@@ -113,16 +121,16 @@ func cacheable(qtype uint16) bool {
 }
 
 // entryFor returns the answer to a question about name (an FQDN) in a zone
-// served, from the cache when it is current. ok is false if name is
+// served, from the memo when it is current. ok is false if name is
 // outside the zones served.
 func (s *Server) entryFor(name string, qtype uint16) (e *entry, ok bool) {
 	changes := s.store.changes
-	if e = s.cache.get(name, qtype); e != nil && changes.current(e.seq, e.scope, e.svc) {
+	if e = s.memo.get(name, qtype); e != nil && changes.current(e.seq, e.scope, e.svc) {
 		return e, true // name is in lower case: entries are stored so
 	}
 	key := lowerASCII(name)
 	if key != name {
-		if e = s.cache.get(key, qtype); e != nil && changes.current(e.seq, e.scope, e.svc) {
+		if e = s.memo.get(key, qtype); e != nil && changes.current(e.seq, e.scope, e.svc) {
 			return s.forName(e, name)
 		}
 	}
@@ -132,8 +140,8 @@ func (s *Server) entryFor(name string, qtype uint16) (e *entry, ok bool) {
 		return nil, false
 	}
 	e = s.build(q, seq)
-	if cacheable(qtype) {
-		s.cache.put(key, e)
+	if memoizable(qtype) {
+		s.memo.put(key, e)
 	}
 	return s.forName(e, name)
 }
@@ -150,7 +158,7 @@ func (s *Server) forName(e *entry, name string) (*entry, bool) {
 	return s.build(q, 0), true
 }
 
-// build answers q and describes the answer for the cache.
+// build answers q and describes the answer for the memo.
 func (s *Server) build(q query, seq uint64) *entry {
 	rcode, answer, extra := s.resolve(q)
 	e := &entry{

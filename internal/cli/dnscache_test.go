@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pinlab/pinlab/internal/clusterdns"
+)
+
+// TestLabUpDNSCacheFlags: the --dns-cache flags give the cluster DNS
+// CoreDNS's cache plugin as the Corefile would; mistakes are usage errors.
+func TestLabUpDNSCacheFlags(t *testing.T) {
+	class := func(capacity int, maxTTL, minTTL time.Duration) clusterdns.CacheClass {
+		return clusterdns.CacheClass{Capacity: capacity, MaxTTL: maxTTL, MinTTL: minTTL}
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    *clusterdns.CacheConfig
+		wantErr string
+	}{
+		{name: "off by default"},
+		{name: "kubeadm", args: []string{"--dns-cache", "kubeadm"}, want: clusterdns.KubeadmCache()},
+		{name: "plugin defaults", args: []string{"--dns-cache", "coredns"}, want: &clusterdns.CacheConfig{}},
+		{name: "cache 10", args: []string{"--dns-cache", "10s"},
+			want: &clusterdns.CacheConfig{Success: class(0, 10*time.Second, 0), Denial: class(0, 10*time.Second, 0)}},
+		{name: "success and denial lines", args: []string{"--dns-cache", "kubeadm", "--dns-cache-success", "2048", "--dns-cache-denial", "512,5s,0s", "--dns-cache-keepttl"},
+			want: &clusterdns.CacheConfig{Success: class(2048, 30*time.Second, 0), Denial: class(512, 5*time.Second, -1), KeepTTL: true}},
+		{name: "unknown preset", args: []string{"--dns-cache", "on"}, wantErr: `--dns-cache "on": expected off, kubeadm, coredns or a TTL cap`},
+		{name: "zero TTL cap", args: []string{"--dns-cache", "0s"}, wantErr: `--dns-cache "0s"`},
+		{name: "fractional TTL", args: []string{"--dns-cache", "1.5s"}, wantErr: `--dns-cache "1.5s"`},
+		{name: "tuning without the cache", args: []string{"--dns-cache-keepttl"}, wantErr: "add --dns-cache"},
+		{name: "bad capacity", args: []string{"--dns-cache", "kubeadm", "--dns-cache-success", "many"}, wantErr: `--dns-cache-success "many": the capacity`},
+		{name: "too many values", args: []string{"--dns-cache", "kubeadm", "--dns-cache-denial", "1,2s,3s,4s"}, wantErr: "too many values"},
+		{name: "bad minimum", args: []string{"--dns-cache", "kubeadm", "--dns-cache-denial", "100,5s,-1s"}, wantErr: "-1s: whole seconds from 0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got *LabUpOptions
+			cmd := NewCmdLabUp(&bytes.Buffer{}, &bytes.Buffer{}, func(_ context.Context, o *LabUpOptions) error {
+				got = o
+				return nil
+			})
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.Execute()
+			if tt.wantErr != "" {
+				var ue usageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got.dnsCache); diff != "" {
+				t.Errorf("cache plugin (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
