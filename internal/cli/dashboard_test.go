@@ -56,6 +56,17 @@ func TestRunDashboardInBrowser(t *testing.T) {
 		document.querySelectorAll("#panel-0 table.pods tbody tr").length === 4 &&
 		[...document.querySelectorAll("#events li")].some(li => li.textContent.includes("scale Deployment pricing to 4"))`, 30*time.Second)
 	t.Logf("the page showed the 4 pods %v after it showed the step", time.Since(stepSeen).Round(time.Millisecond))
+	// The issue's bound: the page shows the scale step and the pods it made
+	// within 2 s of the step, by the wall clock the browser and pinlab share.
+	var lag struct{ Step, Pods float64 }
+	p.Eval(`(() => {
+		const [, e] = Object.entries(pinlabLive.shown).find(([k]) => k.startsWith("clusterip: ") && k.includes("scale Deployment pricing to 4"));
+		return {Step: e.shown - e.at, Pods: pinlabLive.podsShown["clusterip"][4] - e.at};
+	})()`, &lag)
+	t.Logf("the scale step showed %.0f ms after it ran, its 4 pods %.0f ms after", lag.Step, lag.Pods)
+	if lag.Step > 2000 || lag.Pods > 2000 || lag.Step < 0 {
+		t.Errorf("the page showed the scale step %.0f ms and its pods %.0f ms after the step ran; want within 2000 ms", lag.Step, lag.Pods)
+	}
 	var rate float64
 	p.Eval(`Number(document.querySelector("#panel-0 table.pods tbody tr td:nth-child(5)").textContent)`, &rate)
 	var served int

@@ -286,8 +286,11 @@ func (b *Board) unsubscribe(ch chan []byte) {
 type event struct {
 	Panel string  `json:"panel"`
 	At    float64 `json:"at_s"` // seconds from the panel's start
-	Text  string  `json:"text"`
-	at    time.Time
+	// Time is when it happened, Unix milliseconds: the page shows it as
+	// the time of day and measures how late it showed the event.
+	Time int64  `json:"time_ms"`
+	Text string `json:"text"`
+	at   time.Time
 }
 
 // eventText describes a live event for the list.

@@ -11,7 +11,10 @@
   const KEY = "pinlab-token";
 
   // What the page has shown, for the browser tests.
-  const live = window.pinlabLive = {state: "connecting", snapshots: 0, seq: 0, done: false, pods: {}, steps: {}, verbs: []};
+  // shown: per event ("panel: text"), when it happened and when the page
+  // first showed it (Unix ms); podsShown: per panel, when the page first
+  // showed each number of pods.
+  const live = window.pinlabLive = {state: "connecting", snapshots: 0, seq: 0, done: false, pods: {}, steps: {}, verbs: [], shown: {}, podsShown: {}};
 
   function takeToken() {
     const m = /(?:^#|&)token=([A-Za-z0-9_-]+)/.exec(location.hash);
@@ -91,6 +94,8 @@
       {text: c.name}, {text: String(c.open), num: true}, {text: String(c.opened), num: true},
     ]);
     live.pods[p.name] = p.pods.length;
+    const ps = live.podsShown[p.name] = live.podsShown[p.name] || {};
+    if (!(p.pods.length in ps)) ps[p.pods.length] = Date.now();
     live.steps[p.name] = p.steps.filter(s => s.done).length;
   }
 
@@ -100,6 +105,9 @@
     for (let k = events.length - 1; k >= 0; k--) {
       const e = events[k];
       const li = el("li");
+      li.title = new Date(e.time_ms).toLocaleTimeString();
+      const key = e.panel + ": " + e.text;
+      if (!live.shown[key]) live.shown[key] = {at: e.time_ms, shown: Date.now()};
       li.appendChild(el("span", e.at_s.toFixed(1) + " s ", "at"));
       li.appendChild(document.createTextNode(e.panel + ": " + e.text));
       frag.appendChild(li);

@@ -112,6 +112,9 @@ func TestBoard(t *testing.T) {
 	for _, e := range s.Events {
 		texts = append(texts, e.Text)
 	}
+	if e := s.Events[2]; e.At != 2.5 || e.Time != clk.now().UnixMilli() {
+		t.Errorf("the step's event at %gs, time %d ms; want 2.5s from the start, at %d ms (the clock's now)", e.At, e.Time, clk.now().UnixMilli())
+	}
 	want := []string{"pod pricing-a (127.244.0.2) ready", "pod pricing-b (127.244.0.3) ready", "step 10s: scale Deployment pricing to 4", "pod pricing-c created"}
 	if diff := cmp.Diff(want, texts); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

@@ -217,6 +217,7 @@ func (b *Board) snapshot(done bool, tables []Table) ([]byte, error) {
 			}
 		}
 		e.At = math.Round(e.at.Sub(start).Seconds()*1000) / 1000
+		e.Time = e.at.UnixMilli()
 		s.Events = append(s.Events, e)
 	}
 	return json.Marshal(s)
