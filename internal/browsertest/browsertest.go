@@ -274,14 +274,16 @@ func (p *Page) ColorScheme(scheme string) {
 	}))
 }
 
-// Screenshot returns a PNG of the whole page.
-func (p *Page) Screenshot() []byte {
+// Screenshot returns a PNG of the smallest box that holds every element
+// the CSS selector finds (all of them, e.g. "h1, #v0-timeline"), at the
+// page's size in CSS pixels (scale 1), beyond the viewport if need be.
+func (p *Page) Screenshot(selector string) []byte {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, Timeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSSAll(selector)))
 	if err != nil {
-		p.t.Fatalf("browsertest: screenshot: %v", err)
+		p.t.Fatalf("browsertest: screenshot of %q: %v", selector, err)
 	}
 	return png
 }
