@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp/kb"
 	"github.com/pinlab/pinlab/internal/browsertest"
 	"github.com/pinlab/pinlab/internal/labtest"
 )
@@ -83,10 +85,40 @@ func TestRunDashboardInBrowser(t *testing.T) {
 		t.Fatalf("lab run: %v\n%s", err, errb)
 	}
 	p.WaitFor(`pinlabLive.done && document.getElementById("status").textContent.startsWith("The run is over") && !document.getElementById("final").hidden`, 30*time.Second)
+	t.Run("tooltip", func(t *testing.T) { checkLiveTooltip(t, p) })
+	t.Run("keyboard", func(t *testing.T) {
+		// End on the bars reads out the last pod, p4.
+		p.Eval(`document.querySelector("#live-0-rates .plot").focus()`, nil)
+		p.Keys(kb.End)
+		p.WaitFor(`document.querySelector("#live-0-rates .readout").textContent.startsWith("p4; rate: ")`, 10*time.Second)
+	})
+	t.Run("dark", func(t *testing.T) {
+		p.ColorScheme("dark")
+		p.WaitFor(`getComputedStyle(document.documentElement).backgroundColor === "rgb(18, 21, 27)" && pinlabCharts["live-0-rates"].points === 4`, 10*time.Second)
+	})
 	if errs := p.Errors(); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)
 	}
 	t.Logf("p1's last rate on the page: %g calls/s", rate)
+}
+
+// checkLiveTooltip hovers p1's bar of the first panel's calls/s chart,
+// once the run is over and the figures stay, and expects in the tooltip
+// the exact rate and calls that p1's row in the pods table shows.
+func checkLiveTooltip(t *testing.T, p *browsertest.Page) {
+	var row struct{ Name, Rate, Calls string }
+	p.Eval(`(() => { const td = document.querySelector("#panel-0 table.pods tbody tr").children; return {Name: td[1].textContent, Rate: td[4].textContent, Calls: td[5].textContent}; })()`, &row)
+	var at struct{ X, Y float64 }
+	p.Eval(`(() => {
+		const u = pinlabChart.plot("live-0-rates");
+		u.root.scrollIntoView({block: "center"});
+		const r = u.over.getBoundingClientRect();
+		return {X: r.left + u.valToPos(0, "x"), Y: r.top + r.height / 2};
+	})()`, &at)
+	p.MouseMove(at.X, at.Y)
+	want := []string{"p1", "rate: " + row.Rate + " calls/s", row.Name, "; " + row.Calls + " calls so far"}
+	js, _ := json.Marshal(want)
+	p.WaitFor(fmt.Sprintf(`(() => { const tip = document.querySelector("#live-0-rates .tip"); return !tip.hidden && %s.every(w => tip.textContent.includes(w)); })()`, js), 10*time.Second)
 }
 
 // upManifest is a Deployment of two pricing pods behind a Service.
