@@ -95,10 +95,12 @@ type chartDrawn struct {
 }
 
 // wantCharts derives, from the result alone, the charts the report must
-// draw and their series and points.
+// draw and their series and points. The comparison's charts (cmp-*) need
+// two variants or more.
 func wantCharts(res *report.Result) map[string]chartDrawn {
 	want := map[string]chartDrawn{}
 	most, added, failed := 0, false, false
+	compare := len(res.Variants) > 1
 	for i, v := range res.Variants {
 		s := v.Summary
 		n := int(math.Ceil(res.Duration))
@@ -111,7 +113,9 @@ func wantCharts(res *report.Result) map[string]chartDrawn {
 		want[id+"-timeline"] = chartDrawn{"line", len(s.Timeline), n}
 		for j, w := range s.Windows {
 			want[fmt.Sprintf("%s-w%d", id, j)] = chartDrawn{"bars", 1, len(w.Pods) + len(w.OtherPods)}
-			want[fmt.Sprintf("cmp-w%d-v%d", j, i)] = chartDrawn{"bars", 1, len(w.Pods) + len(w.OtherPods)}
+			if compare {
+				want[fmt.Sprintf("cmp-w%d-v%d", j, i)] = chartDrawn{"bars", 1, len(w.Pods) + len(w.OtherPods)}
+			}
 		}
 		want[id+"-failed"] = chartDrawn{"line", 1, n}
 		want[id+"-conns"] = chartDrawn{"line", 3, n} // open, opened, DNS lookups
@@ -121,10 +125,10 @@ func wantCharts(res *report.Result) map[string]chartDrawn {
 		}
 		failed = failed || slices.ContainsFunc(s.FailedTimeline, func(k int64) bool { return k > 0 })
 	}
-	if added {
+	if added && compare {
 		want["cmp-added"] = chartDrawn{"line", len(res.Variants), most}
 	}
-	if failed {
+	if failed && compare {
 		want["cmp-failed"] = chartDrawn{"line", len(res.Variants), most}
 	}
 	return want
