@@ -77,13 +77,22 @@ func TestHTMLDataGolden(t *testing.T) {
 }
 
 // TestHTMLFromJSON renders a result, and the same result written as JSON
-// and read back (pinlab report RESULT.json --html), to the same page.
+// and read back (pinlab report RESULT.json --html), to the same page; one
+// pod turns not ready at 9.0496 s, which the JSON keeps as 9.050 s (a page
+// of the run that rounded 9.0496 to 9.0 s, and one of the JSON that
+// rounded 9.050 to 9.1 s, differed so in the built-in scale-out's).
 func TestHTMLFromJSON(t *testing.T) {
+	sample := func() *Result {
+		r := htmlSample()
+		p := &r.Variants[0].Summary.Windows[0].Pods[0]
+		p.Changes = append(p.Changes, stats.PhaseChange{Phase: stats.PodNotReady, At: 9.0496e9})
+		return r
+	}
 	var direct, saved, back bytes.Buffer
-	if err := HTML(&direct, htmlSample()); err != nil {
+	if err := HTML(&direct, sample()); err != nil {
 		t.Fatal(err)
 	}
-	if err := JSON(&saved, htmlSample()); err != nil {
+	if err := JSON(&saved, sample()); err != nil {
 		t.Fatal(err)
 	}
 	r, err := ReadJSON(&saved)
