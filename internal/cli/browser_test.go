@@ -103,11 +103,12 @@ func wantCharts(res *report.Result) map[string]chartDrawn {
 	compare := len(res.Variants) > 1
 	for i, v := range res.Variants {
 		s := v.Summary
+		// A point a second: the run, and any later second with calls in it.
 		n := int(math.Ceil(res.Duration))
 		for _, tl := range s.Timeline {
-			n = max(n, len(tl))
+			n = max(n, lastNonZero(tl)+1)
 		}
-		n = max(n, len(s.FailedTimeline))
+		n = max(n, lastNonZero(s.FailedTimeline)+1)
 		most = max(most, n)
 		id := fmt.Sprintf("v%d", i)
 		want[id+"-timeline"] = chartDrawn{"line", len(s.Timeline), n}
@@ -132,6 +133,16 @@ func wantCharts(res *report.Result) map[string]chartDrawn {
 		want["cmp-failed"] = chartDrawn{"line", len(res.Variants), most}
 	}
 	return want
+}
+
+// lastNonZero is the index of s's last value that is not zero, or -1.
+func lastNonZero(s []int64) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] != 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // TestReportInBrowser runs a short scale-out with --html and opens the

@@ -147,18 +147,29 @@ func secondsAxis(n int) chart.Values {
 }
 
 // runSeconds is how many seconds the variant's per-second charts span:
-// its timeline, and at least the run's length.
+// the run's length (up to the interruption, if any), and any second after
+// it in which calls were served or failed (calls that ended just after the
+// run). A last second with neither is left out: it only says that load had
+// stopped, and drawn it made every line fall to zero at the end.
 func runSeconds(v Variant, r *Result) int {
-	n := 0
-	for _, tl := range v.Summary.Timeline {
-		n = max(n, len(tl))
-	}
-	n = max(n, len(v.Summary.FailedTimeline))
 	end := r.Duration
 	if v.Interrupted > 0 {
 		end = v.Interrupted
 	}
-	return max(n, int(math.Ceil(end-1e-9)))
+	n := int(math.Ceil(end - 1e-9))
+	for _, tl := range v.Summary.Timeline {
+		n = max(n, used(tl))
+	}
+	return max(n, used(v.Summary.FailedTimeline))
+}
+
+// used is the length of series s without its trailing zeros.
+func used(s []int64) int {
+	n := len(s)
+	for n > 0 && s[n-1] == 0 {
+		n--
+	}
+	return n
 }
 
 // marks are the variant's timeline steps as carried out.

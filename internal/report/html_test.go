@@ -196,3 +196,31 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Errorf("console errors: %q", errs)
 	}
 }
+
+// TestRunSeconds: the per-second charts span the run, and a later second
+// only when calls were served or failed in it.
+func TestRunSeconds(t *testing.T) {
+	tests := []struct {
+		name        string
+		interrupted float64
+		timeline    []int64
+		failed      []int64
+		want        int
+	}{
+		{name: "a bucket after the run, empty", timeline: append(make([]int64, 60), 0), want: 60},
+		{name: "calls that ended after the run", timeline: append(make([]int64, 60), 3), want: 61},
+		{name: "failures after the run", timeline: make([]int64, 61), failed: append(make([]int64, 61), 2), want: 62},
+		{name: "shorter than the run", timeline: make([]int64, 12), want: 60},
+		{name: "interrupted", interrupted: 12.5, timeline: append(make([]int64, 13), 0), want: 13},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Variant{Interrupted: tt.interrupted}
+			v.Summary.Timeline = map[string][]int64{"p": tt.timeline}
+			v.Summary.FailedTimeline = tt.failed
+			if got := runSeconds(v, &Result{Duration: 60}); got != tt.want {
+				t.Errorf("runSeconds = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
