@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,9 +24,53 @@ const (
 	// full, one after another, about 9 minutes on 2 cores.
 	builtinsEnv = "PINLAB_BUILTINS_IN_BROWSER"
 	// builtinsOutEnv names a directory to keep each built-in's result in,
-	// as NAME.json (-o json) and NAME.html (--html).
+	// as NAME.json.gz (-o json, gzipped); builtinResults is one.
 	builtinsOutEnv = "PINLAB_BUILTINS_OUT"
 )
+
+// builtinResults holds a result of each built-in (NAME.json.gz) for
+// TestBuiltinReports. Refresh it with
+//
+//	PINLAB_BUILTINS_IN_BROWSER=1 PINLAB_BUILTINS_OUT=$PWD/internal/cli/testdata/builtins go test ./internal/cli -run TestBuiltinsInBrowser -timeout 30m
+const builtinResults = "testdata/builtins"
+
+// TestBuiltinReports renders the saved result of every built-in scenario
+// (builtinResults: kept from real runs on the 2-core machine, overloaded
+// ones included, with their failed calls and not-ready pods) with pinlab
+// report --html and opens it in headless Chromium: every chart the result
+// calls for is drawn with its series and points, nothing is fetched and
+// nothing errs. A built-in without a saved result fails the test.
+func TestBuiltinReports(t *testing.T) {
+	b := browsertest.New(t)
+	for _, name := range scenarios.Names() {
+		t.Run(name, func(t *testing.T) {
+			saved := filepath.Join(t.TempDir(), name+".json")
+			if err := os.WriteFile(saved, gunzipFile(t, filepath.Join(builtinResults, name+".json.gz")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			checkSavedReport(t, b, saved)
+		})
+	}
+}
+
+// gunzipFile returns the content of the gzipped file path.
+func gunzipFile(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("%v (save one with TestBuiltinsInBrowser: see builtinResults)", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return raw
+}
 
 // TestBuiltinsInBrowser runs every built-in scenario, in full (15 s to
 // 75 s each), with --ui, --html and -o json, and opens both pages in
@@ -36,9 +82,9 @@ const (
 // result) or is overloaded (exit 3) still has its pages checked.
 //
 // It takes about 9 minutes, so it runs only with PINLAB_BUILTINS_IN_BROWSER=1;
-// -run 'TestBuiltinsInBrowser/NAME' picks built-ins.
-// TestBuiltinScenarios (internal/runner) runs the same scenarios for their
-// expectations.
+// -run 'TestBuiltinsInBrowser/NAME' picks built-ins; PINLAB_BUILTINS_OUT
+// keeps the results. TestBuiltinScenarios (internal/runner) runs the same
+// scenarios for their expectations.
 func TestBuiltinsInBrowser(t *testing.T) {
 	if os.Getenv(builtinsEnv) != "1" {
 		t.Skipf("runs every built-in for about 9 minutes; set %s=1 to run it", builtinsEnv)
@@ -46,21 +92,34 @@ func TestBuiltinsInBrowser(t *testing.T) {
 	b := browsertest.New(t)
 	keep := os.Getenv(builtinsOutEnv)
 	for _, name := range scenarios.Names() {
-		t.Run(name, func(t *testing.T) {
-			dir := keep
-			if dir == "" {
-				dir = t.TempDir()
-			}
-			checkBuiltin(t, b, name, dir)
-		})
+		t.Run(name, func(t *testing.T) { checkBuiltin(t, b, name, keep) })
 	}
 }
 
+// checkSavedReport renders a saved result with pinlab report --html and
+// checks the page as checkBuiltin does.
+func checkSavedReport(t *testing.T, b *browsertest.Browser, saved string) {
+	raw, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := report.ReadJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", saved, err)
+	}
+	html := filepath.Join(t.TempDir(), "report.html")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"report", saved, "--html", html}, &out, &errb); code != ExitOK {
+		t.Fatalf("pinlab report %s: exit %d: %s", saved, code, errb.String())
+	}
+	checkReportPage(t, b, html, res)
+}
+
 // checkBuiltin runs built-in name with its dashboard, watches the
-// dashboard, then checks the report; it writes name.json and name.html in
-// dir.
-func checkBuiltin(t *testing.T, b *browsertest.Browser, name, dir string) {
-	html, saved := filepath.Join(dir, name+".html"), filepath.Join(dir, name+".json")
+// dashboard, then checks the report; with keep set, it saves the result
+// there as name.json.gz.
+func checkBuiltin(t *testing.T, b *browsertest.Browser, name, keep string) {
+	html := filepath.Join(t.TempDir(), name+".html")
 	var out bytes.Buffer
 	errb := &signalBuffer{on: "dashboard: ", seen: make(chan struct{})}
 	args := []string{"lab", "run", name, "-o", "json", "--html", html, "--ui", "--progress", "off"}
@@ -88,8 +147,14 @@ func checkBuiltin(t *testing.T, b *browsertest.Browser, name, dir string) {
 	if code != ExitOK && code != ExitError && code != ExitOverloaded {
 		t.Fatalf("lab run %s: exit %d:\n%s", name, code, errb)
 	}
-	if err := os.WriteFile(saved, out.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	if keep != "" {
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(out.Bytes())
+		zw.Close()
+		if err := os.WriteFile(filepath.Join(keep, name+".json.gz"), gz.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	res, err := report.ReadJSON(bytes.NewReader(out.Bytes()))
 	if err != nil {
@@ -114,6 +179,12 @@ func checkBuiltin(t *testing.T, b *browsertest.Browser, name, dir string) {
 		t.Errorf("dashboard console errors: %q", errs)
 	}
 
+	checkReportPage(t, b, html, res)
+}
+
+// checkReportPage opens the report html of res: every chart the result
+// calls for is drawn, nothing is fetched, nothing errs.
+func checkReportPage(t *testing.T, b *browsertest.Browser, html string, res *report.Result) {
 	p := b.Open(t, "file://"+html)
 	p.WaitFor(`window.pinlabRendered !== undefined`, browsertest.Timeout)
 	checkCharts(t, p, wantCharts(res))
@@ -126,7 +197,7 @@ func checkBuiltin(t *testing.T, b *browsertest.Browser, name, dir string) {
 		}
 	}
 	if fi, err := os.Stat(html); err == nil {
-		t.Logf("%s: %s, %d variants, %s", name, fmt.Sprintf("%.0f KB", float64(fi.Size())/1000), len(res.Variants), verdicts(res))
+		t.Logf("%s: %.0f KB, %d variants, %s", res.Scenario, float64(fi.Size())/1000, len(res.Variants), verdicts(res))
 	}
 }
 
