@@ -66,7 +66,8 @@ func largeResult(variants, pods int) *Result {
 	return r
 }
 
-// MaxHTMLBytes is the size a 1-hour, 50-pod report must stay under.
+// MaxHTMLBytes is the size a 1-hour, 50-pod report must stay under: 5 MiB
+// (5,242,880 bytes).
 const MaxHTMLBytes = 5 << 20
 
 // TestLargeReportSize renders a 1-hour run with 50 pods, five variants side
@@ -76,7 +77,7 @@ func TestLargeReportSize(t *testing.T) {
 	if err := HTML(&buf, largeResult(5, 50)); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("1 hour, 50 pods, 5 variants: %d bytes (%.2f MB)", buf.Len(), float64(buf.Len())/(1<<20))
+	t.Logf("1 hour, 50 pods, 5 variants: %d bytes (%.2f MiB)", buf.Len(), float64(buf.Len())/(1<<20))
 	if buf.Len() >= MaxHTMLBytes {
 		t.Errorf("the report is %d bytes, want under %d", buf.Len(), MaxHTMLBytes)
 	}
@@ -121,6 +122,6 @@ func BenchmarkLargeReportOpen(b *testing.B) {
 	// ms/navigation from the page's navigation start (performance.now()).
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/open")
 	b.ReportMetric(inPage/float64(b.N), "ms/navigation")
-	b.ReportMetric(float64(buf.Len())/(1<<20), "MB")
+	b.ReportMetric(float64(buf.Len())/(1<<20), "MiB")
 	b.ReportMetric(float64(render.Milliseconds()), "ms-render-go")
 }
