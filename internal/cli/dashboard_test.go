@@ -55,6 +55,7 @@ func TestRunDashboardInBrowser(t *testing.T) {
 	p.WaitFor(`pinlabLive.steps["clusterip"] === 1`, 60*time.Second)
 	stepSeen := time.Now()
 	p.WaitFor(`pinlabLive.pods["clusterip"] === 4 && pinlabCharts["live-0-rates"].points === 4 &&
+		pinlabCharts["live-0-rates"].series === 1 && pinlabCharts["live-0-history"].series === 4 &&
 		document.querySelectorAll("#panel-0 table.pods tbody tr").length === 4 &&
 		[...document.querySelectorAll("#events li")].some(li => li.textContent.includes("scale Deployment pricing to 4"))`, 30*time.Second)
 	t.Logf("the page showed the 4 pods %v after it showed the step", time.Since(stepSeen).Round(time.Millisecond))
