@@ -78,7 +78,13 @@ func (p *process) wait(t *testing.T, limit time.Duration) int {
 // interruptLimit, saying it was interrupted.
 func (p *process) interrupt(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+	p.signal(t, os.Interrupt)
+}
+
+// signal sends sig and expects pinlab to end as interrupted, in time.
+func (p *process) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.wait(t, interruptLimit); code != ExitInterrupted || !strings.Contains(p.stderr.String(), "interrupted") {
@@ -150,6 +156,12 @@ func TestInterruptWhileReading(t *testing.T) {
 			p.interrupt(t)
 		})
 	}
+	t.Run("run FIFO with no writer, terminal closed (SIGHUP)", func(t *testing.T) {
+		path := mkfifo(t)
+		p := startPinlab(t, nil, "lab", "run", path)
+		labtest.WaitFor(t, 10*time.Second, "pinlab to open the FIFO", func() bool { return hasOpen(p.cmd.Process.Pid, path) })
+		p.signal(t, syscall.SIGHUP)
+	})
 	t.Run("up standard input that never ends", func(t *testing.T) {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -162,6 +174,22 @@ func TestInterruptWhileReading(t *testing.T) {
 		drained(t, w)
 		p.interrupt(t)
 	})
+}
+
+// TestLabUpFileLimit: lab up refuses, before starting, manifests whose
+// pods would use up the process's file descriptors (issue 15's tester:
+// with ulimit -n 200, 594 pods failed and lab up said "starting" forever).
+func TestLabUpFileLimit(t *testing.T) {
+	p := &process{cmd: exec.Command("sh", "-c", `ulimit -n 200 && exec "$0" "$@"`, os.Args[0], "lab", "up", "-f", "big-headless", "--control", "127.0.0.1:0"), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), asPinlab+"=1")
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	if code := p.wait(t, 30*time.Second); code != ExitError || !strings.Contains(p.stderr.String(), "file descriptors before any client connects") {
+		t.Errorf("exit %d, stderr %q; want %d and the file descriptor figures", code, p.stderr.String(), ExitError)
+	}
 }
 
 // TestEndlessInput: a file that never ends is refused once it passes the

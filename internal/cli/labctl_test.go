@@ -27,7 +27,7 @@ func TestLabCtlToken(t *testing.T) {
 		t.Errorf("token file: %v, %v; want mode 0600", fi.Mode(), err)
 	}
 	other := filepath.Join(t.TempDir(), "other")
-	if err := control.WriteToken(other, control.NewToken()); err != nil {
+	if err := control.WriteToken(other, control.NewToken(), true); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir()) // no token file where lab commands look by default
@@ -44,7 +44,7 @@ func TestLabCtlToken(t *testing.T) {
 		{name: "get", args: append([]string{"lab", "get", "sts", "-n", "data"}, withToken...), stdout: "db"},
 		{name: "ready", args: append([]string{"lab", "ready", "pod/db-0", "-n", "data"}, withToken...), stdout: `pod "db-0" back to its readiness probe`},
 		{name: "delete of no such pod", args: append([]string{"lab", "delete", "pod/nope", "-n", "data"}, withToken...), code: ExitError, stderr: "not found"},
-		{name: "no token file", args: []string{"lab", "scale", "sts/db", "--replicas", "1", "-n", "data", "--control", addr}, code: ExitError, stderr: "there is none to send"},
+		{name: "no token file", args: []string{"lab", "scale", "sts/db", "--replicas", "1", "-n", "data", "--control", addr}, code: ExitError, stderr: "so nothing was sent"},
 		{name: "another lab's token", args: []string{"lab", "get", "pods", "--control", addr, "--token-file", other}, code: ExitError, stderr: "refused the token in " + other},
 	}
 	for _, tt := range tests {

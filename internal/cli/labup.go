@@ -18,12 +18,15 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/scenario"
 	"github.com/pinlab/pinlab/scenarios"
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // LabUpOptions are the inputs of `pinlab lab up`.
@@ -235,11 +238,12 @@ func serveControl(ctx context.Context, opts *LabUpOptions, board *labBoard) (*co
 		api.stopBoard = cancel
 		api.boardRun.Go(func() { board.board.Run(bctx) })
 	}
-	if api.tokenFile == "" {
+	mkdir := api.tokenFile == "" // the default place is ours to create; a path given is not
+	if mkdir {
 		api.tokenFile, err = control.TokenPath(srv.Addr())
 	}
 	if err == nil {
-		err = control.WriteToken(api.tokenFile, token)
+		err = control.WriteToken(api.tokenFile, token, mkdir)
 	}
 	if err != nil {
 		api.tokenFile = "" // not written: nothing of ours to remove
@@ -336,7 +340,60 @@ func openObjects(ctx context.Context, opts *LabUpOptions) (*scenario.File, error
 			return nil, apiError(o, err, "the API server would reject it")
 		}
 	}
+	if err := checkLabSize(f); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// File descriptors a lab up holds before any client connects: a pod's
+// listeners and probe connection, and the lab's own (DNS, informers,
+// VIP listeners, the control API).
+const (
+	fdsPerPod = 3
+	fdsPerLab = 150
+)
+
+// podsOf returns the pods a workload object asks for (1 for a Pod, 0 for
+// objects that run none).
+func podsOf(o scenario.Object) int {
+	switch obj := o.Obj.(type) {
+	case *appsv1.Deployment:
+		return int(ptr.Deref(obj.Spec.Replicas, 1))
+	case *appsv1.StatefulSet:
+		return int(ptr.Deref(obj.Spec.Replicas, 1))
+	case *appsv1.ReplicaSet:
+		return int(ptr.Deref(obj.Spec.Replicas, 1))
+	case *corev1.Pod:
+		return 1
+	}
+	return 0
+}
+
+// checkLabSize refuses manifests whose workloads ask for more pods than a
+// lab runs (plan.MaxPods, as lab run), or more file descriptors than the
+// process may open, naming the figures, before anything starts.
+func checkLabSize(f *scenario.File) error {
+	pods, biggest := 0, 0
+	for i, o := range f.Objects {
+		n := podsOf(o)
+		pods += n
+		if n > podsOf(f.Objects[biggest]) {
+			biggest = i
+		}
+	}
+	if pods > plan.MaxPods {
+		o := f.Objects[biggest]
+		return o.Doc.Errorf("spec.replicas", "the workloads ask for %d pods in all, more than the %d a lab runs; this one has %d: lower the replicas", pods, plan.MaxPods, podsOf(o))
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return nil
+	}
+	if need := fdsPerLab + fdsPerPod*pods; uint64(need) > lim.Cur*8/10 {
+		return fmt.Errorf("%s: %d pods would hold about %d file descriptors before any client connects, more than 80%% of the %d this process may open (ulimit -n); raise it or lower the replicas", f.Name, pods, need, lim.Cur)
+	}
+	return nil
 }
 
 // inputName names -f's argument in messages.

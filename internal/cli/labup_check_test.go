@@ -136,6 +136,10 @@ func TestOpenObjects(t *testing.T) {
 			wantErr: `f.yaml:16: document 2 (Deployment "web"): spec.template.spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535`},
 		{name: "stdin larger than the cap", stdin: strings.Repeat("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n", 12<<20/52),
 			wantErr: "lab up: standard input: file too large: more than 3 MiB"},
+		// Issue 15's tester: 50 x 1000 replicas started, and took minutes.
+		{name: "more pods than a lab runs", file: nsDoc + "---\n" + strings.Replace(fmt.Sprintf(webDocs, "[{name: grpc, port: 8471, targetPort: grpc}]"), "replicas: 1\n", "replicas: 600\n", 1) +
+			"---\n" + strings.NewReplacer("replicas: 1\n", "replicas: 700\n", "name: web,", "name: web2,").Replace(strings.SplitN(webDocs, "---\n", 2)[0]),
+			wantErr: `(Deployment "web2"): spec.replicas: the workloads ask for 1300 pods in all, more than the 1000 a lab runs; this one has 700`},
 		{name: "more objects than a lab runs", stdin: strings.Repeat("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n", 1001),
 			wantErr: "<stdin>:4001: document 1001: more than 1000 objects; a lab runs at most 1000"},
 	}
@@ -331,7 +335,7 @@ func TestLabUpFixedClusterIP(t *testing.T) {
 func fakeLab(t *testing.T, objs control.Objects) (addr, tokenFile string) {
 	token := control.NewToken()
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	if err := control.WriteToken(tokenFile, token); err != nil {
+	if err := control.WriteToken(tokenFile, token, true); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

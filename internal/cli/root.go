@@ -38,9 +38,10 @@ type usageError struct{ error }
 type overloadedError struct{ error }
 
 // Main runs pinlab with args and returns the process exit code. It cancels
-// the run on SIGINT or SIGTERM.
+// the run on SIGINT, SIGTERM or SIGHUP (the terminal closed): each ends it
+// as Ctrl-C does, report written and token file removed.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return run(ctx, args, stdout, stderr)
 }

@@ -21,8 +21,8 @@ type Client struct {
 	Addr string
 	// TokenFile is the file holding the lab's token (`pinlab lab up` writes
 	// it and prints its path); empty means TokenPath(Addr). It is read at
-	// every call; if it cannot be read, the call goes without a token and
-	// the lab's refusal says why.
+	// every call (see ReadToken); without a token no request is sent, and
+	// the error says whether anything listens at Addr.
 	TokenFile string
 	// HTTP is the client to use; nil means one with a 10 s timeout.
 	HTTP *http.Client
@@ -58,9 +58,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		req.Header.Set("Content-Type", "application/json")
 	}
 	token, tokenFile, tokenErr := c.token()
-	if tokenErr == nil {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if tokenErr != nil {
+		return noToken(ctx, c.Addr, tokenErr)
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
@@ -76,14 +77,17 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode != http.StatusOK {
 		err := replyError(resp)
 		if resp.StatusCode == http.StatusUnauthorized {
-			err = unauthorized(c.Addr, err, tokenFile, tokenErr)
+			err = unauthorized(c.Addr, err, tokenFile)
 		}
 		return err
 	}
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	// Whatever listens at Addr is read no further than maxReply: a server
+	// that is not the lab (another user's, bound while the lab was down)
+	// cannot exhaust the client's memory.
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxReply)).Decode(out); err != nil {
 		return fmt.Errorf("control: reading the reply of %s: %w", c.Addr, err)
 	}
 	return nil
@@ -98,14 +102,27 @@ func replyError(resp *http.Response) error {
 	return fmt.Errorf("control: %s", resp.Status)
 }
 
-// unauthorized explains a 401: the token could not be read, or the one
-// read is not the lab's.
-func unauthorized(addr string, err error, tokenFile string, tokenErr error) error {
-	const hint = "pass --token-file with the path `pinlab lab up` printed"
-	if tokenErr != nil {
-		return fmt.Errorf("control: the lab at %s wants its token, and there is none to send: %w (%s; the file is readable by the user who ran lab up only)", addr, tokenErr, hint)
+// maxReply bounds the bytes of a reply the client reads: 16 MiB, far
+// above the objects of a lab of 1000 pods (about 2 MB).
+const maxReply = 16 << 20
+
+// noToken explains why no request was sent: no lab listens at addr, or one
+// does and the token for it could not be read. It connects to addr, and
+// sends nothing, to tell the two apart.
+func noToken(ctx context.Context, addr string, tokenErr error) error {
+	probe, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := loopback.Dialer{}.DialContext(probe, addr)
+	if err != nil {
+		return dialError(addr, err)
 	}
-	return fmt.Errorf("control: the lab at %s refused the token in %s (%v): is it another lab's? %s", addr, tokenFile, err, hint)
+	conn.Close()
+	return fmt.Errorf("control: no token to send to the lab at %s, so nothing was sent: %w (pass --token-file with the path `pinlab lab up` printed; the file is readable by the user who ran lab up only)", addr, tokenErr)
+}
+
+// unauthorized explains a 401: the token sent is not the lab's.
+func unauthorized(addr string, err error, tokenFile string) error {
+	return fmt.Errorf("control: the lab at %s refused the token in %s (%v): is it another lab's? pass --token-file with the path `pinlab lab up` printed", addr, tokenFile, err)
 }
 
 // dialError explains a failed request: nothing listening (or no answer)

@@ -104,7 +104,7 @@ func listen(t *testing.T, cfg Config) (srv *Server, tokenFile string) {
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	if err := WriteToken(tokenFile, cfg.Token); err != nil {
+	if err := WriteToken(tokenFile, cfg.Token, true); err != nil {
 		t.Fatal(err)
 	}
 	return srv, tokenFile

@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,7 +154,7 @@ func TestClientToken(t *testing.T) {
 	l := sharedLab(t)
 	srv.Serve(l)
 	other := filepath.Join(t.TempDir(), "other")
-	if err := WriteToken(other, NewToken()); err != nil {
+	if err := WriteToken(other, NewToken(), true); err != nil {
 		t.Fatal(err)
 	}
 	ctx := labtest.Context(t, 30*time.Second)
@@ -171,7 +174,7 @@ func TestClientToken(t *testing.T) {
 	tests := []struct {
 		name, tokenFile, want string
 	}{
-		{name: "no token file", tokenFile: filepath.Join(t.TempDir(), "none"), want: "there is none to send"},
+		{name: "no token file", tokenFile: filepath.Join(t.TempDir(), "none"), want: "so nothing was sent"},
 		{name: "another lab's token", tokenFile: other, want: "refused the token in " + other},
 	}
 	for _, tt := range tests {
@@ -181,6 +184,55 @@ func TestClientToken(t *testing.T) {
 				t.Errorf("Info = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestClientTrustsNoStranger: without a token the client sends nothing
+// (another local user may hold the address while the lab is down), and a
+// server that is not the lab cannot make it read without end (issue 15's
+// tester: a fake endpoint's 300 MB reply took 870 MB).
+func TestClientTrustsNoStranger(t *testing.T) {
+	var requests atomic.Int32
+	fake := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set(Header, "v1")
+		io.WriteString(w, `{"pods": [`)
+		chunk := strings.Repeat(`{"name": "x"},`, 1<<12)
+		for range 8 * maxReply / len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	}))
+	fake.Listener.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Listener = ln
+	fake.Start()
+	defer fake.Close()
+	addr := ln.Addr().String()
+	ctx := labtest.Context(t, 30*time.Second)
+
+	_, err = (&Client{Addr: addr, TokenFile: filepath.Join(t.TempDir(), "none")}).Objects(ctx)
+	if err == nil || requests.Load() != 0 {
+		t.Errorf("without a token: %v, %d requests sent; want an error and none", err, requests.Load())
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := WriteToken(tokenFile, NewToken(), true); err != nil {
+		t.Fatal(err)
+	}
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = (&Client{Addr: addr, TokenFile: tokenFile}).Objects(ctx)
+	if err == nil {
+		t.Errorf("a reply past %d bytes was taken", maxReply)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 6*maxReply {
+		t.Errorf("reading the reply allocated %d MB", grew>>20)
 	}
 }
 

@@ -100,8 +100,12 @@ func checkFiles(p *plan.Plan, sideBySide bool) error {
 	} else if len(p.Variants) > 1 {
 		what = "the largest variant"
 	}
-	return fmt.Errorf("runner: %s would hold about %d file descriptors at their peak, more than 90%% of the %d this process may open (ulimit -n); %s. Raise the hard limit (ulimit -Hn, as root), run the variants one after another, or lower counts and replicas: %w",
-		what, need, lim.Cur, why, ErrTooManyFiles)
+	fixes := "raise the hard limit (ulimit -Hn, as root) or lower counts and replicas"
+	if len(p.Variants) > 1 && sideBySide {
+		fixes = "raise the hard limit (ulimit -Hn, as root), run the variants one after another, or lower counts and replicas"
+	}
+	return fmt.Errorf("runner: %s would hold about %d file descriptors at their peak, more than 90%% of the %d this process may open (ulimit -n); %s. To run it, %s: %w",
+		what, need, lim.Cur, why, fixes, ErrTooManyFiles)
 }
 
 // raiseFiles raises the process's file limit to want when it may

@@ -46,9 +46,18 @@ func overloads(s *stats.Summary) []Overload {
 	return out
 }
 
+// OverloadBusy is the machine's busy CPU share from which calls not sent
+// (clients at their in-flight limit) are the machine's doing. Below it the
+// calls in flight were waiting on the system under test (a hung or slow
+// pod), which is what the run measures, not overload.
+const OverloadBusy = 0.9
+
 // windowOverload says why window w was overloaded; "" if it was not.
 func windowOverload(w stats.WindowStats) string {
 	notSent := w.ErrorCauses[string(load.CauseNotSent)]
+	if w.MachineCPU >= 0 && w.MachineCPU < OverloadBusy {
+		notSent = 0
+	}
 	if w.LagP99 <= OverloadLagP99 && w.LagMax <= OverloadStall && notSent == 0 {
 		return ""
 	}
@@ -74,8 +83,10 @@ func runOverload(s *stats.Summary) string {
 		}
 	}
 	var notSent int64
-	for _, c := range s.Clients {
-		notSent += c.Causes[string(load.CauseNotSent)]
+	if b := busiest(s.CPU); b < 0 || b >= OverloadBusy { // unknown counts as busy
+		for _, c := range s.Clients {
+			notSent += c.Causes[string(load.CauseNotSent)]
+		}
 	}
 	if len(bad) == 0 && notSent == 0 {
 		return ""
@@ -88,6 +99,16 @@ func runOverload(s *stats.Summary) string {
 		parts = append(parts, fmt.Sprintf("%d calls not sent", notSent))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// busiest returns the machine's highest busy share over the seconds of
+// cpu (-1 when it was not measured).
+func busiest(cpu []stats.CPUSecond) float64 {
+	m := -1.0
+	for _, c := range cpu {
+		m = max(m, c.Machine)
+	}
+	return m
 }
 
 func cpuText(machine, process float64) []string {
