@@ -49,7 +49,7 @@ func TestLabRunFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got.Out, got.Err = nil, nil
+			got.In, got.Out, got.Err = nil, nil, nil
 			if diff := cmp.Diff(tt.want, *got); diff != "" {
 				t.Errorf("options (-want +got):\n%s", diff)
 			}
@@ -145,6 +145,8 @@ func TestArgumentErrors(t *testing.T) {
 		stderr string
 	}{
 		{name: "scale with an empty name", args: []string{"lab", "scale", "statefulset/", "--replicas", "2"}, code: ExitUsage, stderr: "missing the name after the slash"},
+		{name: "scale below 0", args: []string{"lab", "scale", "deploy/pricing", "--replicas", "-1"}, code: ExitUsage, stderr: "--replicas -1: expected 0 to 1000"},
+		{name: "scale above what a lab runs", args: []string{"lab", "scale", "deploy/pricing", "--replicas", "1001"}, code: ExitUsage, stderr: "--replicas 1001: expected 0 to 1000"},
 		{name: "unready takes one pod", args: []string{"lab", "unready", "pod/a", "pod/b"}, code: ExitUsage, stderr: "expected one KIND/NAME, got 2"},
 		{name: "delete of a deployment", args: []string{"lab", "delete", "deploy/pricing"}, code: ExitUsage, stderr: "only pods can be deleted"},
 		{name: "delete of a bare pod name reaches the lab", args: []string{"lab", "delete", "db-0", "--control", closed}, code: ExitError, stderr: "no lab answers"},

@@ -162,6 +162,18 @@ func TestInterruptWhileReading(t *testing.T) {
 		labtest.WaitFor(t, 10*time.Second, "pinlab to open the FIFO", func() bool { return hasOpen(p.cmd.Process.Pid, path) })
 		p.signal(t, syscall.SIGHUP)
 	})
+	t.Run("run standard input that never ends", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		p := startPinlab(t, r, "lab", "run", "-")
+		r.Close()
+		io.WriteString(w, "apiVersion: v1\nkind: Namespace\n")
+		drained(t, w)
+		p.interrupt(t)
+	})
 	t.Run("up standard input that never ends", func(t *testing.T) {
 		r, w, err := os.Pipe()
 		if err != nil {

@@ -134,6 +134,9 @@ func NewCmdLabScale(stdout io.Writer) *cobra.Command {
 			if !cmd.Flags().Changed("replicas") {
 				return usageError{fmt.Errorf("--replicas is required")}
 			}
+			if replicas < 0 || replicas > control.MaxReplicas {
+				return usageError{fmt.Errorf("--replicas %d: expected 0 to %d", replicas, control.MaxReplicas)}
+			}
 			if err := o.client().Scale(cmd.Context(), control.ScaleRequest{Kind: kind, Namespace: o.Namespace, Name: name, Replicas: &replicas}); err != nil {
 				return err
 			}

@@ -23,7 +23,8 @@ import (
 
 // LabRunOptions are the inputs of `pinlab lab run`.
 type LabRunOptions struct {
-	// File is a scenario file path or a built-in scenario name.
+	// File is a scenario file path, a built-in scenario name, or "-" for
+	// standard input (In).
 	File       string
 	Output     string // "table" or "json"
 	Variants   []string
@@ -40,6 +41,7 @@ type LabRunOptions struct {
 	UI     bool
 	UIAddr string
 
+	In       io.Reader
 	Out, Err io.Writer
 }
 
@@ -48,10 +50,11 @@ type LabRunOptions struct {
 func NewCmdLabRun(stdout, stderr io.Writer, runF func(context.Context, *LabRunOptions) error) *cobra.Command {
 	opts := &LabRunOptions{Out: stdout, Err: stderr}
 	cmd := &cobra.Command{
-		Use:   "run [FILE|NAME]",
+		Use:   "run [FILE|NAME|-]",
 		Short: "Run a scenario and report per-pod request rates for each variant",
 		Long: fmt.Sprintf(`Run a scenario: Kubernetes YAML (Namespace, Deployment, Service) plus one
-kind: Scenario document. Without an argument runs the built-in %q scenario.
+kind: Scenario document, from a file, standard input (-) or a built-in by
+name. Without an argument runs the built-in %q scenario.
 Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", ")),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -64,6 +67,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 				return usageError{errors.New("--variant: an empty variant name; name one or more variants")}
 			}
 			opts.File = scenarios.Default
+			opts.In = cmd.InOrStdin()
 			if len(args) == 1 {
 				opts.File = args[0]
 			}
@@ -99,7 +103,16 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 }
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
-	p, err := await(ctx, opts.File, func() (*plan.Plan, error) { return scenario.Open(ctx, opts.File) })
+	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {
+		if opts.File != "-" {
+			return scenario.Open(ctx, opts.File)
+		}
+		data, err := scenario.ReadAll(ctx, inputName(opts.File), opts.In)
+		if err != nil {
+			return nil, fmt.Errorf("lab run: %w", err)
+		}
+		return scenario.Load(stdinName, data)
+	})
 	if errors.Is(err, scenario.ErrNotFound) {
 		return usageError{err}
 	}

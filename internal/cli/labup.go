@@ -72,7 +72,8 @@ func NewCmdLabUp(stdout, stderr io.Writer, runF func(context.Context, *LabUpOpti
 		Use:   "up [-f FILE|NAME|-]",
 		Short: "Run a mini-cluster from manifests until interrupted, to dig and dial by hand",
 		Long: fmt.Sprintf(`Start one mini-cluster from Kubernetes manifests (Namespace, Service,
-Deployment, StatefulSet, EndpointSlice; a Scenario document is ignored) and
+Deployment, StatefulSet, EndpointSlice; a Scenario document is checked but
+not run) and
 keep it running until Ctrl-C. It prints the cluster DNS address and the
 Services with their VIPs, so you can query it with dig and point your own
 clients at it; pinlab lab get/scale/delete/unready/ready change it from

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // TestMain closes the shared lab before checking for leaks.
@@ -172,5 +173,31 @@ func TestClientErrors(t *testing.T) {
 				t.Errorf("Info = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestScaleBeyondTheLab: a scale that would take the lab's workloads past
+// the pods a lab runs is refused with 409, before any pod starts (issue
+// 15's tester: workloads of 5000 pods in all were accepted and never came
+// up); one within the bound is done.
+func TestScaleBeyondTheLab(t *testing.T) {
+	objs := pricing()
+	other := objs[1].DeepCopyObject().(*appsv1.Deployment)
+	other.Name = "other"
+	l, err := startLab(append(objs, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	srv, tokenFile := listen(t, Config{})
+	srv.Serve(l)
+	c := &Client{Addr: srv.Addr(), TokenFile: tokenFile}
+	ctx := labtest.Context(t, 30*time.Second)
+	err = c.Scale(ctx, ScaleRequest{Kind: "Deployment", Namespace: "shop", Name: "other", Replicas: new(int32(MaxReplicas))})
+	if err == nil || !strings.Contains(err.Error(), "the lab would run 1001 pods, more than the 1000 it runs") {
+		t.Errorf("scale to %d beside 1 pod: %v, want a refusal", MaxReplicas, err)
+	}
+	if err := c.Scale(ctx, ScaleRequest{Kind: "Deployment", Namespace: "shop", Name: "other", Replicas: new(int32(2))}); err != nil {
+		t.Errorf("scale to 2: %v", err)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/lab"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -144,7 +146,31 @@ func (s *Server) scale(r *http.Request) (any, *statusError) {
 	if serr != nil {
 		return nil, serr
 	}
-	return result(l.Scale(r.Context(), scaleKinds[strings.ToLower(req.Kind)], req.Namespace, req.Name, *req.Replicas))
+	kind := scaleKinds[strings.ToLower(req.Kind)]
+	if others := replicasBut(l, kind, req.Namespace, req.Name); others+int(*req.Replicas) > MaxReplicas {
+		return nil, &statusError{http.StatusConflict, fmt.Errorf("the lab would run %d pods, more than the %d it runs (the other workloads ask for %d)", others+int(*req.Replicas), MaxReplicas, others)}
+	}
+	return result(l.Scale(r.Context(), kind, req.Namespace, req.Name, *req.Replicas))
+}
+
+// replicasBut sums the replicas every Deployment and StatefulSet of the
+// lab asks for, but the one named (by kind, namespace and name).
+func replicasBut(l *lab.Lab, kind, namespace, name string) int {
+	apps := l.Cluster.Factory().Apps().V1()
+	n := 0
+	ds, _ := apps.Deployments().Lister().List(labels.Everything())
+	for _, d := range ds {
+		if kind != "Deployment" || d.Namespace != namespace || d.Name != name {
+			n += int(ptr.Deref(d.Spec.Replicas, 1))
+		}
+	}
+	ss, _ := apps.StatefulSets().Lister().List(labels.Everything())
+	for _, st := range ss {
+		if kind != "StatefulSet" || st.Namespace != namespace || st.Name != name {
+			n += int(ptr.Deref(st.Spec.Replicas, 1))
+		}
+	}
+	return n
 }
 
 func (s *Server) deletePod(r *http.Request) (any, *statusError) {

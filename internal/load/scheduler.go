@@ -103,7 +103,13 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 		if wait := time.Until(next); wait > 0 {
 			nanosleep(wait)
 		}
-		sc.fireDue()
+		if sc.fireDue() {
+			// The calls just launched are goroutines on this thread's P,
+			// which nanosleep would hold (in a syscall) until another
+			// thread steals them or sysmon retakes it, up to ms later on a
+			// busy or long-idle runtime: let them run first.
+			runtime.Gosched()
+		}
 	}
 	return nil
 }
@@ -126,14 +132,15 @@ func (sc *Scheduler) next() (time.Time, bool) {
 }
 
 // fireDue launches every call due by now, each entry then moving on to its
-// next call; an entry whose schedule is over leaves the queue.
-func (sc *Scheduler) fireDue() {
+// next call; an entry whose schedule is over leaves the queue. It says
+// whether it launched any.
+func (sc *Scheduler) fireDue() (fired bool) {
 	now := time.Now()
 	for {
 		sc.mu.Lock()
 		if len(sc.queue) == 0 || sc.queue[0].s.due().After(now) {
 			sc.mu.Unlock()
-			return
+			return fired
 		}
 		e := sc.queue[0]
 		select {
@@ -148,7 +155,9 @@ func (sc *Scheduler) fireDue() {
 		e.s.k++
 		heap.Fix(&sc.queue, 0)
 		sc.mu.Unlock()
-		if !e.p.fire(e.ctx, due) {
+		if e.p.fire(e.ctx, due) {
+			fired = true
+		} else {
 			sc.remove(e)
 		}
 	}
