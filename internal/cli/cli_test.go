@@ -19,9 +19,11 @@ func TestLabRunFlags(t *testing.T) {
 		want    LabRunOptions
 		wantErr string
 	}{
-		{name: "defaults", args: nil, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off"}},
-		{name: "file and flags", args: []string{"my.yaml", "-o", "json", "--variant", "a,b", "--sequential", "--seed", "7", "--progress", "off", "--log-level", "debug"},
-			want: LabRunOptions{File: "my.yaml", Output: "json", Variants: []string{"a", "b"}, Sequential: true, Seed: 7, Progress: "off", LogLevel: "debug"}},
+		{name: "defaults", args: nil, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UIAddr: DefaultUIAddr}},
+		{name: "dashboard", args: []string{"--ui", "--ui-addr", "127.0.0.2:7480"}, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UI: true, UIAddr: "127.0.0.2:7480"}},
+		{name: "dashboard off loopback", args: []string{"--ui", "--ui-addr", "10.0.0.1:80"}, wantErr: `--ui-addr "10.0.0.1:80": expected IP:port inside 127.0.0.0/8`},
+		{name: "file and flags", args: []string{"my.yaml", "-o", "json", "--variant", "a,b", "--sequential", "--seed", "7", "--progress", "off", "--log-level", "debug", "--html", "r.html"},
+			want: LabRunOptions{File: "my.yaml", Output: "json", Variants: []string{"a", "b"}, Sequential: true, Seed: 7, Progress: "off", LogLevel: "debug", HTML: "r.html", UIAddr: DefaultUIAddr}},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `--log-level "loud"`},
 		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `-o "xml"`},
 		{name: "two files", args: []string{"a.yaml", "b.yaml"}, wantErr: "at most one scenario"},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/runner"
@@ -33,6 +34,12 @@ type LabRunOptions struct {
 	Progress string
 	// LogLevel of component logs on stderr: "off", "info" or "debug".
 	LogLevel string
+	// HTML, if not empty, is a file to write the HTML report to, besides
+	// the report on Out.
+	HTML string
+	// UI serves a live dashboard on UIAddr while the run goes.
+	UI     bool
+	UIAddr string
 
 	In       io.Reader
 	Out, Err io.Writer
@@ -73,6 +80,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
 				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
 			}
+			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
+				return usageError{fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", opts.UIAddr, err)}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -86,6 +96,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed for pod names, ClusterIPs and random picks (0: random, reported)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress line on stderr: auto, on or off")
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
+	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
+	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
+	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	return cmd
 }
 
@@ -109,22 +122,44 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if p, err = p.Select(opts.Variants); err != nil {
 		return usageError{fmt.Errorf("--variant: %w", err)}
 	}
+	html, err := createHTML(opts.HTML)
+	if err != nil {
+		return err
+	}
+	ui, err := startUI(ctx, opts, p)
+	if err != nil {
+		html.discard()
+		return err
+	}
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
+	var line func([]runner.Progress)
 	if show(opts) {
 		pl := &progressLine{w: opts.Err, live: isTerminal(opts.Err)}
-		ro.Progress = pl.update
+		line = pl.update
 		defer pl.finish()
 	}
+	ro.Progress = progress(line, ui)
+	if ui != nil {
+		ro.Live = ui.board
+	}
 	run, err := runner.Run(ctx, p, ro)
+	if run == nil {
+		html.discard()
+		ui.finish(nil)
+	}
 	if errors.Is(err, runner.ErrTooMuch) || errors.Is(err, runner.ErrTooManyFiles) {
 		return usageError{err}
 	}
 	if run != nil {
 		res := report.New(p, run, judge(p, run))
+		ui.finish(res)
 		if werr := write(opts, res); werr != nil {
+			return werr
+		}
+		if werr := html.write(res); werr != nil {
 			return werr
 		}
 		if err == nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -49,6 +51,8 @@ type LabUpOptions struct {
 	DNSCache, DNSCacheSuccess, DNSCacheDenial string
 	DNSCacheKeepTTL                           bool
 	LogLevel                                  string
+	// UI serves a live dashboard from the control API's address.
+	UI bool
 
 	dnsCache *clusterdns.CacheConfig // DNSCache* parsed by check
 
@@ -104,6 +108,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	f.StringVar(&opts.Pods, "dns-pods", "disabled", "answers for a-b-c-d.<ns>.pod.cluster.local: disabled, insecure (kubeadm) or verified")
 	addDNSCacheFlags(f, opts)
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
+	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard (objects, calls/s per pod, events, the control verbs) from the control API's address; its address, with the token, is printed")
 	return cmd
 }
 
@@ -163,7 +168,11 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	for _, w := range warnings(f) {
 		fmt.Fprintf(opts.Err, "warning: %v\n", w)
 	}
-	api, err := serveControl(ctx, opts)
+	var board *labBoard
+	if opts.UI {
+		board = newLabBoard("pinlab lab up: " + f.Name)
+	}
+	api, err := serveControl(ctx, opts, board)
 	if err != nil {
 		return interrupted(ctx, f, err)
 	}
@@ -172,17 +181,25 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
-	l, err := start(ctx, opts, cfg, f)
+	var watch cache.ResourceEventHandler
+	if board != nil {
+		board.configure(&cfg)
+		watch = board.pods.handlers()
+	}
+	l, err := start(ctx, opts, cfg, f, watch)
 	if err != nil {
 		api.stop()
 		return interrupted(ctx, f, err)
 	}
 	api.srv.Serve(l)
+	if board != nil {
+		board.lab.Store(l)
+	}
 	printUp(opts.Out, l, api, f)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Err, "stopping")
 	// The API stops first (503, then refused), so nothing changes the lab
-	// while it closes.
+	// while it closes; the dashboard's streams end before it.
 	api.stop()
 	closeLab(l)
 	return nil
@@ -192,21 +209,36 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 // what the API answers by then.
 var closeLab = func(l *lab.Lab) { l.Close() }
 
-// controlAPI is lab up's control API and the file its token is kept in.
+// controlAPI is lab up's control API, the file its token is kept in, and
+// the dashboard it serves (nil without --ui).
 type controlAPI struct {
 	srv       *control.Server
 	tokenFile string
+	token     string
+	board     *labBoard
+	stopBoard context.CancelFunc
+	boardRun  sync.WaitGroup
 }
 
 // serveControl claims the control address, then writes the token file:
-// only the holder of the address writes it.
-func serveControl(ctx context.Context, opts *LabUpOptions) (*controlAPI, error) {
+// only the holder of the address writes it. With a board, the API serves
+// its dashboard too.
+func serveControl(ctx context.Context, opts *LabUpOptions, board *labBoard) (*controlAPI, error) {
 	token := control.NewToken()
-	srv, err := control.Listen(ctx, control.Config{Addr: opts.Control, Token: token})
+	cfg := control.Config{Addr: opts.Control, Token: token}
+	if board != nil {
+		cfg.UI = board.board.Handler()
+	}
+	srv, err := control.Listen(ctx, cfg)
 	if err != nil {
 		return nil, listenError(err)
 	}
-	api := &controlAPI{srv: srv, tokenFile: opts.TokenFile}
+	api := &controlAPI{srv: srv, tokenFile: opts.TokenFile, token: token, board: board}
+	if board != nil {
+		bctx, cancel := context.WithCancel(context.Background())
+		api.stopBoard = cancel
+		api.boardRun.Go(func() { board.board.Run(bctx) })
+	}
 	mkdir := api.tokenFile == "" // the default place is ours to create; a path given is not
 	if mkdir {
 		api.tokenFile, err = control.TokenPath(srv.Addr())
@@ -215,7 +247,8 @@ func serveControl(ctx context.Context, opts *LabUpOptions) (*controlAPI, error) 
 		err = control.WriteToken(api.tokenFile, token, mkdir)
 	}
 	if err != nil {
-		srv.Shutdown(context.Background())
+		api.tokenFile = "" // not written: nothing of ours to remove
+		api.stop()
 		return nil, fmt.Errorf("lab up: %w (pass --token-file)", err)
 	}
 	return api, nil
@@ -225,12 +258,20 @@ func serveControl(ctx context.Context, opts *LabUpOptions) (*controlAPI, error) 
 // requests in progress.
 const stopTimeout = 5 * time.Second
 
-// stop shuts the API down and removes the token file, now useless.
+// stop ends the dashboard's streams, shuts the API down and removes the
+// token file, now useless.
 func (a *controlAPI) stop() {
+	if a.stopBoard != nil {
+		a.board.board.Finish([]string{"The lab has stopped."})
+		a.stopBoard()
+		a.boardRun.Wait()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	a.srv.Shutdown(ctx)
-	os.Remove(a.tokenFile)
+	if a.tokenFile != "" {
+		os.Remove(a.tokenFile)
+	}
 }
 
 // interrupted replaces err, a start-up failure, by the interruption that
@@ -244,12 +285,18 @@ func interrupted(ctx context.Context, f *scenario.File, err error) error {
 
 // start starts a lab and applies f's objects, waiting until every pod is
 // ready and the data plane serves them. On error the lab is closed.
-func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.File) (*lab.Lab, error) {
+func start(ctx context.Context, opts *LabUpOptions, cfg lab.Config, f *scenario.File, watch cache.ResourceEventHandler) (*lab.Lab, error) {
 	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	l, err := lab.Start(setup, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if watch != nil {
+		if err := l.WatchPods(watch); err != nil {
+			l.Close()
+			return nil, err
+		}
 	}
 	var objs []runtime.Object
 	for _, o := range f.Objects {
@@ -380,7 +427,11 @@ func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File) {
 	host, port := splitHostPort(dns)
 	fmt.Fprintf(w, "lab is up: pods %v, Services %v\n", l.PodCIDR(), l.ServiceCIDR())
 	ctl := api.srv.Addr()
-	fmt.Fprintf(w, "cluster DNS %s, control API %s (token in %s)\n\n", dns, ctl, api.tokenFile)
+	fmt.Fprintf(w, "cluster DNS %s, control API %s (token in %s)\n", dns, ctl, api.tokenFile)
+	if api.board != nil {
+		fmt.Fprintf(w, "dashboard: %s\n", dashboardURL(ctl, api.token))
+	}
+	fmt.Fprintln(w)
 	printServices(w, o.Services)
 	fmt.Fprintf(w, "\ntry:\n")
 	if s, ok := exampleService(o.Services); ok {

@@ -79,11 +79,14 @@ type labUpRun struct {
 
 // startLabUp runs `pinlab lab up -f name`, its token in a file of the test,
 // and waits until it prints that the lab is up.
-func startLabUp(t *testing.T, name string) *labUpRun {
+func startLabUp(t *testing.T, name string, edit ...func(*LabUpOptions)) *labUpRun {
 	t.Helper()
 	u := &labUpRun{out: &signalBuffer{on: "stop with Ctrl-C", seen: make(chan struct{})}}
 	errb := &syncBuffer{}
 	u.opts = &LabUpOptions{File: name, Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "insecure", Out: u.out, Err: errb}
+	for _, e := range edit {
+		e(u.opts)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done, exited := make(chan error, 1), make(chan struct{})
 	go func() {

@@ -68,18 +68,26 @@ func count(kind string, o control.Objects) int {
 }
 
 func printKind(w io.Writer, kind string, o control.Objects) {
+	header, rows := kindRows(kind, o)
+	table(w, header, rows)
+}
+
+// kindRows are the columns and rows lab get prints for kind, as kubectl
+// get prints them.
+func kindRows(kind string, o control.Objects) (header string, rows [][]string) {
 	switch kind {
 	case "Service":
-		printServices(w, o.Services)
+		return serviceRows(o.Services)
 	case "Pod":
-		printPods(w, o.Pods)
+		return podRows(o.Pods)
 	case "EndpointSlice":
-		printSlices(w, o.EndpointSlices)
+		return sliceRows(o.EndpointSlices)
 	case "Deployment":
-		printDeployments(w, o.Deployments)
+		return deploymentRows(o.Deployments)
 	case "StatefulSet":
-		printStatefulSets(w, o.StatefulSets)
+		return statefulSetRows(o.StatefulSets)
 	}
+	return "", nil
 }
 
 func age(t time.Time) string { return duration.HumanDuration(time.Since(t)) }
@@ -87,15 +95,19 @@ func age(t time.Time) string { return duration.HumanDuration(time.Since(t)) }
 func table(w io.Writer, header string, rows [][]string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, header)
-	sort.Slice(rows, func(i, j int) bool { return strings.Join(rows[i][:2], "/") < strings.Join(rows[j][:2], "/") })
-	for _, r := range rows {
+	for _, r := range sortRows(rows) {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	tw.Flush()
 }
 
-func printServices(w io.Writer, svcs []corev1.Service) {
-	var rows [][]string
+// sortRows sorts rows by namespace and name, their first two cells.
+func sortRows(rows [][]string) [][]string {
+	sort.Slice(rows, func(i, j int) bool { return strings.Join(rows[i][:2], "/") < strings.Join(rows[j][:2], "/") })
+	return rows
+}
+
+func serviceRows(svcs []corev1.Service) (header string, rows [][]string) {
 	for _, s := range svcs {
 		ip, ext := s.Spec.ClusterIP, "<none>"
 		if s.Spec.Type == corev1.ServiceTypeExternalName {
@@ -110,7 +122,7 @@ func printServices(w io.Writer, svcs []corev1.Service) {
 		}
 		rows = append(rows, []string{s.Namespace, s.Name, string(s.Spec.Type), ip, ext, strings.Join(ports, ","), age(s.CreationTimestamp.Time)})
 	}
-	table(w, "NAMESPACE\tNAME\tTYPE\tCLUSTER-IP\tEXTERNAL-IP\tPORT(S)\tAGE", rows)
+	return "NAMESPACE\tNAME\tTYPE\tCLUSTER-IP\tEXTERNAL-IP\tPORT(S)\tAGE", rows
 }
 
 func podStatus(p corev1.Pod) string {
@@ -128,8 +140,7 @@ func podStatus(p corev1.Pod) string {
 	return string(p.Status.Phase)
 }
 
-func printPods(w io.Writer, pods []corev1.Pod) {
-	var rows [][]string
+func podRows(pods []corev1.Pod) (header string, rows [][]string) {
 	for _, p := range pods {
 		ready := 0
 		for _, cs := range p.Status.ContainerStatuses {
@@ -143,11 +154,10 @@ func printPods(w io.Writer, pods []corev1.Pod) {
 		}
 		rows = append(rows, []string{p.Namespace, p.Name, fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers)), podStatus(p), "0", age(p.CreationTimestamp.Time), ip})
 	}
-	table(w, "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP", rows)
+	return "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP", rows
 }
 
-func printSlices(w io.Writer, slices []discoveryv1.EndpointSlice) {
-	var rows [][]string
+func sliceRows(slices []discoveryv1.EndpointSlice) (header string, rows [][]string) {
 	for _, s := range slices {
 		var ports []string
 		for _, p := range s.Ports {
@@ -171,22 +181,25 @@ func printSlices(w io.Writer, slices []discoveryv1.EndpointSlice) {
 		}
 		rows = append(rows, []string{s.Namespace, s.Name, string(s.AddressType), strings.Join(ports, ","), eps, age(s.CreationTimestamp.Time)})
 	}
-	table(w, "NAMESPACE\tNAME\tADDRESSTYPE\tPORTS\tENDPOINTS\tAGE", rows)
+	return "NAMESPACE\tNAME\tADDRESSTYPE\tPORTS\tENDPOINTS\tAGE", rows
 }
 
-func printDeployments(w io.Writer, ds []appsv1.Deployment) {
-	var rows [][]string
+func deploymentRows(ds []appsv1.Deployment) (header string, rows [][]string) {
 	for _, d := range ds {
 		rows = append(rows, []string{d.Namespace, d.Name, fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, *d.Spec.Replicas),
 			fmt.Sprint(d.Status.UpdatedReplicas), fmt.Sprint(d.Status.AvailableReplicas), age(d.CreationTimestamp.Time)})
 	}
-	table(w, "NAMESPACE\tNAME\tREADY\tUP-TO-DATE\tAVAILABLE\tAGE", rows)
+	return "NAMESPACE\tNAME\tREADY\tUP-TO-DATE\tAVAILABLE\tAGE", rows
 }
 
-func printStatefulSets(w io.Writer, ss []appsv1.StatefulSet) {
-	var rows [][]string
+func statefulSetRows(ss []appsv1.StatefulSet) (header string, rows [][]string) {
 	for _, s := range ss {
 		rows = append(rows, []string{s.Namespace, s.Name, fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, *s.Spec.Replicas), age(s.CreationTimestamp.Time)})
 	}
-	table(w, "NAMESPACE\tNAME\tREADY\tAGE", rows)
+	return "NAMESPACE\tNAME\tREADY\tAGE", rows
+}
+
+func printServices(w io.Writer, svcs []corev1.Service) {
+	header, rows := serviceRows(svcs)
+	table(w, header, rows)
 }

@@ -50,7 +50,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	return exitCode(ctx, root.ExecuteContext(ctx), stderr)
+}
+
+// exitCode reports err, what a command run with ctx returned, on stderr and
+// returns the process exit code for it.
+func exitCode(ctx context.Context, err error, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
@@ -85,7 +90,7 @@ numbers.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newCmdLab(stdout, stderr))
+	root.AddCommand(newCmdLab(stdout, stderr), NewCmdReport(stdout, stderr, nil))
 	return root
 }
 

@@ -1,6 +1,9 @@
 package control
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // Defaults used when the matching Config field is zero. They bound what an
 // idle or slow client can hold: every connection ends within
@@ -57,6 +60,17 @@ type Config struct {
 	// connections cannot lock a token holder out; if every one has a
 	// request in progress, accepting waits for one to end.
 	MaxConns int
+
+	// UI, if not nil, serves a web page that drives this API, and the
+	// page's own calls: every path outside /v1/. Requests reach it after
+	// the same checks as the API's calls (Host, Origin and Sec-Fetch-Site,
+	// the token), except that the page itself, GET or HEAD of "/", needs no
+	// token: a browser that navigates cannot send one, so the page holds no
+	// secret and takes the token from its URL's fragment (which browsers
+	// never send), then sends it with each call it makes. Once Shutdown
+	// began, UI requests get 503 too. A UI handler that streams must end
+	// its streams itself (Shutdown waits for them).
+	UI http.Handler
 }
 
 // withDefaults returns c with zero fields set to their defaults.

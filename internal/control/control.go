@@ -61,6 +61,7 @@ type Server struct {
 	tokenSum [sha256.Size]byte
 	ln       *limitListener
 	http     *http.Server
+	ui       http.Handler
 	done     chan error
 
 	stopOnce sync.Once
@@ -81,7 +82,7 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	s := &Server{tokenSum: sha256.Sum256([]byte(cfg.Token)), ln: newLimitListener(ln, cfg.MaxConns), done: make(chan error, 1)}
+	s := &Server{tokenSum: sha256.Sum256([]byte(cfg.Token)), ln: newLimitListener(ln, cfg.MaxConns), ui: cfg.UI, done: make(chan error, 1)}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,

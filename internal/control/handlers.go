@@ -42,18 +42,49 @@ var routes = map[string]route{
 // itself).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(Header, headerValue)
+	if s.ui != nil && !strings.HasPrefix(r.URL.Path, "/v1/") {
+		s.serveUI(w, r)
+		return
+	}
 	v, serr := s.serve(r)
 	if serr != nil {
-		if serr.code == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="pinlab"`)
-		}
-		if serr.code == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", routes[r.URL.Path].method)
-		}
-		reply(w, serr.code, map[string]string{"error": serr.Error()})
+		refuse(w, r, serr)
 		return
 	}
 	reply(w, http.StatusOK, v)
+}
+
+// refuse answers with serr.
+func refuse(w http.ResponseWriter, r *http.Request, serr *statusError) {
+	if serr.code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="pinlab"`)
+	}
+	if serr.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", routes[r.URL.Path].method)
+	}
+	reply(w, serr.code, map[string]string{"error": serr.Error()})
+}
+
+// serveUI hands a request outside /v1/ to Config.UI once it passed the
+// API's checks: Host, Origin and Sec-Fetch-Site, and the token for all but
+// the page itself (see Config.UI).
+func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) {
+	checks := []func(*http.Request) *statusError{s.checkHost, s.checkOrigin}
+	page := r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+	if !page {
+		checks = append(checks, s.checkToken)
+	}
+	for _, check := range checks {
+		if serr := check(r); serr != nil {
+			refuse(w, r, serr)
+			return
+		}
+	}
+	if s.stopping.Load() {
+		refuse(w, r, &statusError{http.StatusServiceUnavailable, errStopping})
+		return
+	}
+	s.ui.ServeHTTP(w, r)
 }
 
 func (s *Server) serve(r *http.Request) (any, *statusError) {

@@ -2,7 +2,6 @@ package report
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -11,17 +10,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/verdict"
 )
 
 // MaxPodRows bounds the pod rows printed per window; the JSON has them all.
 const MaxPodRows = 24
-
-// JSON writes r as indented JSON.
-func JSON(w io.Writer, r *Result) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
 
 // Text writes the terminal report: a header, then per variant its windows'
 // pod tables and the line saying why, then a comparison across variants.
@@ -41,6 +34,14 @@ func Text(w io.Writer, r *Result) error {
 
 // verdict sums up the expectation checks of all variants.
 func (p *printer) verdict(r *Result) {
+	if line := verdictLine(r); line != "" {
+		p.f("\n%s\n", line)
+	}
+}
+
+// verdictLine sums up the expectation checks of all variants: "expectations:
+// 5 of 5 passed", or how many FAILED; empty without expectations.
+func verdictLine(r *Result) string {
 	total, failed, skipped, invalid := 0, 0, 0, 0
 	for _, v := range r.Variants {
 		total += len(v.Checks)
@@ -49,7 +50,7 @@ func (p *printer) verdict(r *Result) {
 		invalid += v.Invalid()
 	}
 	if total == 0 {
-		return
+		return ""
 	}
 	var notes []string
 	if skipped > 0 {
@@ -63,24 +64,33 @@ func (p *printer) verdict(r *Result) {
 		note = " (" + strings.Join(notes, ", ") + ")"
 	}
 	if failed == 0 {
-		p.f("\nexpectations: %d of %d passed%s\n", total-skipped-invalid, total, note)
-		return
+		return fmt.Sprintf("expectations: %d of %d passed%s", total-skipped-invalid, total, note)
 	}
-	p.f("\nexpectations: %d of %d FAILED%s\n", failed, total, note)
+	return fmt.Sprintf("expectations: %d of %d FAILED%s", failed, total, note)
 }
 
 // overloaded warns, above everything else, where the load generator
 // could not keep its schedule.
 func (p *printer) overloaded(r *Result) {
+	for _, line := range overloadLines(r) {
+		p.f("  OVERLOADED: %s\n", line)
+	}
+}
+
+// overloadLines say, one per place, where the load generator could not keep
+// its schedule.
+func overloadLines(r *Result) []string {
+	var out []string
 	for _, v := range r.Variants {
 		for _, o := range v.Overloaded {
 			where := "the run"
 			if o.Window != "" {
 				where = "window " + o.Window
 			}
-			p.f("  OVERLOADED: variant %s, %s: the load generator fell behind its schedule (%s); timing figures there are the machine's, not the system's\n", v.Name, where, o.Reason)
+			out = append(out, fmt.Sprintf("variant %s, %s: the load generator fell behind its schedule (%s); timing figures there are the machine's, not the system's", v.Name, where, o.Reason))
 		}
 	}
+	return out
 }
 
 type printer struct {
@@ -221,31 +231,7 @@ func (p *printer) rebalance(v Variant) {
 // checks prints the scenario's expectations as pass/fail lines.
 func (p *printer) checks(v Variant) {
 	for _, c := range v.Checks {
-		verdict := "PASS"
-		switch {
-		case c.Skipped:
-			verdict = "SKIP"
-		case c.Invalid:
-			verdict = "INVALID"
-		case !c.Pass:
-			verdict = "FAIL"
-		}
-		where := c.Metric
-		switch {
-		case c.Code != "":
-			where += " (" + c.Code + ")"
-		case c.Cause != "":
-			where += " (cause " + c.Cause + ")"
-		}
-		if c.Pod != "" {
-			where += " of " + c.Pod
-		}
-		if c.Group != "" {
-			where += " for group " + c.Group
-		}
-		if c.Window != "" {
-			where += " in " + c.Window
-		}
+		verdict, where := checkVerdict(c), checkWhere(c)
 		if c.Skipped {
 			p.f("   %s  %s: %s, want %s: %s", verdict, c.Name, where, c.Bound, c.Note)
 		} else {
@@ -256,6 +242,42 @@ func (p *printer) checks(v Variant) {
 		}
 		p.f("\n")
 	}
+}
+
+// checkVerdict is a check's outcome: PASS, FAIL, SKIP (not measured) or
+// INVALID (measured on an overloaded machine).
+func checkVerdict(c verdict.Check) string {
+	switch {
+	case c.Skipped:
+		return "SKIP"
+	case c.Invalid:
+		return "INVALID"
+	case !c.Pass:
+		return "FAIL"
+	}
+	return "PASS"
+}
+
+// checkWhere says what a check measured: the metric, narrowed to a code or
+// cause, a pod, a group and a window.
+func checkWhere(c verdict.Check) string {
+	where := c.Metric
+	switch {
+	case c.Code != "":
+		where += " (" + c.Code + ")"
+	case c.Cause != "":
+		where += " (cause " + c.Cause + ")"
+	}
+	if c.Pod != "" {
+		where += " of " + c.Pod
+	}
+	if c.Group != "" {
+		where += " for group " + c.Group
+	}
+	if c.Window != "" {
+		where += " in " + c.Window
+	}
+	return where
 }
 
 func errorsIn(w stats.WindowStats) int64 {
@@ -335,25 +357,9 @@ func ratio(w stats.WindowStats, x float64) string {
 func (p *printer) comparison(r *Result) {
 	p.f("\n== comparison (READY +: pod added during the run; ADDED: share of calls those pods served)\n")
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "WINDOW\tVARIANT\tPODS\tIDLE\tJAIN\tMAX/MEAN\tADDED\tCONNS/CLIENT\tCALLS/S\tERRORS\tP99\n")
-	for _, ws := range r.Windows {
-		for _, v := range r.Variants {
-			w, ok := windowNamed(v, ws.Name)
-			switch {
-			case v.Error != "":
-				fmt.Fprintf(tw, "%s\t%s\tfailed%s\n", ws.Name, v.Name, strings.Repeat("\t-", 8))
-				continue
-			case !ok:
-				fmt.Fprintf(tw, "%s\t%s\tnot reached%s\n", ws.Name, v.Name, strings.Repeat("\t-", 8))
-				continue
-			}
-			added := "-"
-			if w.AddedPods > 0 {
-				added = fmt.Sprintf("%.1f%%", 100*w.AddedShare)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.1f\t%.0f\t%d\t%.2fms\n",
-				ws.Name, v.Name, len(w.Pods), w.Idle, ratio(w, w.Jain), ratio(w, w.MaxMean), added, w.ConnsPerClient, w.Rate, errorsIn(w), w.LatencyP99)
-		}
+	fmt.Fprintln(tw, strings.Join(comparisonHeader, "\t"))
+	for _, row := range comparisonRows(r) {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
@@ -368,6 +374,44 @@ func (p *printer) comparison(r *Result) {
 			p.why(v, "  "+v.Name)
 		}
 	}
+}
+
+// comparisonHeader heads the comparison across variants.
+var comparisonHeader = []string{"WINDOW", "VARIANT", "PODS", "IDLE", "JAIN", "MAX/MEAN", "ADDED", "CONNS/CLIENT", "CALLS/S", "ERRORS", "P99"}
+
+// comparisonRows compare the variants window by window.
+func comparisonRows(r *Result) [][]string {
+	var rows [][]string
+	for _, ws := range r.Windows {
+		for _, v := range r.Variants {
+			w, ok := windowNamed(v, ws.Name)
+			switch {
+			case v.Error != "":
+				rows = append(rows, dashes(ws.Name, v.Name, "failed"))
+				continue
+			case !ok:
+				rows = append(rows, dashes(ws.Name, v.Name, "not reached"))
+				continue
+			}
+			added := "-"
+			if w.AddedPods > 0 {
+				added = fmt.Sprintf("%.1f%%", 100*w.AddedShare)
+			}
+			rows = append(rows, []string{ws.Name, v.Name, fmt.Sprint(len(w.Pods)), fmt.Sprint(w.Idle), ratio(w, w.Jain), ratio(w, w.MaxMean), added,
+				fmt.Sprintf("%.1f", w.ConnsPerClient), fmt.Sprintf("%.0f", w.Rate), fmt.Sprint(errorsIn(w)), fmt.Sprintf("%.2fms", w.LatencyP99)})
+		}
+	}
+	return rows
+}
+
+// dashes is a comparison row with nothing measured: what happened, then a
+// dash per figure.
+func dashes(window, variant, what string) []string {
+	row := []string{window, variant, what}
+	for range len(comparisonHeader) - 3 {
+		row = append(row, "-")
+	}
+	return row
 }
 
 // why prints the variant's why line, or one line per client group.
@@ -428,10 +472,24 @@ func (p *printer) groupWindows(v Variant) {
 // windows, time to rebalance and checks passed.
 func (p *printer) runTable(r *Result) {
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nVARIANT\tFAILED\tERROR WINDOWS\tREBALANCE\tCHECKS\n")
+	fmt.Fprintf(tw, "\n%s\n", strings.Join(runHeader, "\t"))
+	for _, row := range runRows(r) {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+// runHeader heads the whole-run comparison.
+var runHeader = []string{"VARIANT", "FAILED", "ERROR WINDOWS", "REBALANCE", "CHECKS"}
+
+// runRows compare what is measured over the whole run, one row per variant.
+func runRows(r *Result) [][]string {
+	var rows [][]string
 	for _, v := range r.Variants {
 		if v.Error != "" {
-			fmt.Fprintf(tw, "%s\tfailed\t-\t-\t-\n", v.Name)
+			rows = append(rows, []string{v.Name, "failed", "-", "-", "-"})
 			continue
 		}
 		var failed int64
@@ -448,13 +506,6 @@ func (p *printer) runTable(r *Result) {
 		if n := len(v.Summary.ErrorWindows); n > 0 {
 			ew = fmt.Sprintf("%d, %.1fs", n, secs)
 		}
-		rb := "-"
-		switch t := stats.RebalanceSeconds(v.Summary.Rebalance); {
-		case math.IsInf(t, 1):
-			rb = "never"
-		case !math.IsNaN(t):
-			rb = fmt.Sprintf("%.1fs", t)
-		}
 		checks := "-"
 		if n := len(v.Checks); n > 0 {
 			checks = fmt.Sprintf("%d/%d passed", n-v.Failed()-v.Skipped()-v.Invalid(), n)
@@ -465,11 +516,21 @@ func (p *printer) runTable(r *Result) {
 				checks += fmt.Sprintf(", %d INVALID", i)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Name, failed, ew, rb, checks)
+		rows = append(rows, []string{v.Name, fmt.Sprint(failed), ew, rebalanceShort(v), checks})
 	}
-	if err := tw.Flush(); err != nil && p.err == nil {
-		p.err = err
+	return rows
+}
+
+// rebalanceShort is the variant's time to rebalance: "19.5s", "never" or
+// "-" (no pod was added).
+func rebalanceShort(v Variant) string {
+	switch t := stats.RebalanceSeconds(v.Summary.Rebalance); {
+	case math.IsInf(t, 1):
+		return "never"
+	case !math.IsNaN(t):
+		return fmt.Sprintf("%.1fs", t)
 	}
+	return "-"
 }
 
 // hopCost compares the latency (in the last window) and the CPU per call
@@ -588,4 +649,18 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// Headlines sum a result up in a few lines, for a view with no room for
+// the report: where the machine was overloaded, then the expectations'
+// verdict; none when there is neither.
+func Headlines(r *Result) []string {
+	var out []string
+	for _, line := range overloadLines(r) {
+		out = append(out, "OVERLOADED: "+line)
+	}
+	if line := verdictLine(r); line != "" {
+		out = append(out, line)
+	}
+	return out
 }

@@ -50,7 +50,7 @@ const sidecarPort = 15001
 // the pod network, as client pods would have, paced by one Scheduler, each
 // at a random phase within its first interval (from seed), as independent
 // clients are not in step.
-func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Variant, seed uint64) (_ *clients, err error) {
+func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, t tap, v plan.Variant, seed uint64) (_ *clients, err error) {
 	cl := &clients{dnsAddr: l.DNSAddr(), api: l.Cluster.Client(), rec: rec, sched: load.NewScheduler(), plans: slices.Clone(v.Clients)}
 	ph := phases(seed, v.Clients)
 	defer func() {
@@ -65,7 +65,7 @@ func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, v plan.Var
 			return nil, fmt.Errorf("client %s: no pod IP: %w", cp.Name, err)
 		}
 		rec.Client(stats.ClientInfo{Name: cp.Name, Group: cp.Group, Service: cp.Target.Key(), IP: ip})
-		obs := clientObserver{rec: rec, name: cp.Name}
+		obs := clientObserver{rec: rec, name: cp.Name, tap: t}
 		phase := ph[i]
 		if p := cp.Settings.Protocol; p != plan.ProtocolGRPC {
 			c, err := cl.webClient(cp, ip, obs, phase)

@@ -46,12 +46,12 @@ func (t tracker) services(p *corev1.Pod) ([]string, bool) {
 }
 
 // observer returns the kubelet's Observe hook: what tracked pods serve.
-func (t tracker) observer(rec *stats.Recorder) func(*corev1.Pod) pod.Observer {
+func (t tracker) observer(rec *stats.Recorder, live tap) func(*corev1.Pod) pod.Observer {
 	return func(p *corev1.Pod) pod.Observer {
 		if _, ok := t.services(p); !ok {
 			return nil
 		}
-		return podObserver{rec: rec, name: p.Name}
+		return podObserver{rec: rec, name: p.Name, tap: live}
 	}
 }
 
@@ -64,11 +64,13 @@ var webCalls = map[string]bool{webapi.RoutePrice: true, webapi.RouteWatchMessage
 type podObserver struct {
 	rec  *stats.Recorder
 	name string
+	tap  tap
 }
 
 func (o podObserver) Served(peer netip.AddrPort, method string, code codes.Code) {
 	if code == codes.OK && (strings.HasPrefix(method, "/pricing.v1.Pricing/") || webCalls[method]) {
 		o.rec.Served(o.name, peer.Addr(), time.Now())
+		o.tap.served(o.name)
 	}
 }
 
@@ -80,6 +82,7 @@ func (o podObserver) Conn(peer netip.AddrPort, open bool) {
 type clientObserver struct {
 	rec  *stats.Recorder
 	name string
+	tap  tap
 }
 
 // Sent records the schedule lag of a call as it is launched.
@@ -97,6 +100,7 @@ func (o clientObserver) Conn(ev load.ConnEvent) {
 		o.rec.ClientGoAway(o.name, ev.Remote, ev.GoAwayAt)
 	}
 	o.rec.ClientConn(o.name, ev.Remote, ev.Open, string(ev.Reason), at)
+	o.tap.conn(o.name, ev.Open)
 }
 
 func dnsObserver(rec *stats.Recorder) func(clusterdns.QueryEvent) {
@@ -120,8 +124,11 @@ func proxyObserver(rec *stats.Recorder) func(proxy.Conn, proxy.ConnEvent) {
 	}
 }
 
-func podEvents(rec *stats.Recorder) func(*corev1.Pod, string, time.Time) {
-	return func(p *corev1.Pod, event string, at time.Time) { rec.PodEvent(p.Name, event, at) }
+func podEvents(rec *stats.Recorder, live tap) func(*corev1.Pod, string, time.Time) {
+	return func(p *corev1.Pod, event string, at time.Time) {
+		rec.PodEvent(p.Name, event, at)
+		live.event(LiveEvent{At: at, Pod: p.Name, IP: p.Status.PodIP, Text: event})
+	}
 }
 
 // podPhases turns pod informer events into lifecycle records: created,
@@ -129,6 +136,7 @@ func podEvents(rec *stats.Recorder) func(*corev1.Pod, string, time.Time) {
 type podPhases struct {
 	rec     *stats.Recorder
 	tracker tracker
+	tap     tap
 
 	mu    sync.Mutex
 	state map[types.UID]podState
@@ -138,8 +146,14 @@ type podState struct {
 	ready, terminating bool
 }
 
-func newPodPhases(rec *stats.Recorder, t tracker) *podPhases {
-	return &podPhases{rec: rec, tracker: t, state: map[types.UID]podState{}}
+func newPodPhases(rec *stats.Recorder, t tracker, live tap) *podPhases {
+	return &podPhases{rec: rec, tracker: t, tap: live, state: map[types.UID]podState{}}
+}
+
+// phase records a pod's phase and tells the live view.
+func (p *podPhases) phase(pod *corev1.Pod, ph stats.PodPhase, at time.Time) {
+	p.rec.PodPhase(pod.Name, pod.Status.PodIP, ph, at)
+	p.tap.event(LiveEvent{At: at, Pod: pod.Name, IP: pod.Status.PodIP, Phase: ph})
 }
 
 func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
@@ -158,7 +172,7 @@ func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {
 				p.mu.Lock()
 				delete(p.state, pod.UID)
 				p.mu.Unlock()
-				p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodDeleted, time.Now())
+				p.phase(pod, stats.PodDeleted, time.Now())
 			}
 		},
 	}
@@ -179,7 +193,7 @@ func (p *podPhases) update(obj any) {
 	now := time.Now()
 	if !seen {
 		p.rec.PodServices(pod.Name, services)
-		p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodCreated, pod.CreationTimestamp.Time)
+		p.phase(pod, stats.PodCreated, pod.CreationTimestamp.Time)
 	}
 	cur := podState{ready: cluster.IsPodReady(pod), terminating: pod.DeletionTimestamp != nil}
 	if cur.ready != old.ready {
@@ -187,10 +201,10 @@ func (p *podPhases) update(obj any) {
 		if cur.ready {
 			ph = stats.PodReady
 		}
-		p.rec.PodPhase(pod.Name, pod.Status.PodIP, ph, now)
+		p.phase(pod, ph, now)
 	}
 	if cur.terminating && !old.terminating {
-		p.rec.PodPhase(pod.Name, pod.Status.PodIP, stats.PodTerminating, now)
+		p.phase(pod, stats.PodTerminating, now)
 	}
 	p.state[pod.UID] = cur
 }

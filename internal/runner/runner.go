@@ -35,6 +35,9 @@ type Options struct {
 	Progress func([]Progress)
 	// Logger receives component logs; nil discards them.
 	Logger *slog.Logger
+	// Live, if not nil, is told about calls, client connections, pod
+	// changes and timeline steps as they happen (see Live).
+	Live Live
 }
 
 // Progress is one variant's state for a progress line.
@@ -112,7 +115,7 @@ func Run(ctx context.Context, p *plan.Plan, opts Options) (*Result, error) {
 	defer release()
 	runs := make([]*variantRun, len(p.Variants))
 	for i, v := range p.Variants {
-		runs[i] = &variantRun{plan: p, v: v, opts: opts, seed: opts.Seed + uint64(i)*7919}
+		runs[i] = &variantRun{plan: p, v: v, opts: opts, seed: opts.Seed + uint64(i)*7919, tap: tap{opts.Live, i}}
 		runs[i].state.Store("waiting")
 	}
 	stopProgress := startProgress(opts.Progress, runs)

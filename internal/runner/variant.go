@@ -23,6 +23,7 @@ type variantRun struct {
 	v    plan.Variant
 	opts Options
 	seed uint64
+	tap  tap
 
 	state   atomic.Value // string
 	rec     atomic.Pointer[stats.Recorder]
@@ -67,7 +68,7 @@ func (r *variantRun) labConfig(rec *stats.Recorder, t tracker) lab.Config {
 		DNS: clusterdns.Config{TTL: dns.TTL, FixedOrder: dns.FixedOrder, Pods: clusterdns.PodMode(dns.Pods),
 			Cache: cacheConfig(dns.Cache), QueryLog: dnsObserver(rec)},
 		Proxy: proxy.Config{Mode: proxy.Mode(r.v.Cluster.ProxyMode), OnConn: proxyObserver(rec)},
-		Kubelet: kubelet.Config{Observe: t.observer(rec), Events: podEvents(rec),
+		Kubelet: kubelet.Config{Observe: t.observer(rec, r.tap), Events: podEvents(rec, r.tap),
 			DeadAddress: r.v.Cluster.DeadAddress, RestartBackoff: r.v.Cluster.RestartBackoff},
 	}
 	if dns.TTL == 0 {
@@ -100,7 +101,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	defer l.Close()
 	r.outcome.DNS, r.outcome.PodCIDR = l.DNSAddr(), l.PodCIDR().String()
-	if err := l.WatchPods(newPodPhases(rec, t).handlers()); err != nil {
+	if err := l.WatchPods(newPodPhases(rec, t, r.tap).handlers()); err != nil {
 		return err
 	}
 	if err := l.Apply(setupCtx, r.v.CopyObjects()); err != nil {
@@ -111,7 +112,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	r.outcome.ClusterIPs = clusterIPs(l, r.v)
 	rec.Node(netip.MustParseAddr("127.0.0.1"))
-	cl, err := newClients(setupCtx, l, rec, r.v, r.seed)
+	cl, err := newClients(setupCtx, l, rec, r.tap, r.v, r.seed)
 	if err != nil {
 		return err
 	}
@@ -194,7 +195,13 @@ func (r *variantRun) timeline(ctx context.Context, env plan.Env, rec *stats.Reco
 		if a, ok := st.Action.(plan.PodAction); ok && pod != "" && a.Pod.Name == "" {
 			text += " (" + pod + ")"
 		}
-		rec.Step(st.Name, text, pod, err, time.Now())
+		now := time.Now()
+		rec.Step(st.Name, text, pod, err, now)
+		ev := LiveEvent{At: now, Text: text}
+		if err != nil {
+			ev.Err = err.Error()
+		}
+		r.tap.event(ev)
 	}
 	wait(r.plan.Duration)
 }
