@@ -273,8 +273,11 @@ func (k *Kubelet) Kill(namespace, name string) error {
 	if already {
 		return fmt.Errorf("%w: %s/%s is already killed", ErrNotRunning, namespace, name)
 	}
-	c.srv.Kill()
+	// The event goes first: the container's exit, which Kill causes,
+	// starts its restart on another goroutine, whose "restarted" must not
+	// come before it (seen under -race on a loaded machine).
 	w.event(p, "killed")
+	c.srv.Kill()
 	return nil
 }
 

