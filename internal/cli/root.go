@@ -53,6 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
+	}
 	fmt.Fprintf(stderr, "pinlab: %v\n", err)
 	var ue usageError
 	var oe overloadedError
@@ -84,7 +88,7 @@ numbers.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newCmdLab(stdout, stderr))
+	root.AddCommand(newCmdLab(stdout, stderr), NewCmdDiagnose(stdout, stderr, nil))
 	return root
 }
 

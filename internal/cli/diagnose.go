@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/control"
+	"github.com/pinlab/pinlab/internal/diagnose"
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/report"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of pinlab diagnose, besides ExitOK (balanced), ExitError,
+// ExitUsage and ExitInterrupted.
+const (
+	ExitPinned  = 4 // the verdict is pinned
+	ExitUnknown = 5 // the verdict is "could not tell"
+)
+
+// exitCode ends a command with code and no error message.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// DiagnoseOptions are the inputs of `pinlab diagnose`.
+type DiagnoseOptions struct {
+	Service   string
+	Namespace string
+	// Lab takes the objects from a running `pinlab lab up` at Control
+	// (with the token in TokenFile; empty: the default path).
+	Lab       bool
+	Control   string
+	TokenFile string
+	// Window is the time between the two samples of each pod.
+	Window time.Duration
+	// Output is "text" or "json".
+	Output string
+	// Verbose prints how each pod was reached.
+	Verbose  bool
+	Out, Err io.Writer
+}
+
+// NewCmdDiagnose returns `pinlab diagnose`; runF replaces the run in
+// tests of the flags (nil: the real one).
+func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *DiagnoseOptions) error) *cobra.Command {
+	o := &DiagnoseOptions{Out: stdout, Err: stderr}
+	cmd := &cobra.Command{
+		Use:   "diagnose SERVICE --lab",
+		Short: "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
+		Long: `Follow seed 001's diagnostic path for one Service: (1) compare per-pod request
+rates, sampled twice from each pod's grpc.channelz.v1 service --window apart;
+(2) count the connections each client holds and to which pods; (3) look for
+an L7 proxy in the path (sidecar containers, mesh annotations, a gateway
+Service's endpoints as clients, inbound-sidecar loopback) and tell the
+Service's kind. Then a verdict with its cause, the figures, the fixes with
+their trade-offs and the lab scenario that reproduces it.
+
+Exit codes: 0 balanced, 4 pinned, 5 could not tell, 1 failed (no such
+Service, no lab answering), 2 bad flags, 130 interrupted.
+
+Bounds: listing the objects 10s, each pod's sample 3s (8 pods at once); the
+whole run takes about --window plus two samples.`,
+		Example: "  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("diagnose takes one Service name, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Service = args[0]
+			if err := o.check(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runDiagnose(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.Namespace, "namespace", "n", "default", "namespace of the Service")
+	f.BoolVar(&o.Lab, "lab", false, "diagnose a running `pinlab lab up` (through its control API)")
+	f.StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
+	f.StringVar(&o.TokenFile, "token-file", "", "file with the lab's token (default: the one lab up writes for --control)")
+	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time between the two samples of each pod")
+	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say how each pod was reached")
+	return cmd
+}
+
+func (o *DiagnoseOptions) check() error {
+	switch {
+	case !o.Lab:
+		return usageError{errors.New("diagnose needs a source: --lab (a running `pinlab lab up`)")}
+	case o.Output != "text" && o.Output != "json":
+		return usageError{fmt.Errorf("-o %q: want text or json", o.Output)}
+	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
+		return usageError{fmt.Errorf("--window %v: want 100ms to 10m", o.Window)}
+	}
+	return nil
+}
+
+// labSource lists a running lab's objects through its control API.
+type labSource struct{ c *control.Client }
+
+func (s labSource) Objects(ctx context.Context) (evidence.Objects, error) {
+	o, err := s.c.Objects(ctx)
+	if err != nil {
+		return evidence.Objects{}, err
+	}
+	return evidence.Objects{Services: o.Services, Pods: o.Pods, EndpointSlices: o.EndpointSlices}, nil
+}
+
+func (s labSource) String() string { return "lab at " + s.c.Addr }
+
+func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
+	src := labSource{&control.Client{Addr: o.Control, TokenFile: o.TokenFile}}
+	ev, err := evidence.Collect(ctx, src, evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window})
+	if err != nil {
+		return err
+	}
+	if o.Verbose {
+		for _, p := range ev.Pods {
+			fmt.Fprintf(o.Err, "pod %s: channelz at %s", p.Name, p.Addr)
+			if p.Err != "" {
+				fmt.Fprintf(o.Err, ": %s", p.Err)
+			}
+			fmt.Fprintln(o.Err)
+		}
+	}
+	r := diagnose.Diagnose(ev)
+	if o.Output == "json" {
+		err = report.DiagnoseJSON(o.Out, &r)
+	} else {
+		err = report.DiagnoseText(o.Out, &r)
+	}
+	if err != nil {
+		return err
+	}
+	return verdictExit(r.Verdict)
+}
+
+// verdictExit maps a verdict to its exit code (nil for balanced).
+func verdictExit(v diagnose.Verdict) error {
+	switch v {
+	case diagnose.Pinned:
+		return exitCode(ExitPinned)
+	case diagnose.Unknown:
+		return exitCode(ExitUnknown)
+	}
+	return nil
+}
