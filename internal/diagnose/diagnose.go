@@ -40,6 +40,11 @@ const (
 	// addresses (a gateway's endpoints, a sidecar's loopback, a client
 	// with a sidecar) for the proxy to count as in the path.
 	ProxyShare = 0.5
+	// MinConnRate is the calls per second above which a connection counts
+	// as carrying a client's load: a kubelet gRPC probe every second, a
+	// health checker or a scraper stay at or below it. Connections at or
+	// below it are shown but left out of the judgement.
+	MinConnRate = 1.5
 )
 
 // Result is a diagnosis.
@@ -112,6 +117,10 @@ type Client struct {
 	// Pods which pods, sorted.
 	Conns int      `json:"conns"`
 	Pods  []string `json:"pods"`
+	// Busy counts its connections that carried more than MinConnRate
+	// calls/s, and BusyPods their pods.
+	Busy     int      `json:"busy_conns"`
+	BusyPods []string `json:"busy_pods,omitempty"`
 	// Rate is the calls per second it sent over those connections during
 	// the window.
 	Rate float64 `json:"rate_per_sec"`
@@ -232,15 +241,23 @@ func clients(ev evidence.Evidence) []Client {
 				byIP[ip] = cl
 			}
 			cl.Conns++
-			cl.Rate += perSec(c.Calls, ev.Window)
+			rate := perSec(c.Calls, ev.Window)
+			cl.Rate += rate
 			if !slices.Contains(cl.Pods, p.Name) {
 				cl.Pods = append(cl.Pods, p.Name)
+			}
+			if rate > MinConnRate {
+				cl.Busy++
+				if !slices.Contains(cl.BusyPods, p.Name) {
+					cl.BusyPods = append(cl.BusyPods, p.Name)
+				}
 			}
 		}
 	}
 	var out []Client
 	for _, c := range byIP {
 		slices.Sort(c.Pods)
+		slices.Sort(c.BusyPods)
 		out = append(out, *c)
 	}
 	slices.SortFunc(out, func(a, b Client) int {

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,7 +43,7 @@ func judge(r *Result) {
 		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client connection was open at the end of the window (calls over connections that closed meanwhile cannot be attributed)", skew))
 		return
 	}
-	idleNoConn, idleNewest := idlePods(rt)
+	idleNoConn, idleNewest := idlePods(rt, direct)
 	switch {
 	case allOne(direct) && ev.Service.Headless():
 		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest)))
@@ -77,11 +78,12 @@ func noSamples(r *Result) string {
 	return fmt.Sprintf("none of the %d ready pods could be read (%s)", ready, strings.Join(r.Evidence.Problems, "; "))
 }
 
-// directClients are the clients that are not proxies.
+// directClients are the clients that are not proxies and have a busy
+// connection (above MinConnRate).
 func directClients(cls []Client) []Client {
 	var out []Client
 	for _, c := range cls {
-		if c.Proxy == "" && c.Rate > 0 {
+		if c.Proxy == "" && c.Busy > 0 {
 			out = append(out, c)
 		}
 	}
@@ -90,7 +92,7 @@ func directClients(cls []Client) []Client {
 
 func allOne(cls []Client) bool {
 	for _, c := range cls {
-		if c.Conns != 1 {
+		if c.Busy != 1 {
 			return false
 		}
 	}
@@ -103,11 +105,11 @@ func connSummary(cls []Client) string {
 		return "no client connection seen"
 	}
 	conns, pods := 0, map[string]bool{}
-	lo, hi := cls[0].Conns, cls[0].Conns
+	lo, hi := cls[0].Busy, cls[0].Busy
 	for _, c := range cls {
-		conns += c.Conns
-		lo, hi = min(lo, c.Conns), max(hi, c.Conns)
-		for _, p := range c.Pods {
+		conns += c.Busy
+		lo, hi = min(lo, c.Busy), max(hi, c.Busy)
+		for _, p := range c.BusyPods {
 			pods[p] = true
 		}
 	}
@@ -119,17 +121,17 @@ func connSummary(cls []Client) string {
 	if hi == 1 {
 		what = "connection"
 	}
-	return fmt.Sprintf("%d clients hold %s %s each (%d in all), reaching %d pods", len(cls), each, what, conns, len(pods))
+	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %d pods", len(cls), each, what, conns, MinConnRate, len(pods))
 }
 
-// idlePods returns the idle pods without connections, and the idle pods
-// created after every busy one.
-func idlePods(rt Rates) (noConn, newest []string) {
+// idlePods returns the idle pods without a busy connection of the
+// clients, and the idle pods created after every busy one.
+func idlePods(rt Rates, cls []Client) (noConn, newest []string) {
 	for _, p := range rt.Pods {
 		if !p.Idle {
 			continue
 		}
-		if p.Conns == 0 {
+		if !slices.ContainsFunc(cls, func(c Client) bool { return slices.Contains(c.BusyPods, p.Name) }) {
 			noConn = append(noConn, p.Name)
 		}
 		if p.Newest {
