@@ -325,3 +325,46 @@ func TestDiagnoseL7Sidecar(t *testing.T) {
 		t.Errorf("step 3: %+v, want the sidecar in the path for nearly every call", r.Path)
 	}
 }
+
+// TestDiagnoseBadInput: what diagnose says and exits with when there is
+// nothing to measure or nothing to ask.
+func TestDiagnoseBadInput(t *testing.T) {
+	svc := func(name string) corev1.Service {
+		s := diagService(name, "")
+		s.Spec.Selector = map[string]string{"app": name}
+		return *s
+	}
+	notReady := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "cold-0", Namespace: "shop", Labels: map[string]string{"app": "cold"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}}}}},
+		Status:     corev1.PodStatus{PodIP: "127.203.220.1"},
+	}
+	addr, tokenFile := fakeLab(t, control.Objects{Services: []corev1.Service{svc("empty"), svc("cold")}, Pods: []corev1.Pod{notReady}})
+	lab := []string{"-n", "shop", "--lab", "--control", addr, "--token-file", tokenFile, "--window", "100ms"}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{name: "no such Service", args: append([]string{"diagnose", "nope"}, lab...), code: ExitError, stderr: `no such Service: "nope" in namespace "shop" (Services there: cold, empty)`},
+		{name: "no pods", args: append([]string{"diagnose", "empty"}, lab...), code: ExitUnknown, stdout: "VERDICT COULD NOT TELL: no pods"},
+		{name: "no ready pod", args: append([]string{"diagnose", "cold"}, lab...), code: ExitUnknown, stdout: "none of the 1 pods of shop/cold is ready"},
+		{name: "no lab", args: []string{"diagnose", "pricing", "--lab", "--control", freeAddr(t)}, code: ExitError, stderr: "no lab answers"},
+		{name: "no source", args: []string{"diagnose", "pricing"}, code: ExitUsage, stderr: "needs a source"},
+		{name: "bad output", args: []string{"diagnose", "pricing", "--lab", "-o", "yaml"}, code: ExitUsage, stderr: `-o "yaml"`},
+		{name: "no Service named", args: []string{"diagnose", "--lab"}, code: ExitUsage, stderr: "one Service name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := Main(tt.args, &out, &errb); code != tt.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.code, errb.String())
+			}
+			if !strings.Contains(out.String(), tt.stdout) || !strings.Contains(errb.String(), tt.stderr) {
+				t.Errorf("stdout %q, stderr %q; want them to contain %q and %q", out.String(), errb.String(), tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
