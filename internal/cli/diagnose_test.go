@@ -368,3 +368,22 @@ func TestDiagnoseBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestLabLoad: lab load calls a Service from the order pods' IPs for
+// --duration and prints the calls each pod answered.
+func TestLabLoad(t *testing.T) {
+	d := startDiagLab(t, 2, 2, nil)
+	var out, errb bytes.Buffer
+	args := []string{"lab", "load", "pricing-headless:8471", "-n", "shop", "--clients", "2", "--rate", "50", "--policy", "round_robin", "--from", "deployment/order", "--duration", "1s", "--control", d.ctl.Addr, "--token-file", d.tokenFile}
+	if code := Main(args, &out, &errb); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, ip := range d.orderIPs(t) {
+		if !strings.Contains(out.String(), ip.String()) {
+			t.Errorf("lab load printed:\n%s\nwant the order pod IP %s", out.String(), ip)
+		}
+	}
+	if strings.Count(out.String(), "pricing-") != 2 {
+		t.Errorf("lab load printed:\n%s\nwant both pricing pods", out.String())
+	}
+}

@@ -25,6 +25,9 @@ type Sample struct {
 	// Sockets are its open client connections by channelz socket ID, the
 	// sampler's own left out.
 	Sockets map[int64]Socket
+	// Own counts the calls started on the sampler's own connections (its
+	// channelz calls), which Collect takes out of Calls.
+	Own Calls
 }
 
 // Socket is one client connection in a Sample.
@@ -153,7 +156,10 @@ func (c *Channelz) Sample(ctx context.Context, addr netip.AddrPort) (Sample, err
 				return Sample{}, callError(addr, "GetSocket", err)
 			}
 			remote := addrString(sock.GetSocket().GetRemote())
-			if cz.own(remote) {
+			if d := sock.GetSocket().GetData(); cz.own(remote) {
+				s.Own.Started += d.GetStreamsStarted()
+				s.Own.Succeeded += d.GetStreamsSucceeded()
+				s.Own.Failed += d.GetStreamsFailed()
 				continue
 			}
 			s.Sockets[ref.GetSocketId()] = Socket{Remote: remote, Streams: sock.GetSocket().GetData().GetStreamsStarted()}

@@ -276,7 +276,8 @@ func (ev *Evidence) peers(objs Objects, svc corev1.Service) {
 }
 
 // sample reads every pod with an address twice, window apart, and sets
-// Window, each pod's Calls and Conns, or its Err.
+// Window, each pod's Calls (the sampler's own channelz calls taken out) and
+// Conns, or its Err.
 func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration) error {
 	first := ev.sampleAll(ctx, s)
 	if err := sleep(ctx, window); err != nil {
@@ -299,7 +300,11 @@ func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration)
 		case b.err != nil:
 			p.Err = b.err.Error()
 		default:
-			p.Calls = Calls{Started: b.Calls.Started - a.Calls.Started, Succeeded: b.Calls.Succeeded - a.Calls.Succeeded, Failed: b.Calls.Failed - a.Calls.Failed}
+			p.Calls = Calls{
+				Started:   max(0, b.Calls.Started-a.Calls.Started-(b.Own.Started-a.Own.Started)),
+				Succeeded: max(0, b.Calls.Succeeded-a.Calls.Succeeded-(b.Own.Succeeded-a.Own.Succeeded)),
+				Failed:    max(0, b.Calls.Failed-a.Calls.Failed-(b.Own.Failed-a.Own.Failed)),
+			}
 			p.Conns = conns(a.Sample, b.Sample)
 			took = append(took, b.At.Sub(a.At))
 		}
