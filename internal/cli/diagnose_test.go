@@ -383,7 +383,7 @@ func TestLabLoad(t *testing.T) {
 			t.Errorf("lab load printed:\n%s\nwant the order pod IP %s", out.String(), ip)
 		}
 	}
-	if strings.Count(out.String(), "pricing-") != 2 {
+	if strings.Count(out.String(), "\npricing-") != 2 {
 		t.Errorf("lab load printed:\n%s\nwant both pricing pods", out.String())
 	}
 }
