@@ -35,7 +35,11 @@ type DiagnoseOptions struct {
 	Lab       bool
 	Control   string
 	TokenFile string
-	// Window is the time between the two samples of each pod.
+	// Prometheus, if set, is the URL of a Prometheus server (inside
+	// 127.0.0.0/8) whose grpc_server_* series give the per-pod rates.
+	Prometheus string
+	// Window is the time between the two samples of each pod, and the
+	// range of the Prometheus queries.
 	Window time.Duration
 	// Output is "text" or "json".
 	Output string
@@ -62,8 +66,13 @@ their trade-offs and the lab scenario that reproduces it.
 Exit codes: 0 balanced, 4 pinned, 5 could not tell, 1 failed (no such
 Service, no lab answering), 2 bad flags, 130 interrupted.
 
-Bounds: listing the objects 10s, each pod's sample 3s (8 pods at once); the
-whole run takes about --window plus two samples.`,
+With --prometheus URL the per-pod rates come from Prometheus instead
+(increase() of grpc_server_started_total and grpc_server_handled_total over
+--window, by the namespace and pod target labels, health and channelz calls
+left out; -v shows the queries); the connections still come from channelz.
+
+Bounds: listing the objects 10s, each pod's sample 3s (8 pods at once), each
+Prometheus query 10s; the whole run takes about --window plus two samples.`,
 		Example: "  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -87,9 +96,10 @@ whole run takes about --window plus two samples.`,
 	f.BoolVar(&o.Lab, "lab", false, "diagnose a running `pinlab lab up` (through its control API)")
 	f.StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
 	f.StringVar(&o.TokenFile, "token-file", "", "file with the lab's token (default: the one lab up writes for --control)")
-	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time between the two samples of each pod")
+	f.StringVar(&o.Prometheus, "prometheus", "", "take the per-pod rates from this Prometheus (e.g. http://127.0.0.1:9090), which scrapes the pods' metrics ports (see pinlab lab targets)")
+	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time between the two samples of each pod (and the range of the Prometheus queries: at least twice its scrape interval)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
-	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say how each pod was reached")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say how each pod was reached and show the Prometheus queries")
 	return cmd
 }
 
@@ -120,11 +130,18 @@ func (s labSource) String() string { return "lab at " + s.c.Addr }
 
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 	src := labSource{&control.Client{Addr: o.Control, TokenFile: o.TokenFile}}
-	ev, err := evidence.Collect(ctx, src, evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window})
+	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window}
+	if o.Prometheus != "" {
+		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus}
+	}
+	ev, err := evidence.Collect(ctx, src, req)
 	if err != nil {
 		return err
 	}
 	if o.Verbose {
+		for _, q := range ev.Queries {
+			fmt.Fprintf(o.Err, "prometheus query: %s\n", q)
+		}
 		for _, p := range ev.Pods {
 			fmt.Fprintf(o.Err, "pod %s: channelz at %s", p.Name, p.Addr)
 			if p.Err != "" {

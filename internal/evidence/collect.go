@@ -40,6 +40,9 @@ type Request struct {
 	Window time.Duration
 	// Sampler reads the pods; nil means a Channelz closed by Collect.
 	Sampler Sampler
+	// Prometheus, if not nil, gives the pods' call counts over Window
+	// instead of the samples (which still give the connections).
+	Prometheus *Prometheus
 }
 
 // Collect lists src's objects, finds the Service and its pods, and samples
@@ -75,7 +78,48 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	if err := ev.sample(ctx, req.Sampler, req.Window); err != nil {
 		return ev, err
 	}
-	return ev, nil
+	if req.Prometheus != nil {
+		ev.fromPrometheus(ctx, req.Prometheus, req.Window)
+	}
+	return ev, ctx.Err()
+}
+
+// fromPrometheus replaces the pods' call counts with Prometheus's over
+// window. If Prometheus fails, the channelz counts stay and the failure is
+// a Problem.
+func (ev *Evidence) fromPrometheus(ctx context.Context, p *Prometheus, window time.Duration) {
+	var names []string
+	for _, pod := range ev.Pods {
+		names = append(names, pod.Name)
+	}
+	if len(names) == 0 {
+		return
+	}
+	calls, queries, err := p.Calls(ctx, ev.Service.Namespace, names, window)
+	ev.Queries = queries
+	if err != nil {
+		ev.Problems = append(ev.Problems, err.Error()+"; the rates are channelz's")
+		return
+	}
+	ev.RatesFrom, ev.Window, ev.Problems = "prometheus", window, nil
+	for i := range ev.Pods {
+		pod := &ev.Pods[i]
+		if pod.Err != "" && pod.Addr != "" {
+			pod.ConnsErr, pod.Err = pod.Err, ""
+			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: connections: %s", pod.Name, pod.ConnsErr))
+		}
+		c, ok := calls[pod.Name]
+		switch {
+		case pod.Err != "":
+		case !ok:
+			pod.Err = "Prometheus has no grpc_server_started_total series for it (is it scraped, with namespace and pod labels?)"
+		default:
+			pod.Calls = c
+		}
+		if pod.Err != "" {
+			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: %s", pod.Name, pod.Err))
+		}
+	}
 }
 
 // FromObjects finds the Service namespace/name in objs and returns the

@@ -104,9 +104,12 @@ type Pod struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	// Addr is the "IP:port" of the pod's gRPC server that was sampled.
 	Addr string `json:"addr,omitempty"`
-	// Err says why the pod could not be sampled (no channelz, refused,
-	// timed out); empty when it was.
+	// Err says why the pod's calls could not be measured (no channelz,
+	// refused, timed out, no Prometheus series); empty when they were.
 	Err string `json:"error,omitempty"`
+	// ConnsErr says why its connections could not be read from channelz
+	// when its calls came from Prometheus.
+	ConnsErr string `json:"conns_error,omitempty"`
 	// Calls counts the server's calls during the window.
 	Calls Calls `json:"calls"`
 	// Conns are the server's client connections open at the end of the
