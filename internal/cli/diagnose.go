@@ -35,6 +35,9 @@ type DiagnoseOptions struct {
 	Lab       bool
 	Control   string
 	TokenFile string
+	// Kubeconfig and Context select a cluster as kubectl does (client-go's
+	// loading rules) when Lab is false.
+	Kubeconfig, Context string
 	// Prometheus, if set, is the URL of a Prometheus server (inside
 	// 127.0.0.0/8) whose grpc_server_* series give the per-pod rates.
 	Prometheus string
@@ -53,7 +56,7 @@ type DiagnoseOptions struct {
 func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *DiagnoseOptions) error) *cobra.Command {
 	o := &DiagnoseOptions{Out: stdout, Err: stderr}
 	cmd := &cobra.Command{
-		Use:   "diagnose SERVICE --lab",
+		Use:   "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME]",
 		Short: "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
 		Long: `Follow seed 001's diagnostic path for one Service: (1) compare per-pod request
 rates, sampled twice from each pod's grpc.channelz.v1 service --window apart;
@@ -62,6 +65,13 @@ an L7 proxy in the path (sidecar containers, mesh annotations, a gateway
 Service's endpoints as clients, inbound-sidecar loopback) and tell the
 Service's kind. Then a verdict with its cause, the figures, the fixes with
 their trade-offs and the lab scenario that reproduces it.
+
+Sources: --lab, a running ` + "`pinlab lab up`" + ` through its control API; else a
+cluster as kubectl finds it (--kubeconfig, $KUBECONFIG, ~/.kube/config;
+--context), whose API server must be inside 127.0.0.0/8 (a local control
+plane, or kubectl proxy). Pods are sampled at their pod IPs, so on a real
+cluster (pod IPs outside 127.0.0.0/8) step 1 and 2 are refused: reaching
+them through the API server's port-forward is not built yet.
 
 Exit codes: 0 balanced, 4 pinned, 5 could not tell, 1 failed (no such
 Service, no lab answering), 2 bad flags, 130 interrupted.
@@ -96,6 +106,8 @@ Prometheus query 10s; the whole run takes about --window plus two samples.`,
 	f.BoolVar(&o.Lab, "lab", false, "diagnose a running `pinlab lab up` (through its control API)")
 	f.StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
 	f.StringVar(&o.TokenFile, "token-file", "", "file with the lab's token (default: the one lab up writes for --control)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file, without --lab (default: $KUBECONFIG, else ~/.kube/config); its API server must be inside 127.0.0.0/8")
+	f.StringVar(&o.Context, "context", "", "kubeconfig context (default: the current one)")
 	f.StringVar(&o.Prometheus, "prometheus", "", "take the per-pod rates from this Prometheus (e.g. http://127.0.0.1:9090), which scrapes the pods' metrics ports (see pinlab lab targets)")
 	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time between the two samples of each pod (and the range of the Prometheus queries: at least twice its scrape interval)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
@@ -105,8 +117,8 @@ Prometheus query 10s; the whole run takes about --window plus two samples.`,
 
 func (o *DiagnoseOptions) check() error {
 	switch {
-	case !o.Lab:
-		return usageError{errors.New("diagnose needs a source: --lab (a running `pinlab lab up`)")}
+	case o.Lab && (o.Kubeconfig != "" || o.Context != ""):
+		return usageError{errors.New("--lab and --kubeconfig/--context are two sources; give one")}
 	case o.Output != "text" && o.Output != "json":
 		return usageError{fmt.Errorf("-o %q: want text or json", o.Output)}
 	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
@@ -129,7 +141,14 @@ func (s labSource) Objects(ctx context.Context) (evidence.Objects, error) {
 func (s labSource) String() string { return "lab at " + s.c.Addr }
 
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
-	src := labSource{&control.Client{Addr: o.Control, TokenFile: o.TokenFile}}
+	var src evidence.Source = labSource{&control.Client{Addr: o.Control, TokenFile: o.TokenFile}}
+	if !o.Lab {
+		k := &evidence.Kube{Kubeconfig: o.Kubeconfig, Context: o.Context, Namespace: o.Namespace}
+		if _, err := k.Load(); err != nil {
+			return err
+		}
+		src = k
+	}
 	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window}
 	if o.Prometheus != "" {
 		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus}

@@ -352,7 +352,8 @@ func TestDiagnoseBadInput(t *testing.T) {
 		{name: "no pods", args: append([]string{"diagnose", "empty"}, lab...), code: ExitUnknown, stdout: "VERDICT COULD NOT TELL: no pods"},
 		{name: "no ready pod", args: append([]string{"diagnose", "cold"}, lab...), code: ExitUnknown, stdout: "none of the 1 pods of shop/cold is ready"},
 		{name: "no lab", args: []string{"diagnose", "pricing", "--lab", "--control", freeAddr(t)}, code: ExitError, stderr: "no lab answers"},
-		{name: "no source", args: []string{"diagnose", "pricing"}, code: ExitUsage, stderr: "needs a source"},
+		{name: "no kubeconfig", args: []string{"diagnose", "pricing", "--kubeconfig", "/nonexistent/kubeconfig"}, code: ExitError, stderr: "kubeconfig (files /nonexistent/kubeconfig, context the current one)"},
+		{name: "two sources", args: []string{"diagnose", "pricing", "--lab", "--context", "kind"}, code: ExitUsage, stderr: "two sources"},
 		{name: "bad output", args: []string{"diagnose", "pricing", "--lab", "-o", "yaml"}, code: ExitUsage, stderr: `-o "yaml"`},
 		{name: "no Service named", args: []string{"diagnose", "--lab"}, code: ExitUsage, stderr: "one Service name"},
 	}
