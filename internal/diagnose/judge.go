@@ -121,7 +121,11 @@ func connSummary(cls []Client) string {
 	if hi == 1 {
 		what = "connection"
 	}
-	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %d pods", len(cls), each, what, conns, MinConnRate, len(pods))
+	reach := fmt.Sprintf("%d pods", len(pods))
+	if len(pods) == 1 {
+		reach = "1 pod"
+	}
+	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %s", len(cls), each, what, conns, MinConnRate, reach)
 }
 
 // idlePods returns the idle pods without a busy connection of the
