@@ -149,12 +149,17 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		}
 		src = k
 	}
-	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window}
+	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window, Sampling: func(n int, w time.Duration) {
+		fmt.Fprintf(o.Err, "reading the channelz of %s twice, %v apart ...\n", plural(n, "pod"), w)
+	}}
 	if o.Prometheus != "" {
 		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus}
 	}
 	ev, err := evidence.Collect(ctx, src, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("diagnose: interrupted; nothing to report (%w)", err)
+		}
 		return err
 	}
 	if o.Verbose {

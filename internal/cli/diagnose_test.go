@@ -388,3 +388,29 @@ func TestLabLoad(t *testing.T) {
 		t.Errorf("lab load printed:\n%s\nwant both pricing pods", out.String())
 	}
 }
+
+// TestDiagnoseInterrupted: Ctrl-C during the window ends diagnose at once
+// with 130 and says so.
+func TestDiagnoseInterrupted(t *testing.T) {
+	s := diagService("pricing", "")
+	addr, tokenFile := fakeLab(t, control.Objects{Services: []corev1.Service{*s}, Pods: []corev1.Pod{{
+		ObjectMeta: metav1.ObjectMeta{Name: "pricing-0", Namespace: "shop", Labels: map[string]string{"app": "pricing"}},
+	}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"diagnose", "pricing", "-n", "shop", "--lab", "--control", addr, "--token-file", tokenFile, "--window", "1m"}, &out, &errb)
+	}()
+	labtest.WaitFor(t, 10*time.Second, "diagnose to start its window", func() bool { return strings.Contains(errb.String(), "twice, 1m0s apart") })
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted || !strings.Contains(errb.String(), "interrupted") {
+			t.Errorf("exit %d, stderr %q; want %d and an interruption", code, errb.String(), ExitInterrupted)
+		}
+	case <-time.After(interruptLimit):
+		t.Fatalf("diagnose still running %v after Ctrl-C", interruptLimit)
+	}
+}

@@ -43,6 +43,10 @@ type Request struct {
 	// Prometheus, if not nil, gives the pods' call counts over Window
 	// instead of the samples (which still give the connections).
 	Prometheus *Prometheus
+	// Sampling, if not nil, is called once the Service is found, before
+	// the first sample, with the number of pods to sample; it must return
+	// quickly.
+	Sampling func(pods int, window time.Duration)
 }
 
 // Collect lists src's objects, finds the Service and its pods, and samples
@@ -75,6 +79,9 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 		return Evidence{}, err
 	}
 	ev.Source, ev.RatesFrom = src.String(), "channelz"
+	if req.Sampling != nil {
+		req.Sampling(len(ev.Pods), req.Window)
+	}
 	if err := ev.sample(ctx, req.Sampler, req.Window); err != nil {
 		return ev, err
 	}
