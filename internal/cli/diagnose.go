@@ -81,7 +81,7 @@ With --prometheus URL the per-pod rates come from Prometheus instead
 --window, by the namespace and pod target labels, health and channelz calls
 left out; -v shows the queries); the connections still come from channelz.
 
-Bounds: listing the objects 10s, each pod's sample 3s (8 pods at once), each
+Bounds: listing the objects 10s, each pod's sample 5s (8 pods at once), each
 Prometheus query 10s; the whole run takes about --window plus two samples.`,
 		Example: "  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
 		Args: func(_ *cobra.Command, args []string) error {

@@ -44,7 +44,7 @@ func (d *diagLab) startPrometheus(t *testing.T, bin string, window time.Duration
 	}
 	groups := MetricsTargets(objs.Pods)
 	var cfg strings.Builder
-	if err := writeScrapeConfig(&cfg, groups, "1s"); err != nil {
+	if err := writeScrapeConfig(&cfg, groups, model.Duration(scrapeInterval).String()); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {
@@ -67,19 +67,33 @@ func (d *diagLab) startPrometheus(t *testing.T, bin string, window time.Duration
 		}
 	})
 	base := "http://" + addr
-	want := fmt.Sprintf(`count(count_over_time(up{job="pinlab"}[%s]) >= %d) == %d`, model.Duration(window), int(window.Seconds()), len(groups))
-	labtest.WaitFor(t, 60*time.Second, "prometheus scraping every pod for the window", func() bool {
-		resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(want))
-		if err != nil {
-			return false
+	w := model.Duration(window)
+	ready := fmt.Sprintf(`count(min_over_time(up{job="pinlab"}[%s]) == 1 and count_over_time(up{job="pinlab"}[%s]) >= %d) == %d`, w, w, int(window.Seconds()/scrapeInterval.Seconds()), len(groups))
+	everUp := fmt.Sprintf(`count(max_over_time(up{job="pinlab"}[5m]) == 1) == %d`, len(groups))
+	waitCtx := labtest.Context(t, 60*time.Second)
+	if labtest.Poll(waitCtx, 100*time.Millisecond, func() bool { return promHas(base, ready) }) != nil {
+		if promHas(base, everUp) {
+			t.Skipf("overloaded: prometheus scraped every pod, but not each of them at every %v scrape (timeout %v) for %v within 60s", scrapeInterval, scrapeInterval, window)
 		}
-		defer resp.Body.Close()
-		var r struct {
-			Data struct{ Result []json.RawMessage }
-		}
-		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == 1
-	})
+		t.Fatalf("prometheus never scraped every pod's metrics within 60s")
+	}
 	return base
+}
+
+// scrapeInterval is the test Prometheus's scrape interval (and timeout).
+const scrapeInterval = time.Second
+
+// promHas reports whether the instant query q has a result.
+func promHas(base, q string) bool {
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct{ Result []json.RawMessage }
+	}
+	return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == 1
 }
 
 // TestDiagnoseThroughPrometheus: the same verdicts with the rates taken
@@ -92,12 +106,12 @@ func TestDiagnoseThroughPrometheus(t *testing.T) {
 		d.load(t, d.dnsTarget("pricing"), "pick_first", 100, nil)
 		prom := d.startPrometheus(t, bin, window)
 		code, r, stderr := d.diagnose(t, "pricing", "--prometheus", prom, "--window", window.String(), "-v")
-		checkVerdict(t, code, r, ExitPinned, diagnose.Pinned, "clusterip-connection")
+		d.checkVerdict(t, code, r, ExitPinned, diagnose.Pinned, "clusterip-connection")
 		if r.Evidence.RatesFrom != "prometheus" || !strings.Contains(stderr, "prometheus query: sum by (pod) (increase(grpc_server_started_total{") {
 			t.Errorf("rates from %q, stderr %q; want prometheus and the queries shown", r.Evidence.RatesFrom, stderr)
 		}
-		if r.Rates.Idle != 2 || r.Rates.Total < 150 {
-			t.Errorf("step 1: %d idle, %.0f calls/s; want 2 idle of 4 and about 200 calls/s", r.Rates.Idle, r.Rates.Total)
+		if r.Rates.Idle < 2 || r.Rates.Total < 150 {
+			t.Errorf("step 1: %d idle, %.0f calls/s; want 2 or 3 idle of 4 (2 clients, one connection each) and about 200 calls/s", r.Rates.Idle, r.Rates.Total)
 		}
 	})
 	t.Run("balanced under round_robin", func(t *testing.T) {
@@ -105,7 +119,7 @@ func TestDiagnoseThroughPrometheus(t *testing.T) {
 		d.load(t, d.dnsTarget("pricing-headless"), "round_robin", 100, nil)
 		prom := d.startPrometheus(t, bin, window)
 		code, r, _ := d.diagnose(t, "pricing-headless", "--prometheus", prom, "--window", window.String())
-		checkVerdict(t, code, r, ExitOK, diagnose.Balanced, "")
+		d.checkVerdict(t, code, r, ExitOK, diagnose.Balanced, "")
 	})
 	t.Run("unreachable", func(t *testing.T) {
 		d := startDiagLab(t, 2, 1, nil)

@@ -50,6 +50,7 @@ func TestDiagnose(t *testing.T) {
 		{name: "client sidecars, skewed", ev: evidencetest.Build(false, pinnedPods(), 4, istio), verdict: diagnose.Unknown, cause: "l7-proxy", proxy: true},
 		{name: "inbound sidecars", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-2: 500}}, {Calls: map[int]float64{-2: 10}}}, 0, nil), verdict: diagnose.Unknown, cause: "inbound-proxy"},
 		{name: "no calls", ev: evidencetest.Build(false, []pod{{}, {}}, 0, nil), verdict: diagnose.Unknown, cause: "no-calls"},
+		{name: "probes only", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil), verdict: diagnose.Unknown, cause: "no-clients"},
 		{name: "no pods", ev: evidencetest.Build(false, nil, 0, nil), verdict: diagnose.Unknown, cause: "no-pods"},
 		{name: "no channelz anywhere", ev: evidencetest.Build(false, []pod{{Err: "no channelz"}}, 0, nil), verdict: diagnose.Unknown, cause: "no-samples"},
 		{name: "uneven clients, every pod connected", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400}}, {Calls: map[int]float64{1: 20}}}, 2, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},

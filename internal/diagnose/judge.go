@@ -36,11 +36,11 @@ func judge(r *Result) {
 		r.set(Unknown, "l7-proxy", fmt.Sprintf("%s, but an L7 proxy is in the path (%.0f%% of the calls come through it), which rules out client connection pinning: the skew is the proxy's own (its policy, its upstream connections, its view of the endpoints); read the proxy's stats", skew, 100*r.Path.ProxyShare))
 		r.Reproduce = "pinlab lab run l7-proxy"
 		return
+	case len(direct) == 0:
+		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client connection open at the end of the window carried more than %.1f calls/s: the calls seen are probes' and scrapers', or went over connections that closed meanwhile", skew, MinConnRate))
+		return
 	case balanced:
 		r.set(Balanced, "", fmt.Sprintf("%s; %s", skew, connSummary(direct)))
-		return
-	case len(direct) == 0:
-		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client connection was open at the end of the window (calls over connections that closed meanwhile cannot be attributed)", skew))
 		return
 	}
 	idleNoConn, idleNewest := idlePods(rt, direct)

@@ -24,7 +24,7 @@ const (
 	// ObjectsTimeout bounds listing the objects.
 	ObjectsTimeout = 10 * time.Second
 	// SampleTimeout bounds one pod's sample (every channelz call in it).
-	SampleTimeout = 3 * time.Second
+	SampleTimeout = 5 * time.Second
 	// Parallel is how many pods are sampled at once.
 	Parallel = 8
 )
