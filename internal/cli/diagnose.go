@@ -103,7 +103,7 @@ Prometheus query 10s; the whole run takes about --window plus two samples.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.Namespace, "namespace", "n", "default", "namespace of the Service")
-	f.BoolVar(&o.Lab, "lab", false, "diagnose a running `pinlab lab up` (through its control API)")
+	f.BoolVar(&o.Lab, "lab", false, "diagnose a running lab (pinlab lab up), through its control API")
 	f.StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
 	f.StringVar(&o.TokenFile, "token-file", "", "file with the lab's token (default: the one lab up writes for --control)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file, without --lab (default: $KUBECONFIG, else ~/.kube/config); its API server must be inside 127.0.0.0/8")
