@@ -438,6 +438,13 @@ func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File) {
 		fmt.Fprintf(w, "  dig @%s -p %s %s.%s.svc.cluster.local\n", host, port, s.Name, s.Namespace)
 	}
 	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s%s\n", namespaceFlag(f), controlFlags(ctl, api.tokenFile))
+	if len(MetricsTargets(o.Pods)) > 0 {
+		fmt.Fprintf(w, "  pinlab lab targets -A%s > targets.json   # Prometheus file_sd targets of the pods' metrics ports\n", controlFlags(ctl, api.tokenFile))
+	}
+	if s, ok := exampleService(o.Services); ok && len(s.Spec.Selector) > 0 && len(s.Spec.Ports) > 0 {
+		fmt.Fprintf(w, "  pinlab lab load %s:%d -n %s%s &   # gRPC clients calling it\n", s.Name, s.Spec.Ports[0].Port, s.Namespace, controlFlags(ctl, api.tokenFile))
+		fmt.Fprintf(w, "  pinlab diagnose %s -n %s --lab%s     # pinned or balanced, and why\n", s.Name, s.Namespace, controlFlags(ctl, api.tokenFile))
+	}
 	fmt.Fprintf(w, "stop with Ctrl-C\n")
 }
 

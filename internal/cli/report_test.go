@@ -69,7 +69,7 @@ func TestReport(t *testing.T) {
 			cmd := NewRootCmd(&out, &errb)
 			cmd.SetIn(strings.NewReader(tt.stdin))
 			cmd.SetArgs(tt.args)
-			code := exitCode(context.Background(), cmd.Execute(), &errb)
+			code := codeOf(context.Background(), cmd.Execute(), &errb)
 			if code != tt.code || !strings.Contains(errb.String(), tt.stderr) {
 				t.Fatalf("exit code %d, stderr %q; want %d and %q", code, errb.String(), tt.code, tt.stderr)
 			}

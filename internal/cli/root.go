@@ -50,14 +50,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	return exitCode(ctx, root.ExecuteContext(ctx), stderr)
+	return codeOf(ctx, root.ExecuteContext(ctx), stderr)
 }
 
-// exitCode reports err, what a command run with ctx returned, on stderr and
+// codeOf reports err, what a command run with ctx returned, on stderr and
 // returns the process exit code for it.
-func exitCode(ctx context.Context, err error, stderr io.Writer) int {
+func codeOf(ctx context.Context, err error, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
+	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
 	}
 	fmt.Fprintf(stderr, "pinlab: %v\n", err)
 	var ue usageError
@@ -90,7 +94,7 @@ numbers.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newCmdLab(stdout, stderr), NewCmdReport(stdout, stderr, nil))
+	root.AddCommand(newCmdLab(stdout, stderr), NewCmdReport(stdout, stderr, nil), NewCmdDiagnose(stdout, stderr, nil))
 	return root
 }
 
@@ -101,7 +105,7 @@ func newCmdLab(stdout, stderr io.Writer) *cobra.Command {
 	}
 	groupCmd(cmd)
 	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil), NewCmdLabUp(stdout, stderr, nil), NewCmdLabGet(stdout, stderr),
-		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true))
+		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true), NewCmdLabTargets(stdout, stderr), NewCmdLabLoad(stdout, stderr))
 	return cmd
 }
 

@@ -56,17 +56,27 @@ func (e *SpecError) Error() string { return e.Field + ": " + e.Msg }
 // HTTP/1.1 and WebSocket server when its args have no --http-port.
 const HTTPPortName = "http"
 
+// MetricsPortName is the name of the containerPort that gives a pod its
+// Prometheus metrics server when its args have no --metrics-port.
+const MetricsPortName = "metrics"
+
 // Workload is what the kubelet runs for a pod spec.
 type Workload struct {
 	Args pod.Args
 	// Port is where the gRPC server listens: --port, else the container's
-	// first TCP containerPort other than HTTPPort, else pod.DefaultPort.
+	// first TCP containerPort other than HTTPPort and MetricsPort, else
+	// pod.DefaultPort.
 	Port int
 	// HTTPPort is where the pod's HTTP/1.1 and WebSocket server
 	// (pod.WebServer) listens beside the gRPC server: --http-port, else the
 	// container's TCP containerPort named "http" (HTTPPortName), else 0:
 	// the pod serves gRPC only.
 	HTTPPort int
+	// MetricsPort is where the pod's Prometheus metrics server listens
+	// (GET /metrics): --metrics-port, else the container's TCP
+	// containerPort named "metrics" (MetricsPortName), else 0: no metrics
+	// server.
+	MetricsPort int
 	// PreStop is the container's preStop hook as the lab runs it; nil
 	// without one.
 	PreStop *Hook
@@ -122,8 +132,12 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 	}
 	w := Workload{Args: a}
 	w.Port, w.HTTPPort = servingPorts(c, a)
+	w.MetricsPort = metricsPort(c, a)
 	if w.HTTPPort != 0 && w.HTTPPort == w.Port {
 		return Workload{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: the HTTP port %d is also the gRPC port; give --port or --http-port another one", c.Name, w.Port)}
+	}
+	if w.MetricsPort != 0 && (w.MetricsPort == w.Port || w.MetricsPort == w.HTTPPort) {
+		return Workload{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: the metrics port %d is also the gRPC or HTTP port; give --metrics-port or the %q containerPort another one", c.Name, w.MetricsPort, MetricsPortName)}
 	}
 	for _, pf := range probeFields(c) {
 		if err := checkProbeKind(pf.field, pf.probe, w.HTTPPort); err != nil {
@@ -139,6 +153,20 @@ func WorkloadFor(spec *corev1.PodSpec) (Workload, error) {
 		return Workload{}, err
 	}
 	return w, nil
+}
+
+// metricsPort resolves the metrics port of a container with args a, as
+// Workload's MetricsPort describes it.
+func metricsPort(c *corev1.Container, a pod.Args) int {
+	if a.MetricsPort != 0 {
+		return a.MetricsPort
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == MetricsPortName && (cp.Protocol == "" || cp.Protocol == corev1.ProtocolTCP) {
+			return int(cp.ContainerPort)
+		}
+	}
+	return 0
 }
 
 // servingPorts resolves the gRPC and HTTP ports of a container with args
@@ -158,7 +186,7 @@ func servingPorts(c *corev1.Container, a pod.Args) (grpcPort, httpPort int) {
 	if grpcPort == 0 {
 		grpcPort = pod.DefaultPort
 		for _, cp := range c.Ports {
-			if tcp(cp) && int(cp.ContainerPort) != httpPort {
+			if tcp(cp) && int(cp.ContainerPort) != httpPort && cp.Name != MetricsPortName && int(cp.ContainerPort) != a.MetricsPort {
 				grpcPort = int(cp.ContainerPort)
 				break
 			}
@@ -309,6 +337,9 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (processConfig, error) {
 		DrainDelay:            w.Args.DrainDelay,
 		ServiceTime:           w.Args.ServiceTime,
 	}}
+	if w.MetricsPort != 0 {
+		pc.grpc.MetricsAddr = netip.AddrPortFrom(ip, uint16(w.MetricsPort))
+	}
 	if w.HTTPPort != 0 {
 		pc.web = &pod.WebConfig{Name: p.Name, Namespace: p.Namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort)), ServiceTime: w.Args.ServiceTime}
 	}

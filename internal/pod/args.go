@@ -31,6 +31,11 @@ type Args struct {
 	// same process. Zero means the pod's containerPort named "http",
 	// if it declares one, else no HTTP server (the kubelet resolves this).
 	HTTPPort int
+	// MetricsPort, if not zero, is the TCP port of the pod's Prometheus
+	// metrics server (GET /metrics; see Config.MetricsAddr). Zero means the
+	// pod's containerPort named "metrics", if it declares one, else no
+	// metrics server (the kubelet resolves this).
+	MetricsPort int
 	// MaxConnectionAge is grpc-go's keepalive.ServerParameters.MaxConnectionAge:
 	// after about this long (grpc-go adds +/-10% jitter) the server sends
 	// GOAWAY. Zero means never; otherwise MinConnectionAge to
@@ -57,8 +62,8 @@ type Args struct {
 
 // ParseArgs parses container args such as
 // ["pod", "pricing", "--max-connection-age=10s"]. Errors name the bad
-// argument: --port must be 0 to 65535, --http-port, when given, 1 to 65535
-// and different from --port.
+// argument: --port must be 0 to 65535, --http-port and --metrics-port,
+// when given, 1 to 65535 and different from --port and from each other.
 func ParseArgs(args []string) (Args, error) {
 	if len(args) == 0 || args[0] != "pod" {
 		return Args{}, errors.New(`pod: args must start with "pod", e.g. [pod, pricing]`)
@@ -68,6 +73,7 @@ func ParseArgs(args []string) (Args, error) {
 	var a Args
 	fs.IntVar(&a.Port, "port", 0, "TCP port to listen on")
 	fs.IntVar(&a.HTTPPort, "http-port", 0, "TCP port of the HTTP/1.1 and WebSocket server")
+	fs.IntVar(&a.MetricsPort, "metrics-port", 0, "TCP port of the Prometheus metrics server")
 	fs.DurationVar(&a.MaxConnectionAge, "max-connection-age", 0, "grpc-go MaxConnectionAge")
 	fs.DurationVar(&a.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "grpc-go MaxConnectionAgeGrace")
 	fs.DurationVar(&a.StartupDelay, "startup-delay", 0, "time before the server listens")
@@ -89,6 +95,12 @@ func ParseArgs(args []string) (Args, error) {
 	}
 	if fs.Changed("http-port") && (a.HTTPPort < 1 || a.HTTPPort > 65535) {
 		return Args{}, fmt.Errorf("pod: --http-port %d is not a TCP port (1-65535)", a.HTTPPort)
+	}
+	if fs.Changed("metrics-port") && (a.MetricsPort < 1 || a.MetricsPort > 65535) {
+		return Args{}, fmt.Errorf("pod: --metrics-port %d is not a TCP port (1-65535)", a.MetricsPort)
+	}
+	if a.MetricsPort != 0 && (a.MetricsPort == a.Port || a.MetricsPort == a.HTTPPort) {
+		return Args{}, fmt.Errorf("pod: --metrics-port %d is also the gRPC --port or the --http-port; the servers need different ports", a.MetricsPort)
 	}
 	if a.HTTPPort != 0 && a.HTTPPort == a.Port {
 		return Args{}, fmt.Errorf("pod: --http-port %d is also the gRPC --port; the two servers need different ports", a.HTTPPort)

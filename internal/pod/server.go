@@ -1,6 +1,9 @@
 // Package pod is the workload that runs inside every lab pod: a real grpc-go
-// server for pricing.v1.Pricing plus the standard grpc.health.v1 service,
-// with grpc-go's MaxConnectionAge settings taken from the pod's args. Each
+// server for pricing.v1.Pricing plus the standard grpc.health.v1 and
+// grpc.channelz.v1 services, with grpc-go's MaxConnectionAge settings taken
+// from the pod's args, and, on a metrics port, the Prometheus metrics of the
+// grpc-ecosystem go-grpc-middleware provider, as production services
+// report. Each
 // reply names the pod (name and IP) that served it. A Server behaves as the
 // pod's process: Stop is SIGTERM (graceful, with an optional drain delay),
 // Kill is SIGKILL (connections reset), Hang stalls it, and a start-up delay
@@ -26,6 +29,7 @@ import (
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"google.golang.org/grpc"
+	channelzsvc "google.golang.org/grpc/channelz/service"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -67,6 +71,12 @@ type Config struct {
 	ServiceTime time.Duration
 	// Observer, if not nil, is told about calls and connections.
 	Observer Observer
+	// MetricsAddr, if valid, is where the pod serves its Prometheus metrics
+	// over HTTP (GET /metrics; pod arg --metrics-port): the grpc-ecosystem
+	// go-grpc-middleware v2 server metrics of this pod only, handling-time
+	// histogram included. It must be inside 127.0.0.0/8. The zero value
+	// serves no metrics (the calls are still counted).
+	MetricsAddr netip.AddrPort
 }
 
 // ErrHardStop is returned by Stop when the server did not drain in time:
@@ -95,18 +105,28 @@ type Server struct {
 	doneOnce sync.Once
 	wg       sync.WaitGroup
 
-	mu   sync.Mutex
-	err  error // why the server exited on its own
-	hung bool
+	metrics *metrics
+
+	mu         sync.Mutex
+	err        error // why the server exited on its own
+	hung       bool
+	metricsSrv *metricsServer // nil until listen, and without MetricsAddr
+	finished   bool           // finish ran: a metrics server started later is closed at once
 
 	unhealthy atomic.Bool // SetHealthy(false): NOT_SERVING, calls fail
 }
 
-// New returns a server for cfg; nothing listens until Start.
+// New returns a server for cfg; nothing listens until Start. Besides
+// pricing.v1.Pricing it registers grpc.health.v1 and grpc.channelz.v1 (the
+// latter turns on grpc-go's channelz for the whole process: every server,
+// channel and socket of the process is listed, as in any grpc-go binary
+// that serves channelz; a client tells this pod's server by its listen
+// socket's address).
 func New(cfg Config) *Server {
-	opts := []grpc.ServerOption{
+	m := newMetrics()
+	opts := append([]grpc.ServerOption{
 		grpc.StatsHandler(statsHandler(cfg.Observer)),
-	}
+	}, m.serverOptions()...)
 	if cfg.MaxConnectionAge > 0 || cfg.MaxConnectionAgeGrace > 0 {
 		kp := keepalive.ServerParameters{
 			MaxConnectionAge:      cfg.MaxConnectionAge,
@@ -115,13 +135,15 @@ func New(cfg Config) *Server {
 		opts = append(opts, grpc.KeepaliveParams(kp))
 	}
 	s := &Server{
-		cfg: cfg, grpc: grpc.NewServer(opts...), health: health.NewServer(), gate: newGate(),
+		cfg: cfg, grpc: grpc.NewServer(opts...), health: health.NewServer(), gate: newGate(), metrics: m,
 		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.gate.addr = cfg.Addr
 	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	channelzsvc.RegisterChannelzServiceToServer(s.grpc)
+	m.server.InitializeMetrics(s.grpc)
 	return s
 }
 
@@ -156,6 +178,10 @@ func (s *Server) Start(ctx context.Context) error {
 
 func (s *Server) listen(ctx context.Context) error {
 	if err := s.gate.listen(ctx, s.cfg.Addr); err != nil {
+		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
+	}
+	if err := s.serveMetrics(ctx); err != nil {
+		s.gate.Close()
 		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
 	}
 	s.wg.Add(1)
@@ -250,7 +276,37 @@ func (s *Server) hardAfter(wait <-chan struct{}) error {
 	return ErrHardStop
 }
 
-func (s *Server) finish() { s.doneOnce.Do(func() { close(s.done) }) }
+// serveMetrics starts the metrics server, if the pod has a metrics
+// address, unless the server already finished.
+func (s *Server) serveMetrics(ctx context.Context) error {
+	if !s.cfg.MetricsAddr.IsValid() {
+		return nil
+	}
+	ms, err := startMetrics(ctx, s.cfg.MetricsAddr, s.metrics.reg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		ms.Close()
+		return nil
+	}
+	s.metricsSrv = ms
+	return nil
+}
+
+// finish closes the metrics server, then done, once.
+func (s *Server) finish() {
+	s.doneOnce.Do(func() {
+		s.mu.Lock()
+		s.finished = true
+		ms := s.metricsSrv
+		s.mu.Unlock()
+		ms.Close()
+		close(s.done)
+	})
+}
 
 // Kill stops at once, as SIGKILL: the listener closes and every connection
 // is reset (RST, no GOAWAY), so in-flight calls fail with UNAVAILABLE. It
@@ -369,4 +425,16 @@ func priceCents(sku string) int64 {
 	h := fnv.New32a()
 	h.Write([]byte(sku))
 	return 100 + int64(h.Sum32()%99900)
+}
+
+// MetricsAddr returns the address the metrics server listens on, or nil
+// before it listens and for a pod without one (with port 0 in
+// Config.MetricsAddr, the kernel's choice).
+func (s *Server) MetricsAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metricsSrv == nil {
+		return nil
+	}
+	return s.metricsSrv.addr
 }

@@ -52,6 +52,10 @@ func TestParseArgs(t *testing.T) {
 		{name: "http port negative", args: []string{"pod", "pricing", "--http-port=-1"}, wantErr: true},
 		{name: "http port equals port", args: []string{"pod", "pricing", "--port=9000", "--http-port=9000"}, wantErr: true},
 		{name: "http port not a number", args: []string{"pod", "pricing", "--http-port=http"}, wantErr: true},
+		{name: "metrics port", args: []string{"pod", "pricing", "--metrics-port=9090"}, want: pod.Args{Workload: "pricing", MetricsPort: 9090}},
+		{name: "metrics port zero", args: []string{"pod", "pricing", "--metrics-port=0"}, wantErr: true},
+		{name: "metrics port equals port", args: []string{"pod", "pricing", "--port=9000", "--metrics-port=9000"}, wantErr: true},
+		{name: "metrics port equals http port", args: []string{"pod", "pricing", "--http-port=9001", "--metrics-port=9001"}, wantErr: true},
 		// grpc-go panics in its jitter below 10ns (issue 15).
 		{name: "age 1ns", args: []string{"pod", "pricing", "--max-connection-age", "1ns"}, wantErr: true},
 		{name: "age 9ns", args: []string{"pod", "pricing", "--max-connection-age=9ns"}, wantErr: true},

@@ -1,0 +1,267 @@
+// Package diagnose judges an evidence.Evidence as seed 001's diagnostic
+// path does (claims X1-X4): step 1 compares per-pod request rates (skew
+// toward a few pods is the symptom), step 2 counts the connections each
+// client holds and to which pods (one or a few confirms pinning), step 3
+// looks for an L7 proxy in the path (its presence rules client connection
+// pinning out) and tells the Service's kind; then a verdict, pinned,
+// balanced or could not tell, names the cause with the figures that show
+// it and the fixes that apply, each with its trade-off and the built-in
+// lab scenario that reproduces it.
+//
+// Diagnose is pure: no I/O, no clock. Package report renders a Result.
+package diagnose
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/stats"
+)
+
+// Verdict is the answer to "are this Service's calls pinned?".
+type Verdict string
+
+// Verdicts.
+const (
+	Pinned   Verdict = "pinned"
+	Balanced Verdict = "balanced"
+	Unknown  Verdict = "could not tell"
+)
+
+// Thresholds of the verdict.
+const (
+	// BalancedJain is the least Jain's index over the ready pods' rates
+	// that counts as balanced (with no idle pod).
+	BalancedJain = 0.9
+	// ProxyShare is the share of calls that must come through a proxy's
+	// addresses (a gateway's endpoints, a sidecar's loopback, a client
+	// with a sidecar) for the proxy to count as in the path.
+	ProxyShare = 0.5
+	// MinConnRate is the calls per second above which a connection counts
+	// as carrying a client's load: a kubelet gRPC probe every second, a
+	// health checker or a scraper stay at or below it. Connections at or
+	// below it are shown but left out of the judgement.
+	MinConnRate = 1.5
+)
+
+// Result is a diagnosis.
+type Result struct {
+	// Evidence is what was observed.
+	Evidence evidence.Evidence `json:"evidence"`
+	// Rates is step 1, Clients step 2 and Path step 3.
+	Rates   Rates    `json:"rates"`
+	Clients []Client `json:"clients"`
+	Path    Path     `json:"path"`
+	// Verdict is the answer; Cause names it ("clusterip-connection",
+	// "headless-pick-first", "added-after-resolution", "few-connections",
+	// "l7-proxy", "no-pods", "no-samples", "no-calls", "no-clients",
+	// "uneven-clients", or "" when balanced); Why says it in plain words
+	// with the figures.
+	Verdict Verdict `json:"verdict"`
+	Cause   string  `json:"cause,omitempty"`
+	Why     string  `json:"why"`
+	// Reproduce is the built-in scenario that shows the cause, as a
+	// command line; empty when there is none.
+	Reproduce string `json:"reproduce,omitempty"`
+	// Fixes apply to the cause, best first.
+	Fixes []Fix `json:"fixes,omitempty"`
+}
+
+// Rates is step 1: the pods' call rates over the window.
+type Rates struct {
+	Pods []PodRate `json:"pods"`
+	// Total is the ready sampled pods' calls per second; Jain, MaxMean and
+	// Idle are computed over them (Idle: below stats.IdleFraction of a
+	// fair share).
+	Total   float64 `json:"total_per_sec"`
+	Jain    float64 `json:"jain"`
+	MaxMean float64 `json:"max_over_mean"`
+	Idle    int     `json:"idle"`
+	// Counted is how many pods the figures are over: the ready ones that
+	// were sampled.
+	Counted int `json:"counted"`
+}
+
+// PodRate is one pod's line of step 1.
+type PodRate struct {
+	Name  string `json:"name"`
+	IP    string `json:"ip"`
+	Ready bool   `json:"ready"`
+	// Rate is calls started per second; Share its part of Total (0 for
+	// pods not counted).
+	Rate  float64 `json:"rate_per_sec"`
+	Share float64 `json:"share"`
+	Idle  bool    `json:"idle"`
+	// Failed is calls that failed per second.
+	Failed float64 `json:"failed_per_sec"`
+	// Conns is how many client connections the pod holds.
+	Conns int `json:"conns"`
+	// Newest is true for the pods created after every busy pod, when some
+	// pods are idle (those a scale-out added, typically).
+	Newest bool `json:"newest,omitempty"`
+	// Err says why the pod was not sampled.
+	Err string `json:"error,omitempty"`
+}
+
+// Client is one line of step 2: the connections of one remote address.
+type Client struct {
+	// Name is the client's pod name, the Service whose endpoint it is, or
+	// its IP when unknown; Kind is "pod", "endpoint", "node" or "unknown".
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+	Kind string `json:"kind"`
+	// Conns is how many connections it holds to the Service's pods, and
+	// Pods which pods, sorted.
+	Conns int      `json:"conns"`
+	Pods  []string `json:"pods"`
+	// Busy counts its connections that carried more than MinConnRate
+	// calls/s, and BusyPods their pods.
+	Busy     int      `json:"busy_conns"`
+	BusyPods []string `json:"busy_pods,omitempty"`
+	// Rate is the calls per second it sent over those connections during
+	// the window.
+	Rate float64 `json:"rate_per_sec"`
+	// Proxy says why this client is an L7 proxy or has one, or is empty.
+	Proxy string `json:"proxy,omitempty"`
+}
+
+// Path is step 3.
+type Path struct {
+	// Kind is "ClusterIP" or "headless" (or the Service's type:
+	// NodePort, LoadBalancer, ExternalName).
+	Kind string `json:"kind"`
+	// Proxy is true when an L7 proxy is judged to be in the path; Signs
+	// lists everything that points at one, even below ProxyShare.
+	Proxy bool     `json:"proxy"`
+	Signs []string `json:"signs,omitempty"`
+	// ProxyShare is the share of calls that came through proxy addresses.
+	ProxyShare float64 `json:"proxy_share"`
+	// Siblings are the Services of the other kind (headless or ClusterIP)
+	// that select the same pods, as "name (kind)": clients may dial those.
+	Siblings []string `json:"siblings,omitempty"`
+}
+
+// Fix is a fix that applies to the cause.
+type Fix struct {
+	Name     string `json:"name"`
+	How      string `json:"how"`
+	TradeOff string `json:"trade_off"`
+	// Scenario is the lab command that shows the fix at work.
+	Scenario string `json:"scenario"`
+}
+
+// Diagnose judges ev.
+func Diagnose(ev evidence.Evidence) Result {
+	r := Result{Evidence: ev}
+	r.Rates = rates(ev)
+	r.Clients = clients(ev)
+	r.Path = path(ev, r.Clients, r.Rates.Total)
+	judge(&r)
+	return r
+}
+
+// perSec turns a count over the window into a rate.
+func perSec(n int64, w time.Duration) float64 {
+	if w <= 0 {
+		return 0
+	}
+	return float64(n) / w.Seconds()
+}
+
+// rates is step 1.
+func rates(ev evidence.Evidence) Rates {
+	var r Rates
+	var xs []float64
+	for _, p := range ev.Pods {
+		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: len(p.Conns)}
+		if p.Sampled() {
+			pr.Rate, pr.Failed = perSec(p.Calls.Started, ev.Window), perSec(p.Calls.Failed, ev.Window)
+			if p.Ready {
+				xs = append(xs, pr.Rate)
+				r.Total += pr.Rate
+			}
+		}
+		r.Pods = append(r.Pods, pr)
+	}
+	r.Counted = len(xs)
+	r.Jain, r.MaxMean, r.Idle = stats.JainIndex(xs), stats.MaxOverMean(xs), stats.CountIdle(xs)
+	if r.Total == 0 {
+		return r
+	}
+	fair := r.Total / float64(r.Counted)
+	var busyNewest time.Time
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if p.Err != "" || !p.Ready {
+			continue
+		}
+		p.Share = p.Rate / r.Total
+		p.Idle = p.Rate < stats.IdleFraction*fair
+		if c := ev.Pods[i].Created; !p.Idle && c.After(busyNewest) {
+			busyNewest = c
+		}
+	}
+	for i := range r.Pods {
+		if p := &r.Pods[i]; p.Idle && ev.Pods[i].Created.After(busyNewest) {
+			p.Newest = true
+		}
+	}
+	return r
+}
+
+// clients is step 2: connections grouped by remote IP.
+func clients(ev evidence.Evidence) []Client {
+	byIP := map[string]*Client{}
+	for _, p := range ev.Pods {
+		for _, c := range p.Conns {
+			ap, err := netip.ParseAddrPort(c.Remote)
+			if err != nil {
+				continue
+			}
+			ip := ap.Addr().String()
+			cl := byIP[ip]
+			if cl == nil {
+				cl = &Client{IP: ip, Name: ip, Kind: "unknown"}
+				if peer, ok := ev.Peers[ip]; ok {
+					cl.Name, cl.Kind = peer.Name, peer.Kind
+					if peer.Kind == "node" && peer.Name != "" {
+						cl.Name = "node " + peer.Name
+					}
+					cl.Proxy = sidecarSign(peer.Containers, peer.Annotations)
+					if peer.Kind == "endpoint" {
+						cl.Proxy = "an endpoint of Service " + peer.Namespace + "/" + peer.Name + " (a gateway or proxy in front)"
+					}
+				}
+				if cl.Proxy == "" {
+					cl.Proxy = loopbackSign(ap.Addr(), p.IP)
+				}
+				byIP[ip] = cl
+			}
+			cl.Conns++
+			rate := perSec(c.Calls, ev.Window)
+			cl.Rate += rate
+			if !slices.Contains(cl.Pods, p.Name) {
+				cl.Pods = append(cl.Pods, p.Name)
+			}
+			if rate > MinConnRate {
+				cl.Busy++
+				if !slices.Contains(cl.BusyPods, p.Name) {
+					cl.BusyPods = append(cl.BusyPods, p.Name)
+				}
+			}
+		}
+	}
+	var out []Client
+	for _, c := range byIP {
+		slices.Sort(c.Pods)
+		slices.Sort(c.BusyPods)
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Client) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), netip.MustParseAddr(a.IP).Compare(netip.MustParseAddr(b.IP)))
+	})
+	return out
+}

@@ -1,0 +1,70 @@
+package diagnose_test
+
+import (
+	"testing"
+
+	"github.com/pinlab/pinlab/internal/diagnose"
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/evidence/evidencetest"
+)
+
+type pod = evidencetest.Pod
+
+// pinnedPods: 4 clients, one connection each, on the first 2 of 10 pods.
+func pinnedPods() []pod {
+	pods := []pod{{Calls: map[int]float64{0: 250, 1: 250}}, {Calls: map[int]float64{2: 250, 3: 250}}}
+	for range 8 {
+		pods = append(pods, pod{Added: true, Calls: map[int]float64{-1: 1}})
+	}
+	return pods
+}
+
+// spread: each client has a connection to each of n pods, rate each.
+func spread(n, clients int, rate float64) []pod {
+	var pods []pod
+	for range n {
+		calls := map[int]float64{}
+		for c := range clients {
+			calls[c] = rate
+		}
+		pods = append(pods, pod{Calls: calls})
+	}
+	return pods
+}
+
+func TestDiagnose(t *testing.T) {
+	istio := map[string]string{"sidecar.istio.io/status": "{}"}
+	stale := append(spread(3, 2, 100), pod{Added: true}, pod{Added: true})
+	tests := []struct {
+		name    string
+		ev      evidence.Evidence
+		verdict diagnose.Verdict
+		cause   string
+		proxy   bool
+	}{
+		{name: "ClusterIP after a scale-out", ev: evidencetest.Build(false, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
+		{name: "headless pick_first", ev: evidencetest.Build(true, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "headless-pick-first"},
+		{name: "headless round_robin", ev: evidencetest.Build(true, spread(4, 2, 100), 2, nil), verdict: diagnose.Balanced},
+		{name: "round_robin, pods added after resolution", ev: evidencetest.Build(true, stale, 2, nil), verdict: diagnose.Pinned, cause: "added-after-resolution"},
+		{name: "client sidecars, even", ev: evidencetest.Build(false, spread(4, 2, 100), 2, istio), verdict: diagnose.Balanced, proxy: true},
+		{name: "client sidecars, skewed", ev: evidencetest.Build(false, pinnedPods(), 4, istio), verdict: diagnose.Unknown, cause: "l7-proxy", proxy: true},
+		{name: "inbound sidecars", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-2: 500}}, {Calls: map[int]float64{-2: 10}}}, 0, nil), verdict: diagnose.Unknown, cause: "inbound-proxy"},
+		{name: "no calls", ev: evidencetest.Build(false, []pod{{}, {}}, 0, nil), verdict: diagnose.Unknown, cause: "no-calls"},
+		{name: "probes only", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil), verdict: diagnose.Unknown, cause: "no-clients"},
+		{name: "no pods", ev: evidencetest.Build(false, nil, 0, nil), verdict: diagnose.Unknown, cause: "no-pods"},
+		{name: "no channelz anywhere", ev: evidencetest.Build(false, []pod{{Err: "no channelz"}}, 0, nil), verdict: diagnose.Unknown, cause: "no-samples"},
+		{name: "uneven clients, every pod connected", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400}}, {Calls: map[int]float64{1: 20}}}, 2, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
+		{name: "several connections, uneven rates", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400, 1: 5}}, {Calls: map[int]float64{0: 30, 1: 5}}}, 2, nil), verdict: diagnose.Unknown, cause: "uneven-clients"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := diagnose.Diagnose(tt.ev)
+			if r.Verdict != tt.verdict || r.Cause != tt.cause || r.Path.Proxy != tt.proxy {
+				t.Errorf("verdict %q, cause %q, proxy %v; want %q, %q, %v\nwhy: %s", r.Verdict, r.Cause, r.Path.Proxy, tt.verdict, tt.cause, tt.proxy, r.Why)
+			}
+			if r.Verdict == diagnose.Pinned && (len(r.Fixes) == 0 || r.Reproduce == "") {
+				t.Errorf("pinned without fixes or a scenario: %+v", r)
+			}
+		})
+	}
+}

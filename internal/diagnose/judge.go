@@ -1,0 +1,163 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// judge sets r's verdict, cause, why, scenario and fixes from its steps.
+func judge(r *Result) {
+	ev, rt := r.Evidence, r.Rates
+	svc := ev.Service.Namespace + "/" + ev.Service.Name
+	switch {
+	case len(ev.Pods) == 0:
+		r.set(Unknown, "no-pods", fmt.Sprintf("Service %s selects no pods (%d endpoints in its EndpointSlices)", svc, ev.Service.Endpoints))
+		return
+	case rt.Counted == 0:
+		r.set(Unknown, "no-samples", noSamples(r))
+		return
+	case rt.Total == 0:
+		r.set(Unknown, "no-calls", fmt.Sprintf("no calls reached the %d ready pods of %s during the %s window: run it while clients call the Service", rt.Counted, svc, seconds(ev.Window)))
+		return
+	}
+	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %.0f calls/s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, rt.Total)
+	balanced := rt.Idle == 0 && rt.Jain >= BalancedJain
+	direct := directClients(r.Clients)
+	switch in := inboundRate(r.Clients); {
+	case in >= ProxyShare*rt.Total:
+		r.set(Unknown, "inbound-proxy", fmt.Sprintf("%s; %.0f%% of the calls arrive from the pods' inbound sidecars, so the clients' own connections cannot be counted from the servers: read the client-side proxies' or the mesh's per-connection stats", skew, 100*in/rt.Total))
+		return
+	case r.Path.Proxy && balanced:
+		r.set(Balanced, "", fmt.Sprintf("%s: an L7 proxy in the path (%.0f%% of the calls come through it) picks a pod per call", skew, 100*r.Path.ProxyShare))
+		return
+	case r.Path.Proxy:
+		r.set(Unknown, "l7-proxy", fmt.Sprintf("%s, but an L7 proxy is in the path (%.0f%% of the calls come through it), which rules out client connection pinning: the skew is the proxy's own (its policy, its upstream connections, its view of the endpoints); read the proxy's stats", skew, 100*r.Path.ProxyShare))
+		r.Reproduce = "pinlab lab run l7-proxy"
+		return
+	case len(direct) == 0:
+		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client connection open at the end of the window carried more than %.1f calls/s: the calls seen are probes' and scrapers', or went over connections that closed meanwhile", skew, MinConnRate))
+		return
+	case balanced:
+		r.set(Balanced, "", fmt.Sprintf("%s; %s", skew, connSummary(direct)))
+		return
+	}
+	idleNoConn, idleNewest := idlePods(rt, direct)
+	switch {
+	case allOne(direct) && ev.Service.Headless():
+		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest)))
+		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant headless-pf", headlessPickFirstFixes
+	case allOne(direct):
+		r.set(Pinned, "clusterip-connection", fmt.Sprintf("%s; %s. Service %s is a ClusterIP: kube-proxy picks a pod once per connection and gRPC sends every call over one long-lived HTTP/2 connection, so each client's calls all land on the pod its connection got%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest)))
+		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant clusterip", clusterIPFixes
+	case len(idleNewest) > 0 && len(idleNewest) == len(idleNoConn) && len(idleNoConn) == rt.Idle:
+		r.set(Pinned, "added-after-resolution", fmt.Sprintf("%s; %s: the clients balance over the pods they resolved, but the %d pods created after every busy one (%s) have no connection: they were added after the clients' last DNS resolution, and gRPC re-resolves only when a connection breaks or a GOAWAY arrives (grpc-go at most once per 30 s), not on the TTL", skew, connSummary(direct), len(idleNewest), list(idleNewest)))
+		r.Reproduce, r.Fixes = "pinlab lab run no-reresolve", staleFixes
+	case len(idleNoConn) > 0:
+		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no client connection, so calls can only go where the clients' few connections are", skew, connSummary(direct), len(idleNoConn), list(idleNoConn)))
+		r.Reproduce, r.Fixes = "pinlab lab run same-effect", clusterIPFixes
+	default:
+		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct)))
+	}
+}
+
+func (r *Result) set(v Verdict, cause, why string) { r.Verdict, r.Cause, r.Why = v, cause, why }
+
+// noSamples explains why no ready pod was measured.
+func noSamples(r *Result) string {
+	ready := 0
+	for _, p := range r.Evidence.Pods {
+		if p.Ready {
+			ready++
+		}
+	}
+	if ready == 0 {
+		return fmt.Sprintf("none of the %d pods of %s/%s is ready", len(r.Evidence.Pods), r.Evidence.Service.Namespace, r.Evidence.Service.Name)
+	}
+	return fmt.Sprintf("none of the %d ready pods could be read (%s)", ready, strings.Join(r.Evidence.Problems, "; "))
+}
+
+// directClients are the clients that are not proxies and have a busy
+// connection (above MinConnRate).
+func directClients(cls []Client) []Client {
+	var out []Client
+	for _, c := range cls {
+		if c.Proxy == "" && c.Busy > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func allOne(cls []Client) bool {
+	for _, c := range cls {
+		if c.Busy != 1 {
+			return false
+		}
+	}
+	return len(cls) > 0
+}
+
+// connSummary says how many connections the clients hold and where.
+func connSummary(cls []Client) string {
+	if len(cls) == 0 {
+		return "no client connection seen"
+	}
+	conns, pods := 0, map[string]bool{}
+	lo, hi := cls[0].Busy, cls[0].Busy
+	for _, c := range cls {
+		conns += c.Busy
+		lo, hi = min(lo, c.Busy), max(hi, c.Busy)
+		for _, p := range c.BusyPods {
+			pods[p] = true
+		}
+	}
+	each := fmt.Sprintf("%d", lo)
+	if lo != hi {
+		each = fmt.Sprintf("%d to %d", lo, hi)
+	}
+	what := "connections"
+	if hi == 1 {
+		what = "connection"
+	}
+	reach := fmt.Sprintf("%d pods", len(pods))
+	if len(pods) == 1 {
+		reach = "1 pod"
+	}
+	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %s", len(cls), each, what, conns, MinConnRate, reach)
+}
+
+// idlePods returns the idle pods without a busy connection of the
+// clients, and the idle pods created after every busy one.
+func idlePods(rt Rates, cls []Client) (noConn, newest []string) {
+	for _, p := range rt.Pods {
+		if !p.Idle {
+			continue
+		}
+		if !slices.ContainsFunc(cls, func(c Client) bool { return slices.Contains(c.BusyPods, p.Name) }) {
+			noConn = append(noConn, p.Name)
+		}
+		if p.Newest {
+			newest = append(newest, p.Name)
+		}
+	}
+	return noConn, newest
+}
+
+func newestNote(rt Rates, newest []string) string {
+	if len(newest) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the %d pods created after every busy one (%s, a scale-out's, say) get calls only when some client opens a new connection", len(newest), list(newest))
+}
+
+// list names up to 4 pods.
+func list(names []string) string {
+	if len(names) > 4 {
+		return strings.Join(names[:4], ", ") + fmt.Sprintf(" and %d more", len(names)-4)
+	}
+	return strings.Join(names, ", ")
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }

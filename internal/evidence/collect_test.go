@@ -1,0 +1,123 @@
+package evidence_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSource lists fixed objects.
+type fakeSource struct{ objs evidence.Objects }
+
+func (f fakeSource) Objects(context.Context) (evidence.Objects, error) { return f.objs, nil }
+func (f fakeSource) String() string                                    { return "fake" }
+
+func readyPod(name, ip string) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{"app": "pricing"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pricing", Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}}}}},
+		Status:     corev1.PodStatus{PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func objects(pods ...corev1.Pod) evidence.Objects {
+	svc := corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "pricing", Namespace: "shop"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "127.96.0.20", Selector: map[string]string{"app": "pricing"}, Ports: []corev1.ServicePort{{Name: "grpc", Port: 8471, TargetPort: intstr.FromString("grpc")}}},
+	}
+	return evidence.Objects{Services: []corev1.Service{svc}, Pods: pods}
+}
+
+// TestCollectPartial: one pod serves channelz, one serves gRPC without
+// channelz, one accepts connections and never answers: the first is
+// measured with its client's connection, the others carry their errors,
+// and Collect returns within the stated bounds.
+func TestCollectPartial(t *testing.T) {
+	good := podtest.Start(t, pod.Config{Name: "good", Addr: netip.MustParseAddrPort("127.203.210.1:8471")})
+	plain := grpc.NewServer()
+	pricingv1.RegisterPricingServer(plain, pricingv1.UnimplementedPricingServer{})
+	pl, err := net.Listen("tcp", "127.203.210.2:8471")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go plain.Serve(pl)
+	t.Cleanup(plain.Stop)
+	silent, err := net.Listen("tcp", "127.203.210.3:8471")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+
+	client := podtest.Dial(t, good.Addr().String(), netip.MustParseAddr("127.203.210.9"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make(chan struct{})
+	go func() {
+		defer close(calls)
+		for ctx.Err() == nil {
+			pricingv1.NewPricingClient(client).GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"})
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-calls }()
+
+	src := fakeSource{objects(readyPod("good", "127.203.210.1"), readyPod("plain", "127.203.210.2"), readyPod("silent", "127.203.210.3"))}
+	start := time.Now()
+	ev, err := evidence.Collect(context.Background(), src, evidence.Request{Namespace: "shop", Service: "pricing", Window: 500 * time.Millisecond})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := 500*time.Millisecond + 2*evidence.SampleTimeout + time.Second; took > limit {
+		t.Errorf("Collect took %v, want at most %v", took, limit)
+	}
+	byName := map[string]evidence.Pod{}
+	for _, p := range ev.Pods {
+		byName[p.Name] = p
+	}
+	g := byName["good"]
+	if g.Err != "" || g.Calls.Started < 10 || len(g.Conns) != 1 || !strings.HasPrefix(g.Conns[0].Remote, "127.203.210.9:") {
+		t.Errorf("good pod: %+v; want >= 10 calls and the one connection from 127.203.210.9", g)
+	}
+	if e := byName["plain"].Err; !strings.Contains(e, "serves no channelz") {
+		t.Errorf("plain pod error %q, want it to say it serves no channelz", e)
+	}
+	if e := byName["silent"].Err; !strings.Contains(e, "timed out") {
+		t.Errorf("silent pod error %q, want a timeout", e)
+	}
+	if len(ev.Problems) != 2 {
+		t.Errorf("problems %q, want the two pods", ev.Problems)
+	}
+}
+
+// TestCollectErrors: no such Service names the ones there; an interrupt
+// during the window returns at once with ctx's error.
+func TestCollectErrors(t *testing.T) {
+	_, err := evidence.Collect(context.Background(), fakeSource{objects()}, evidence.Request{Namespace: "shop", Service: "prices"})
+	if !errors.Is(err, evidence.ErrNoService) || !strings.Contains(err.Error(), "Services there: pricing") {
+		t.Errorf("no such Service: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = evidence.Collect(ctx, fakeSource{objects()}, evidence.Request{Namespace: "shop", Service: "pricing", Window: time.Minute})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Errorf("interrupted: %v after %v, want ctx's error within 2s", err, time.Since(start))
+	}
+}

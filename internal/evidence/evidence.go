@@ -1,0 +1,155 @@
+// Package evidence gathers what `pinlab diagnose` judges, for one Service:
+// its objects (Service, EndpointSlices, the pods it selects and every other
+// pod and Service, from a Source such as a running lab's control API or a
+// kubeconfig) and, from each of its pods' grpc.channelz.v1 service, two
+// samples a window apart: the server's call counts and its connections
+// with their remote addresses and per-connection call counts. It does I/O
+// and judges nothing; package diagnose turns an Evidence into a verdict.
+//
+// Data flows one way: Source -> Collect -> Evidence. An Evidence is plain
+// data (JSON-ready) and is not changed after Collect returns.
+package evidence
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Objects are the API objects a Source lists (every namespace).
+type Objects struct {
+	Services       []corev1.Service
+	Pods           []corev1.Pod
+	EndpointSlices []discoveryv1.EndpointSlice
+}
+
+// Source lists a cluster's objects. Implementations: the lab's control API
+// (in package cli) and a kubeconfig (Kube).
+type Source interface {
+	// Objects lists Services, Pods and EndpointSlices of every namespace.
+	// It honours ctx and returns an error saying what was tried.
+	Objects(ctx context.Context) (Objects, error)
+	// String names the source for the report ("lab at 127.0.0.1:7471").
+	String() string
+}
+
+// Evidence is what was observed of one Service.
+type Evidence struct {
+	// Source names where the objects came from.
+	Source string `json:"source"`
+	// RatesFrom says where the per-pod call counts came from: "channelz"
+	// or "prometheus".
+	RatesFrom string `json:"rates_from"`
+	// Service is the Service diagnosed.
+	Service Service `json:"service"`
+	// Siblings are the other Services of the namespace that select the
+	// same pods (a headless twin of a ClusterIP Service, say).
+	Siblings []Service `json:"siblings,omitempty"`
+	// Window is the time between the two samples, as measured; zero when
+	// no pod could be sampled twice.
+	Window time.Duration `json:"window_ns"`
+	// Pods are the Service's pods: the pods its selector matches, else the
+	// pods named by its EndpointSlices; sorted by name.
+	Pods []Pod `json:"pods"`
+	// Peers name the addresses seen as remote ends of the pods'
+	// connections, when they are known: a pod (any namespace) or an
+	// endpoint of another Service (a gateway, say). Keyed by IP.
+	Peers map[string]Peer `json:"peers,omitempty"`
+	// Queries are the PromQL queries run, when RatesFrom is "prometheus".
+	Queries []string `json:"queries,omitempty"`
+	// Problems are what could not be collected (a pod without channelz, an
+	// unreachable Prometheus), each a sentence; the rest is still there.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Service is the part of a Service that diagnosis reads.
+type Service struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Type is spec.type ("ClusterIP" when empty).
+	Type string `json:"type"`
+	// ClusterIP is spec.clusterIP: an address, or "None" for a headless
+	// Service.
+	ClusterIP string            `json:"cluster_ip"`
+	Selector  map[string]string `json:"selector,omitempty"`
+	// Ports are the Service's ports.
+	Ports []int32 `json:"ports"`
+	// Annotations are the Service's annotations.
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Endpoints is how many endpoints its EndpointSlices list, and Ready
+	// how many of them are ready.
+	Endpoints int `json:"endpoints"`
+	Ready     int `json:"ready"`
+}
+
+// Headless reports whether the Service has no ClusterIP.
+func (s Service) Headless() bool { return s.ClusterIP == corev1.ClusterIPNone }
+
+// Pod is one of the Service's pods and what it served during the window.
+type Pod struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+	// Ready is the pod's Ready condition; ReadySince is when it last
+	// turned true (zero when not ready or unknown), Created its creation
+	// time.
+	Ready      bool      `json:"ready"`
+	ReadySince time.Time `json:"ready_since,omitzero"`
+	Created    time.Time `json:"created,omitzero"`
+	// Containers are the names of the pod's containers (sidecars
+	// included); Annotations and Labels are the pod's.
+	Containers  []string          `json:"containers"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	// Addr is the "IP:port" of the pod's gRPC server that was sampled.
+	Addr string `json:"addr,omitempty"`
+	// Err says why the pod's calls could not be measured (no channelz,
+	// refused, timed out, no Prometheus series); empty when they were.
+	Err string `json:"error,omitempty"`
+	// ConnsErr says why its connections could not be read from channelz
+	// when its calls came from Prometheus.
+	ConnsErr string `json:"conns_error,omitempty"`
+	// Calls counts the server's calls during the window.
+	Calls Calls `json:"calls"`
+	// Conns are the server's client connections open at the end of the
+	// window, the sampler's own left out; sorted by remote address.
+	Conns []Conn `json:"conns"`
+}
+
+// Sampled reports whether the pod's calls were measured.
+func (p Pod) Sampled() bool { return p.Err == "" }
+
+// Calls are call counts over the window: calls started, and of the
+// finished ones, those that succeeded and failed.
+type Calls struct {
+	Started   int64 `json:"started"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+}
+
+// Conn is one client connection of a pod's server.
+type Conn struct {
+	// Remote is the client's "IP:port" as the server sees it.
+	Remote string `json:"remote"`
+	// Calls are the calls (streams) started on it during the window (all
+	// of them if it opened during the window); Total since it opened.
+	Calls int64 `json:"calls"`
+	Total int64 `json:"total"`
+	// New is true when the connection opened during the window.
+	New bool `json:"new,omitempty"`
+}
+
+// Peer is a known remote address.
+type Peer struct {
+	// Kind is "pod" or "endpoint" (an address of another Service's
+	// EndpointSlice, such as a gateway's) or "node" (the lab's node
+	// address, where kubelet probes and host processes come from).
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	// Name is the pod's name, or the Service's for an endpoint.
+	Name string `json:"name"`
+	// Containers and Annotations are the pod's, for a pod.
+	Containers  []string          `json:"containers,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}

@@ -1,0 +1,122 @@
+package evidence_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pinlab/pinlab/internal/evidence"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fakeAPI answers the three lists Kube makes, as kube-apiserver would for
+// a user allowed only namespace shop (cluster-wide pods are Forbidden),
+// or Forbidden for everything when denyAll.
+func fakeAPI(t *testing.T, denyAll bool) string {
+	forbidden := func(w http.ResponseWriter, what string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure", Reason: metav1.StatusReasonForbidden, Code: 403,
+			Message: fmt.Sprintf(`%s is forbidden: User "bob" cannot list resource`, what)})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		switch r.URL.Path {
+		case "/api/v1/namespaces/shop/services":
+			v = corev1.ServiceList{Items: []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "pricing", Namespace: "shop"}}}}
+		case "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices":
+			v = discoveryv1.EndpointSliceList{}
+		case "/api/v1/namespaces/shop/pods":
+			v = corev1.PodList{Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "pricing-0", Namespace: "shop"}}}}
+		case "/api/v1/pods":
+			forbidden(w, "pods")
+			return
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if denyAll {
+			forbidden(w, r.URL.Path)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func kubeconfig(t *testing.T, local, denied string) string {
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: %q}
+- name: denied
+  cluster: {server: %q}
+- name: remote
+  cluster: {server: "https://10.0.0.1:6443"}
+users:
+- name: bob
+  user: {token: abc}
+contexts:
+- name: local
+  context: {cluster: local, user: bob}
+- name: denied
+  context: {cluster: denied, user: bob}
+- name: remote
+  context: {cluster: remote, user: bob}
+current-context: remote
+`, local, denied)
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestKube: client-go's loading rules pick the file and context; a server
+// outside loopback is refused before any request; RBAC that forbids
+// cluster-wide pods falls back to the namespace; one that forbids the
+// Services says so. (No real API server here: this is the fake's answers
+// through the real client-go.)
+func TestKube(t *testing.T) {
+	path := kubeconfig(t, fakeAPI(t, false), fakeAPI(t, true))
+	tests := []struct {
+		name, context string
+		env           string // KUBECONFIG
+		kubeconfig    string
+		pods          int
+		err           string
+	}{
+		{name: "named context", kubeconfig: path, context: "local", pods: 1},
+		{name: "KUBECONFIG", env: path, context: "local", pods: 1},
+		{name: "current context is remote", kubeconfig: path, err: "pinlab only uses 127.0.0.0/8"},
+		{name: "unknown context", kubeconfig: path, context: "nope", err: `context "nope"`},
+		{name: "RBAC", kubeconfig: path, context: "denied", err: "forbids list services"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tt.env)
+			k := &evidence.Kube{Kubeconfig: tt.kubeconfig, Context: tt.context, Namespace: "shop"}
+			o, err := k.Objects(context.Background())
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("error %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || len(o.Pods) != tt.pods || len(o.Services) != 1 {
+				t.Errorf("objects %d pods, %d services, %v; want %d pods, 1 service", len(o.Pods), len(o.Services), err, tt.pods)
+			}
+		})
+	}
+}

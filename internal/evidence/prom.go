@@ -1,0 +1,135 @@
+package evidence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/loopback"
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// PrometheusTimeout bounds each query.
+const PrometheusTimeout = 10 * time.Second
+
+// Prometheus takes per-pod call counts from a Prometheus server that
+// scrapes the pods' grpc-ecosystem metrics (grpc_server_started_total and
+// grpc_server_handled_total), with the target labels `pinlab lab targets`
+// gives (and common Kubernetes relabelling keeps): namespace and pod. The
+// health and channelz services' calls (probes, diagnose's own sampling)
+// are left out. Only a server inside 127.0.0.0/8 is queried.
+type Prometheus struct {
+	// URL is the server's base URL, e.g. "http://127.0.0.1:9090".
+	URL string
+	// NamespaceLabel and PodLabel name the target labels; empty means
+	// "namespace" and "pod".
+	NamespaceLabel, PodLabel string
+}
+
+// excluded are the services whose calls are not the workload's.
+const excluded = "grpc.health.v1.Health|grpc.channelz.v1.Channelz"
+
+// Queries returns the PromQL queries for the calls started and failed by
+// pods of namespace over the window ending at the query time.
+func (p *Prometheus) Queries(namespace string, pods []string, window time.Duration) (started, failed string) {
+	ns, pod := cmpOr(p.NamespaceLabel, "namespace"), cmpOr(p.PodLabel, "pod")
+	quoted := make([]string, len(pods))
+	for i, name := range pods {
+		quoted[i] = regexp.QuoteMeta(name)
+	}
+	sel := fmt.Sprintf(`%s=%q,%s=~%q,grpc_service!~%q`, ns, namespace, pod, strings.Join(quoted, "|"), excluded)
+	w := model.Duration(window).String()
+	started = fmt.Sprintf(`sum by (%s) (increase(grpc_server_started_total{%s}[%s]))`, pod, sel, w)
+	failed = fmt.Sprintf(`sum by (%s) (increase(grpc_server_handled_total{%s,grpc_code!="OK"}[%s]))`, pod, sel, w)
+	return started, failed
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Calls runs Queries at now and returns the calls of each pod that has
+// series, rounded to whole calls (Prometheus extrapolates increase() to
+// the window's edges), and the queries run. Errors name the server and
+// say whether it could not be reached, answered an error (a bad query,
+// say), or timed out (PrometheusTimeout per query).
+func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string, window time.Duration) (map[string]Calls, []string, error) {
+	if err := p.check(); err != nil {
+		return nil, nil, err
+	}
+	client, err := promapi.NewClient(promapi.Config{Address: p.URL, Client: &http.Client{Timeout: PrometheusTimeout}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("prometheus %s: %w", p.URL, err)
+	}
+	api := promv1.NewAPI(client)
+	started, failed := p.Queries(namespace, pods, window)
+	out := map[string]Calls{}
+	for _, q := range []string{started, failed} {
+		qctx, cancel := context.WithTimeout(ctx, PrometheusTimeout)
+		v, _, _, err := api.Query(qctx, q, time.Now())
+		cancel()
+		if err != nil {
+			return nil, []string{started, failed}, p.queryError(err)
+		}
+		vec, ok := v.(model.Vector)
+		if !ok {
+			return nil, []string{started, failed}, fmt.Errorf("prometheus %s: %s: want a vector, got %s", p.URL, q, v.Type())
+		}
+		for _, s := range vec {
+			name := string(s.Metric[model.LabelName(cmpOr(p.PodLabel, "pod"))])
+			c := out[name]
+			n := int64(math.Round(float64(s.Value)))
+			if q == started {
+				c.Started = n
+			} else {
+				c.Failed = n
+			}
+			out[name] = c
+		}
+	}
+	for name, c := range out {
+		c.Succeeded = max(0, c.Started-c.Failed)
+		out[name] = c
+	}
+	return out, []string{started, failed}, nil
+}
+
+// check refuses a URL whose host is not an IP inside 127.0.0.0/8.
+func (p *Prometheus) check() error {
+	u, err := url.Parse(p.URL)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("prometheus: %q is not an http:// URL", p.URL)
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return fmt.Errorf("prometheus: %q: give the server's IP, not a name (pinlab only talks to 127.0.0.0/8)", p.URL)
+	}
+	return loopback.CheckIP(ip)
+}
+
+func (p *Prometheus) queryError(err error) error {
+	var perr *promv1.Error
+	var nerr net.Error
+	switch {
+	case errors.As(err, &perr) && perr.Type == promv1.ErrBadData:
+		return fmt.Errorf("prometheus %s refused the query: %s", p.URL, perr.Msg)
+	case errors.As(err, &nerr) && nerr.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("prometheus %s did not answer within %v: %w", p.URL, PrometheusTimeout, err)
+	case errors.As(err, &perr):
+		return fmt.Errorf("prometheus %s: %s: %s", p.URL, perr.Type, perr.Msg)
+	}
+	return fmt.Errorf("prometheus %s could not be reached: %w", p.URL, err)
+}
