@@ -22,33 +22,7 @@ import (
 
 // shortScaleOut is a short scale-out: pricing goes from 2 to 4 pods at 2s,
 // under a ClusterIP and a headless round_robin variant.
-const shortScaleOut = `apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: pricing, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: pricing}}
-  template:
-    metadata: {labels: {app: pricing}}
-    spec:
-      containers:
-      - name: pricing
-        image: pinlab
-        args: [pod, pricing]
-        ports: [{name: grpc, containerPort: 8471}]
-        readinessProbe: {grpc: {port: 8471}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: pricing, namespace: shop}
-spec:
-  selector: {app: pricing}
-  ports: [{name: grpc, port: 8471, targetPort: grpc}]
----
+const shortScaleOut = upManifest + `---
 apiVersion: v1
 kind: Service
 metadata: {name: pricing-headless, namespace: shop}
