@@ -15,22 +15,35 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// lagCollector keeps results and schedule lags.
+// lagCollector keeps results and schedule lags, and each call's lag by
+// its due time.
 type lagCollector struct {
 	collector
-	mu   sync.Mutex
-	lags []time.Duration
+	mu    sync.Mutex
+	lags  []time.Duration
+	byDue map[time.Time]time.Duration
 }
 
-func (c *lagCollector) Sent(_ time.Time, lag time.Duration) {
+func (c *lagCollector) Sent(due time.Time, lag time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lags = append(c.lags, lag)
+	if c.byDue == nil {
+		c.byDue = map[time.Time]time.Duration{}
+	}
+	c.byDue[due] = lag
 }
 
 // generate runs one client paced by a Scheduler against addr at rate for
 // d and returns its results and schedule lags, sorted by latency and lag.
 func generate(t *testing.T, addr netip.AddrPort, src string, rate float64, d time.Duration, during func()) ([]Result, []time.Duration) {
+	rs, lags, _ := generateLags(t, addr, src, rate, d, during)
+	return rs, lags
+}
+
+// generateLags is generate, also returning each call's schedule lag by its
+// due time.
+func generateLags(t *testing.T, addr netip.AddrPort, src string, rate float64, d time.Duration, during func()) ([]Result, []time.Duration, map[time.Time]time.Duration) {
 	t.Helper()
 	sc := NewScheduler()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,42 +70,48 @@ func generate(t *testing.T, addr netip.AddrPort, src string, rate float64, d tim
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	slices.Sort(obs.lags)
-	return rs, obs.lags
+	return rs, obs.lags, obs.byDue
 }
 
-// TestGeneratorLatency: against a pod answering after a fixed 2 ms, the
-// latency the generator reports (from each call's due time) has its median
-// at 2.0-2.4 ms at 2000 calls/s on a quiet machine: the schedule is kept to
-// well under a millisecond. What the path itself takes (the pod's 2 ms is
-// a Go timer, and the pod shares the machine with the generator) is
-// measured beside the run as ghz would, one call at a time timed from its
-// send on a channel of its own, and the generator may add at most 0.4 ms
-// to that path's median. An overloaded machine (schedule lag p99 past the
-// verdict's 20 ms) is detected and the test skipped, not failed.
+// TestGeneratorLatency: against a pod answering after a fixed 2 ms at
+// 2000 calls/s, the latency the generator reports counts from each call's
+// due time (so the 2 ms is in it, and a late schedule would be too), and
+// the schedule launches the median call at most 0.4 ms late. On a machine that
+// keeps the pod's 2 ms (the same path timed one call at a time, as ghz
+// would, has its median at most 2.4 ms), the median is also at most
+// 2.8 ms. An overloaded machine (schedule lag p99 past the verdict's 20
+// ms, or that path 1 ms slower than the service time) is detected and the
+// test skipped, not failed.
 func TestGeneratorLatency(t *testing.T) {
 	const service = 2 * time.Millisecond
 	s := podtest.Start(t, pod.Config{Name: "slow", Addr: netip.MustParseAddrPort("127.203.80.1:0"), ServiceTime: service})
 	addr := loopback.AddrPort(s.Addr())
 	direct := pricingv1.NewPricingClient(podtest.Dial(t, addr.String(), netip.MustParseAddr("127.203.80.8")))
 	paths := make(chan time.Duration, 1)
-	rs, lags := generate(t, addr, "127.203.80.9", 2000, 2*time.Second, func() { paths <- pathP50(t, direct, 300) })
+	rs, lags, byDue := generateLags(t, addr, "127.203.80.9", 2000, 2*time.Second, func() { paths <- pathP50(t, direct, 300) })
 	path := <-paths
 	if len(rs) < 3000 {
 		t.Fatalf("%d results in 2 s at 2000 calls/s", len(rs))
 	}
 	lagP50, lagP99 := lags[len(lags)/2], lags[len(lags)*99/100]
-	if lagP99 > 20*time.Millisecond {
-		t.Skipf("schedule lag p50 %v, p99 %v: the machine is overloaded", lagP50, lagP99)
+	if lagP99 > 20*time.Millisecond || path > service+time.Millisecond {
+		t.Skipf("schedule lag p50 %v, p99 %v, the path's p50 %v for a %v service: the machine is overloaded", lagP50, lagP99, path, service)
 	}
+	fromSend := make([]time.Duration, 0, len(rs))
 	for _, r := range rs {
 		if r.Code != codes.OK {
 			t.Fatalf("a call failed: %v", r.Err)
 		}
+		fromSend = append(fromSend, r.Latency-byDue[r.Due])
 	}
-	p50 := rs[len(rs)/2].Latency
-	t.Logf("p50 %v, p99 %v; schedule lag p50 %v, p99 %v; the path beside, timed from the send: p50 %v", p50, rs[len(rs)*99/100].Latency, lagP50, lagP99, path)
-	if p50 < service || p50 > path+400*time.Microsecond {
-		t.Errorf("p50 latency %v, want %v to %v (the path's p50 %v + 0.4 ms)", p50, service, path+400*time.Microsecond, path)
+	slices.Sort(fromSend)
+	p50, sendP50 := rs[len(rs)/2].Latency, fromSend[len(fromSend)/2]
+	t.Logf("p50 %v (from the send %v), p99 %v; schedule lag p50 %v, p99 %v; the path one call at a time: p50 %v", p50, sendP50, rs[len(rs)*99/100].Latency, lagP50, lagP99, path)
+	if p50 < service || p50 < sendP50 || lagP50 > 400*time.Microsecond {
+		t.Errorf("p50 latency %v, from the send %v, schedule lag p50 %v; want at least %v and the send's, and a lag of at most 0.4 ms", p50, sendP50, lagP50, service)
+	}
+	if path <= service+400*time.Microsecond && p50 > service+800*time.Microsecond {
+		t.Errorf("p50 latency %v on a machine that keeps the %v service (the path's p50 %v); want at most %v", p50, service, path, service+800*time.Microsecond)
 	}
 }
 
