@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -49,6 +50,45 @@ current-context: lab
 	}
 	t.Cleanup(r.Close)
 	cc.waitError(t, "kubernetes://shop/pricing:grpc: list EndpointSlices", `User "alice" cannot list`, "needs get, list and watch", "no addresses yet")
+}
+
+// TestUnreachableAPI: an API server that cannot be reached (connection
+// refused) is reported at once, not left to calls that time out (a fresh
+// user's kubeconfig pointing at 127.0.0.1:1 saw only DeadlineExceeded for
+// 20 s: client-go retries a failed watch-list request without the list
+// whose failure used to be the one reported).
+func TestUnreachableAPI(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: lab
+  cluster: {server: "http://%s"}
+users:
+- name: alice
+  user: {token: secret}
+contexts:
+- name: lab
+  context: {cluster: lab, user: alice, namespace: shop}
+current-context: lab
+`, addr)
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("kubernetes:///pricing:grpc")
+	cc := newFakeCC()
+	r, err := NewBuilder(WithKubeconfig(path), WithLogger(nil)).Build(resolver.Target{URL: *u}, cc, resolver.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	cc.waitError(t, "kubernetes://shop/pricing:grpc:", "EndpointSlices", "connection refused")
 }
 
 // TestNoConfig: a Builder that can find no API fails Build, and says why.

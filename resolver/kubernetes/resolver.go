@@ -120,7 +120,11 @@ func (r *kubeResolver) listWatch() *cache.ListWatch {
 			opts.LabelSelector = r.selector
 			w, err := eps.Watch(ctx, opts)
 			if err != nil {
-				if !watchList(opts) {
+				// A watch-list request the API server refused is followed
+				// by a list, whose outcome is the one to report; one that
+				// never reached a server (connection refused, a timeout)
+				// is retried as it was, with no list, so it is reported.
+				if !watchList(opts) || !answered(err) {
 					r.apiFailed("watch", err)
 				}
 				return nil, err
@@ -137,6 +141,13 @@ func (r *kubeResolver) listWatch() *cache.ListWatch {
 // once, and the list's failure, if any, is the one to report.
 func watchList(opts metav1.ListOptions) bool {
 	return opts.SendInitialEvents != nil && *opts.SendInitialEvents
+}
+
+// answered reports whether err is an API server's answer (a Status), not a
+// failure to reach one.
+func answered(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s)
 }
 
 // routine reports watch ends the reflector recovers from at once, with a
