@@ -81,8 +81,11 @@ type Rates struct {
 	MaxMean float64 `json:"max_over_mean"`
 	Idle    int     `json:"idle"`
 	// Counted is how many pods the figures are over: the ready ones that
-	// were sampled.
+	// were sampled. Unread is how many ready pods were not (no reading, or
+	// no series in Prometheus): balance over the others says nothing of
+	// them.
 	Counted int `json:"counted"`
+	Unread  int `json:"unread"`
 }
 
 // PodRate is one pod's line of step 1.
@@ -183,6 +186,8 @@ func rates(ev evidence.Evidence) Rates {
 				xs = append(xs, pr.Rate)
 				r.Total += pr.Rate
 			}
+		} else if p.Ready {
+			r.Unread++
 		}
 		r.Pods = append(r.Pods, pr)
 	}

@@ -52,6 +52,10 @@ func TestDiagnose(t *testing.T) {
 		{name: "no calls", ev: evidencetest.Build(false, []pod{{}, {}}, 0, nil), verdict: diagnose.Unknown, cause: "no-calls"},
 		{name: "probes only", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil), verdict: diagnose.Unknown, cause: "no-clients"},
 		{name: "no pods", ev: evidencetest.Build(false, nil, 0, nil), verdict: diagnose.Unknown, cause: "no-pods"},
+		// A fresh user's scale from 6 to 8 under round_robin, rates from
+		// Prometheus, which had no series yet for the 2 new pods: even over
+		// the 6 read, never balanced.
+		{name: "even over the pods read, 2 not read", ev: evidencetest.Build(true, append(spread(6, 2, 100), pod{Added: true, Err: "no series"}, pod{Added: true, Err: "no series"}), 2, nil), verdict: diagnose.Unknown, cause: "unread-pods"},
 		{name: "no channelz anywhere", ev: evidencetest.Build(false, []pod{{Err: "no channelz"}}, 0, nil), verdict: diagnose.Unknown, cause: "no-samples"},
 		{name: "uneven clients, every pod connected", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400}}, {Calls: map[int]float64{1: 20}}}, 2, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
 		{name: "several connections, uneven rates", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400, 1: 5}}, {Calls: map[int]float64{0: 30, 1: 5}}}, 2, nil), verdict: diagnose.Unknown, cause: "uneven-clients"},

@@ -24,6 +24,12 @@ func judge(r *Result) {
 	}
 	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %.0f calls/s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, rt.Total)
 	balanced := rt.Idle == 0 && rt.Jain >= BalancedJain
+	if balanced && rt.Unread > 0 {
+		// The pods not read are what a scale-out adds, and what pinning
+		// leaves idle: balance over the others proves nothing.
+		r.set(Unknown, "unread-pods", fmt.Sprintf("%s over the pods read, but %s of %s could not be read (see step 1): they may be the idle ones, so balance cannot be told", skew, plural(rt.Unread, "ready pod"), svc))
+		return
+	}
 	direct := directClients(r.Clients)
 	switch in := inboundRate(r.Clients); {
 	case in >= ProxyShare*rt.Total:
@@ -161,3 +167,10 @@ func list(names []string) string {
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
