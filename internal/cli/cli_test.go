@@ -145,6 +145,7 @@ func TestArgumentErrors(t *testing.T) {
 		stderr string
 	}{
 		{name: "scale with an empty name", args: []string{"lab", "scale", "statefulset/", "--replicas", "2"}, code: ExitUsage, stderr: "missing the name after the slash"},
+		{name: "report to an HTML file with no name", args: []string{"report", "result.json", "--html", ""}, code: ExitUsage, stderr: "--html: an empty file name"},
 		{name: "scale below 0", args: []string{"lab", "scale", "deploy/pricing", "--replicas", "-1"}, code: ExitUsage, stderr: "--replicas -1: expected 0 to 1000"},
 		{name: "scale above what a lab runs", args: []string{"lab", "scale", "deploy/pricing", "--replicas", "1001"}, code: ExitUsage, stderr: "--replicas 1001: expected 0 to 1000"},
 		{name: "unready takes one pod", args: []string{"lab", "unready", "pod/a", "pod/b"}, code: ExitUsage, stderr: "expected one KIND/NAME, got 2"},

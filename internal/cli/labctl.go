@@ -30,7 +30,7 @@ func (o *CtlOptions) client() *control.Client {
 
 func (o *CtlOptions) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
-	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "file with the lab's token, as `pinlab lab up` printed it (default: the one lab up writes for --control)")
+	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "file with the lab's token, as pinlab lab up printed it (default: the one lab up writes for --control)")
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "default", "namespace")
 }
 

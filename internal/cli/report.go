@@ -42,6 +42,9 @@ standard input.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File, opts.In = args[0], cmd.InOrStdin()
+			if cmd.Flags().Changed("html") && opts.HTML == "" {
+				return usageError{fmt.Errorf("--html: an empty file name")}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
