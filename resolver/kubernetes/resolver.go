@@ -414,9 +414,13 @@ func (r *kubeResolver) report(f failure) {
 // apiFailure says what failed and what the channel keeps meanwhile.
 func (r *kubeResolver) apiFailure(err error) failure {
 	f := failure{reason: reasonAPI, msg: fmt.Sprintf("%s: %v", r.t, err)}
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+	switch {
+	case apierrors.IsForbidden(err):
 		f.reason = reasonForbidden
 		f.msg += fmt.Sprintf(" (the resolver needs get, list and watch on endpointslices.discovery.k8s.io in namespace %s)", r.t.namespace)
+	case apierrors.IsUnauthorized(err):
+		f.reason = reasonForbidden
+		f.msg += " (the API server did not accept the credentials: an expired or wrong token or certificate in the kubeconfig or the service account)"
 	}
 	switch {
 	case !r.hasState:
