@@ -27,7 +27,7 @@ func judge(r *Result) {
 	if balanced && rt.Unread > 0 {
 		// The pods not read are what a scale-out adds, and what pinning
 		// leaves idle: balance over the others proves nothing.
-		r.set(Unknown, "unread-pods", fmt.Sprintf("%s over the pods read, but %s of %s could not be read (see step 1): they may be the idle ones, so balance cannot be told", skew, plural(rt.Unread, "ready pod"), svc))
+		r.set(Unknown, "unread-pods", fmt.Sprintf("%s over the pods read, but %s of %s could not be read (see step 1) and may be idle, so balance cannot be told", skew, plural(rt.Unread, "ready pod"), svc))
 		return
 	}
 	direct := directClients(r.Clients)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/kubeapitest"
+	"github.com/pinlab/pinlab/internal/labtest"
 	ours "github.com/pinlab/pinlab/resolver/kubernetes"
 	kuberesolver "github.com/sercand/kuberesolver/v6"
 	"google.golang.org/grpc/resolver"
@@ -516,15 +517,18 @@ func TestKuberesolverTargets(t *testing.T) {
 			if reqs := e.srv.Requests(); !slices.Contains(reqs, kubeapitest.Request{Watch: true, Namespace: tt.ns, LabelSelector: sel}) {
 				t.Errorf("kuberesolver's requests %+v, want a watch of %s in %s", reqs, sel, tt.ns)
 			}
-			if !slices.ContainsFunc(e.api.Actions(), func(a k8stesting.Action) bool {
-				w, ok := a.(k8stesting.WatchActionImpl)
-				// client-go's reflector asks for bookmarks; the server's
-				// relay for kuberesolver does not.
-				return ok && w.Namespace == tt.ns && w.Resource.Resource == "endpointslices" && w.ListOptions.LabelSelector == sel &&
-					w.ListOptions.AllowWatchBookmarks
-			}) {
-				t.Errorf("resolver/kubernetes did not watch %s in %s", sel, tt.ns)
+			// The addresses can come from the reflector's list before its
+			// watch starts: wait for the watch.
+			watched := func() bool {
+				return slices.ContainsFunc(e.api.Actions(), func(a k8stesting.Action) bool {
+					w, ok := a.(k8stesting.WatchActionImpl)
+					// client-go's reflector asks for bookmarks; the server's
+					// relay for kuberesolver does not.
+					return ok && w.Namespace == tt.ns && w.Resource.Resource == "endpointslices" && w.ListOptions.LabelSelector == sel &&
+						w.ListOptions.AllowWatchBookmarks
+				})
 			}
+			labtest.WaitFor(t, 10*time.Second, fmt.Sprintf("resolver/kubernetes to watch %s in %s", sel, tt.ns), watched)
 		})
 	}
 }
