@@ -87,7 +87,7 @@ func overloadLines(r *Result) []string {
 			if o.Window != "" {
 				where = "window " + o.Window
 			}
-			out = append(out, fmt.Sprintf("variant %s, %s: the load generator fell behind its schedule (%s); timing figures there are the machine's, not the system's", v.Name, where, o.Reason))
+			out = append(out, fmt.Sprintf("variant %s, %s: the machine was overloaded (%s); timing figures there are the machine's, not the system's", v.Name, where, o.Reason))
 		}
 	}
 	return out

@@ -130,7 +130,7 @@ func (f facts) line(minResolve time.Duration) string {
 	}
 	var parts []string
 	if r := windowOverload(f.last); r != "" {
-		parts = append(parts, fmt.Sprintf("the load generator fell behind its schedule in window %q (%s), so the machine, not the system, shaped its timing figures", f.last.Name, r))
+		parts = append(parts, fmt.Sprintf("the machine was overloaded in window %q (%s), so the machine, not the system, shaped its timing figures", f.last.Name, r))
 	}
 	if share := float64(failed) / float64(failed+f.last.ClientOK); share > 0.001 {
 		parts = append(parts, fmt.Sprintf("%.1f%% of calls failed in window %q (%s)", 100*share, f.last.Name, stats.CodeCounts(f.last.Errors)))
