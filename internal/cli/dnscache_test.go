@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -42,15 +40,7 @@ func TestLabUpDNSCacheFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got *LabUpOptions
-			cmd := NewCmdLabUp(&bytes.Buffer{}, &bytes.Buffer{}, func(_ context.Context, o *LabUpOptions) error {
-				got = o
-				return nil
-			})
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(&bytes.Buffer{})
-			cmd.SetErr(&bytes.Buffer{})
-			err := cmd.Execute()
+			got, err := parseLabUp(tt.args)
 			if tt.wantErr != "" {
 				var ue usageError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {

@@ -57,15 +57,7 @@ func TestLabUpFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got *LabUpOptions
-			cmd := NewCmdLabUp(&bytes.Buffer{}, &bytes.Buffer{}, func(_ context.Context, o *LabUpOptions) error {
-				got = o
-				return nil
-			})
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(&bytes.Buffer{})
-			cmd.SetErr(&bytes.Buffer{})
-			err := cmd.Execute()
+			got, err := parseLabUp(tt.args)
 			if tt.wantErr != "" {
 				var ue usageError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
@@ -393,4 +385,19 @@ func TestLabGetNamespaces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseLabUp runs lab up's flag and argument checks on args and returns
+// the options it would have started with (nil if it would not start).
+func parseLabUp(args []string) (*LabUpOptions, error) {
+	var got *LabUpOptions
+	cmd := NewCmdLabUp(&bytes.Buffer{}, &bytes.Buffer{}, func(_ context.Context, o *LabUpOptions) error {
+		got = o
+		return nil
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.Execute()
+	return got, err
 }
