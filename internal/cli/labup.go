@@ -347,14 +347,6 @@ func openObjects(ctx context.Context, opts *LabUpOptions) (*scenario.File, error
 	return f, nil
 }
 
-// File descriptors a lab up holds before any client connects: a pod's
-// listeners and probe connection, and the lab's own (DNS, informers,
-// VIP listeners, the control API).
-const (
-	fdsPerPod = 3
-	fdsPerLab = 150
-)
-
 // podsOf returns the pods a workload object asks for (1 for a Pod, 0 for
 // objects that run none).
 func podsOf(o scenario.Object) int {
@@ -391,7 +383,7 @@ func checkLabSize(f *scenario.File) error {
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
 		return nil
 	}
-	if need := fdsPerLab + fdsPerPod*pods; uint64(need) > lim.Cur*8/10 {
+	if need := plan.FDsPerLab + control.DefaultMaxConns + plan.FDsPerPod*pods; uint64(need) > lim.Cur*8/10 {
 		return fmt.Errorf("%s: %d pods would hold about %d file descriptors before any client connects, more than 80%% of the %d this process may open (ulimit -n); raise it or lower the replicas", f.Name, pods, need, lim.Cur)
 	}
 	return nil

@@ -17,7 +17,7 @@ const (
 	MaxReplicas = 1000
 	// MaxPods bounds the pods of one variant (all workloads at their
 	// largest over the timeline) and of all variants side by side: 1000
-	// pods took 17 s to become ready on 2 cores.
+	// pods become ready in about 1 s on 2 cores (BenchmarkStartup).
 	MaxPods = 1000
 	// MaxOfferedLoad bounds the calls per second all clients offer
 	// together, in one variant and in all variants side by side. Measured
@@ -25,6 +25,17 @@ const (
 	// 20-27 ms; at 12000, round_robin queued (p50 27 ms); at 20000 most
 	// calls missed their deadline.
 	MaxOfferedLoad = 8000
+)
+
+// File descriptors a lab holds, by what opens them (the runner and lab up
+// estimate a run's need from them before anything starts).
+const (
+	// FDsPerPod: a pod's gRPC listener, an HTTP listener, a probe's
+	// connection.
+	FDsPerPod = 3
+	// FDsPerLab: the DNS sockets, the range claim, informers, logs and the
+	// VIP listeners.
+	FDsPerLab = 100
 )
 
 // DefaultMinResolutionInterval is grpc-go's own minimum time between DNS

@@ -15,8 +15,6 @@ import (
 const (
 	fdsPerDirectConn = 2
 	fdsPerVIPConn    = 4
-	fdsPerPod        = 3   // gRPC listener, an HTTP listener, a probe's connection
-	fdsPerLab        = 100 // DNS sockets, the range claim, informers, logs, VIP listeners
 )
 
 // ErrTooManyFiles is returned by Run when a run would need more file
@@ -26,7 +24,7 @@ var ErrTooManyFiles = errors.New("more file descriptors than the process may ope
 // fdNeed estimates the file descriptors a variant holds at its peak and
 // says what most of them are for.
 func fdNeed(v plan.Variant) (int, string) {
-	need := fdsPerLab + fdsPerPod*v.PeakPods
+	need := plan.FDsPerLab + plan.FDsPerPod*v.PeakPods
 	biggest, what := 0, ""
 	for _, g := range v.Groups {
 		conns, per := connsPerClient(g)

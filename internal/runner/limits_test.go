@@ -28,7 +28,7 @@ func TestFDNeed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := plan.Variant{PeakPods: 50, Groups: []plan.Group{tt.g}}
 			got, _ := fdNeed(v)
-			if want := tt.want + fdsPerLab + fdsPerPod*50; got != want {
+			if want := tt.want + plan.FDsPerLab + plan.FDsPerPod*50; got != want {
 				t.Errorf("fdNeed = %d, want %d", got, want)
 			}
 		})
