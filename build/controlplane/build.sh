@@ -2,7 +2,9 @@
 # Builds the real control plane tier's binaries (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kube-proxy, kubectl) from the Go
 # module proxy into a cache directory keyed by the versions and a hash of
-# the two build modules; a no-op when that directory is complete.
+# the two build modules (not of this script: change the key by hand if a
+# flag below changes); a no-op when that directory is complete. pinlab finds
+# the newest complete directory for these versions (internal/controlplane).
 #
 #   build/controlplane/build.sh          # prints the bin directory
 #
@@ -17,7 +19,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 k8s_version=v1.37.2
 etcd_version=v3.6.16
 cache_root="${PINLAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pinlab}"
-hash=$(cat "$here/build.sh" "$here"/kubernetes/go.mod "$here"/kubernetes/go.sum "$here"/kubernetes/tools.go \
+hash=$(cat "$here"/kubernetes/go.mod "$here"/kubernetes/go.sum "$here"/kubernetes/tools.go \
   "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/tools.go | sha256sum | cut -c1-12)
 key="k8s-${k8s_version}-etcd-${etcd_version}-$(go env GOOS)-$(go env GOARCH)-${hash}"
 bin="$cache_root/controlplane/$key/bin"
