@@ -105,7 +105,8 @@ func newCmdLab(stdout, stderr io.Writer) *cobra.Command {
 	}
 	groupCmd(cmd)
 	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil), NewCmdLabUp(stdout, stderr, nil), NewCmdLabGet(stdout, stderr),
-		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true), NewCmdLabTargets(stdout, stderr), NewCmdLabLoad(stdout, stderr))
+		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true), NewCmdLabTargets(stdout, stderr), NewCmdLabLoad(stdout, stderr),
+		NewCmdLabExec(os.Stdin, stdout, stderr))
 	return cmd
 }
 

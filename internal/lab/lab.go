@@ -206,9 +206,9 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, err := nodeIP(a.PodCIDR)
-	if err != nil {
-		return nil, err
+	node := NodeIP(a.PodCIDR)
+	if !node.IsValid() {
+		return nil, fmt.Errorf("lab: pod range %v: want an IPv4 range of at least 4 addresses", a.PodCIDR)
 	}
 	if err := c.PodIPs().Reserve(node); err != nil {
 		return nil, err
@@ -217,18 +217,19 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 	return run(ctx, cfg, c, nil)
 }
 
-// nodeIP is the node's address on a real control plane: the last but one
-// address of the pod range (10.244.255.254 in 10.244.0.0/16), the API
-// server's advertised address too.
-func nodeIP(pods netip.Prefix) (netip.Addr, error) {
+// NodeIP is the node's address on a real control plane: the last but one
+// address of the pod range (10.244.255.254 in 10.244.0.0/16), to be the
+// API server's advertised address too. It is the zero Addr for a range
+// that is not IPv4 or holds fewer than 4 addresses.
+func NodeIP(pods netip.Prefix) netip.Addr {
 	p := pods.Masked()
 	if !p.Addr().Is4() || p.Bits() > 30 {
-		return netip.Addr{}, fmt.Errorf("lab: pod range %v: want an IPv4 range of at least 4 addresses", pods)
+		return netip.Addr{}
 	}
 	a := p.Addr().As4()
 	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	n |= 1<<(32-p.Bits()) - 2
-	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), nil
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
 // run starts the lab's components on c, with ctrls (nil on a real control
