@@ -371,4 +371,3 @@ func TestWithMarker(t *testing.T) {
 		t.Errorf("withMarker (-want +got):\n%s", diff)
 	}
 }
-
