@@ -138,4 +138,3 @@ func TestWriteKubeconfig(t *testing.T) {
 		}
 	}
 }
-
