@@ -138,3 +138,13 @@ func TestWriteKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+// mustAddr parses s as an IP address or fails t.
+func mustAddr(t *testing.T, s string) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
