@@ -28,7 +28,7 @@ import (
 const RequireEnv = "PINLAB_REQUIRE_CONTROL_PLANE"
 
 // binDir returns BinDir() or skips t (fails it under RequireEnv).
-func binDir(t *testing.T) string {
+func binDir(t testing.TB) string {
 	t.Helper()
 	d, err := BinDir()
 	if err != nil {
@@ -260,4 +260,35 @@ func logRSS(t *testing.T, cp *ControlPlane, when string) {
 		parts = append(parts, fmt.Sprintf("%s %d MB", name, rss[name]>>20))
 	}
 	t.Logf("RSS %s: %s; total %d MB", when, strings.Join(parts, ", "), total>>20)
+}
+
+// BenchmarkStart starts and stops the control plane; it reports the
+// milliseconds from Start to /readyz and to every component healthy, and
+// the components' total RSS once ready.
+func BenchmarkStart(b *testing.B) {
+	bin := binDir(b)
+	var readyz, ready, rssMB float64
+	for b.Loop() {
+		cp, err := Start(context.Background(), Config{BinDir: bin})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tm := cp.Timings()
+		readyz += float64(tm.APIServerReady.Milliseconds())
+		ready += float64(tm.Ready.Milliseconds())
+		rss, err := cp.RSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range rss {
+			rssMB += float64(n >> 20)
+		}
+		if err := cp.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(readyz/n, "ms-to-readyz")
+	b.ReportMetric(ready/n, "ms-to-ready")
+	b.ReportMetric(rssMB/n, "MB-rss")
 }
