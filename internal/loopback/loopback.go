@@ -1,20 +1,103 @@
 // Package loopback enforces pinlab's network-safety rule: every socket the
 // lab opens, listening or dialling, stays inside 127.0.0.0/8. DNS answers may
 // name any address; traffic may not go there.
+//
+// The one exception is a private network namespace with no route out
+// (package netns): there, after Allow has checked that the namespace has
+// no interface but lo, whole private ranges made local on lo are allowed
+// too, because traffic to them cannot leave the namespace.
 package loopback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 )
 
-// Prefix is the only network the lab sends traffic to or listens on.
+// Prefix is the network the lab may always send traffic to or listen on.
 var Prefix = netip.MustParsePrefix("127.0.0.0/8")
 
-// CheckAddr returns an error unless hostport is an IP:port inside Prefix.
+// allowed holds the prefixes Allow added; guarded by allowedMu.
+var (
+	allowedMu sync.RWMutex
+	allowed   []netip.Prefix
+)
+
+// interfaces lists the network interfaces' names; a test seam.
+var interfaces = func() ([]string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ifs))
+	for i, ifc := range ifs {
+		names[i] = ifc.Name
+	}
+	return names, nil
+}
+
+// Allow makes CheckIP (and so every dial and listen of this package)
+// accept p as well as Prefix, for the rest of the process. It refuses
+// unless the process's network namespace has no interface other than lo,
+// checked now: only then can traffic to p not leave the machine. p must be
+// an IPv4 prefix inside the private ranges (10/8, 172.16/12, 192.168/16,
+// 100.64/10). Package netns calls it after making p local on lo; nothing
+// else should.
+func Allow(p netip.Prefix) error {
+	if err := checkPrivate(p); err != nil {
+		return err
+	}
+	names, err := interfaces()
+	if err != nil {
+		return fmt.Errorf("loopback: allow %s: listing interfaces: %w", p, err)
+	}
+	for _, n := range names {
+		if n != "lo" {
+			return fmt.Errorf("loopback: refusing to allow %s: interface %q exists, so traffic could leave; only a network namespace with lo alone may use it", p, n)
+		}
+	}
+	allowedMu.Lock()
+	defer allowedMu.Unlock()
+	allowed = append(allowed, p.Masked())
+	return nil
+}
+
+// privateRanges are the IPv4 ranges Allow accepts prefixes inside: RFC 1918
+// and the shared address space of RFC 6598.
+var privateRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+}
+
+// checkPrivate returns an error unless p is a valid IPv4 prefix inside one
+// of privateRanges.
+func checkPrivate(p netip.Prefix) error {
+	if !p.IsValid() || !p.Addr().Is4() {
+		return fmt.Errorf("loopback: refusing to allow %s: not an IPv4 prefix", p)
+	}
+	for _, r := range privateRanges {
+		if r.Bits() <= p.Bits() && r.Contains(p.Addr()) {
+			return nil
+		}
+	}
+	return errors.New("loopback: refusing to allow " + p.String() + ": not inside a private range (10/8, 172.16/12, 192.168/16, 100.64/10)")
+}
+
+// Allowed returns Prefix and the prefixes Allow added.
+func Allowed() []netip.Prefix {
+	allowedMu.RLock()
+	defer allowedMu.RUnlock()
+	return append([]netip.Prefix{Prefix}, allowed...)
+}
+
+// CheckAddr returns an error unless hostport is an IP:port that CheckIP
+// accepts.
 // Host names are refused: callers resolve first, so the check sees the
 // address traffic would really go to.
 func CheckAddr(hostport string) error {
@@ -25,12 +108,31 @@ func CheckAddr(hostport string) error {
 	return CheckIP(ap.Addr())
 }
 
-// CheckIP returns an error unless ip is inside Prefix.
+// CheckIP returns an error unless ip is inside Prefix or a prefix Allow
+// added.
 func CheckIP(ip netip.Addr) error {
-	if !Prefix.Contains(ip.Unmap()) {
-		return fmt.Errorf("loopback: refusing %s: pinlab only uses %s", ip, Prefix)
+	ip = ip.Unmap()
+	ok := Allowed()
+	for _, p := range ok {
+		if p.Contains(ip) {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("loopback: refusing %s: pinlab only uses %s", ip, joinPrefixes(ok))
+}
+
+// joinPrefixes lists ps as "a, b and c".
+func joinPrefixes(ps []netip.Prefix) string {
+	s := ps[0].String()
+	for i, p := range ps[1:] {
+		if i == len(ps)-2 {
+			s += " and "
+		} else {
+			s += ", "
+		}
+		s += p.String()
+	}
+	return s
 }
 
 // Dialer dials TCP only to addresses inside Prefix, optionally from a fixed

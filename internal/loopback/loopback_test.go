@@ -3,6 +3,7 @@ package loopback
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -68,4 +69,66 @@ func TestListenAndDial(t *testing.T) {
 	if got := <-done; got.Addr() != src {
 		t.Fatalf("server saw peer %v, want source %v", got, src)
 	}
+}
+
+func TestAllow(t *testing.T) {
+	tests := []struct {
+		name       string
+		interfaces []string
+		prefix     string
+		wantErr    bool
+	}{
+		{name: "pod range in a lo-only namespace", interfaces: []string{"lo"}, prefix: "10.244.0.0/16"},
+		{name: "service range", interfaces: []string{"lo"}, prefix: "10.96.0.0/16"},
+		{name: "another interface exists", interfaces: []string{"lo", "eth0"}, prefix: "10.244.0.0/16", wantErr: true},
+		{name: "public range", interfaces: []string{"lo"}, prefix: "192.0.2.0/24", wantErr: true},
+		{name: "wider than a private range", interfaces: []string{"lo"}, prefix: "10.0.0.0/7", wantErr: true},
+		{name: "ipv6", interfaces: []string{"lo"}, prefix: "fd00::/64", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			restore := allowed
+			t.Cleanup(func() { allowed = restore })
+			setInterfaces(t, tt.interfaces)
+			p := netip.MustParsePrefix(tt.prefix)
+			err := Allow(p)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Allow(%s) = %v, want error %v", p, err, tt.wantErr)
+			}
+			in := p.Addr().Next()
+			if got := CheckIP(in); (got == nil) != (err == nil) {
+				t.Fatalf("after Allow(%s) = %v: CheckIP(%s) = %v", p, err, in, got)
+			}
+		})
+	}
+}
+
+func TestAllowedAddressesAreUsable(t *testing.T) {
+	restore := allowed
+	t.Cleanup(func() { allowed = restore })
+	setInterfaces(t, []string{"lo"})
+	if err := Allow(netip.MustParsePrefix("10.244.0.0/16")); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"10.244.0.2:8080", "127.0.0.1:80"} {
+		if err := CheckAddr(addr); err != nil {
+			t.Errorf("CheckAddr(%s) = %v, want nil", addr, err)
+		}
+	}
+	err := CheckAddr("10.245.0.2:8080")
+	if err == nil {
+		t.Fatal("CheckAddr(10.245.0.2:8080) = nil, want refusal outside the allowed prefix")
+	}
+	if want := "pinlab only uses 127.0.0.0/8 and 10.244.0.0/16"; !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckAddr error %q does not say %q", err, want)
+	}
+}
+
+// setInterfaces makes Allow see names as the namespace's interfaces for
+// the rest of t.
+func setInterfaces(t *testing.T, names []string) {
+	t.Helper()
+	orig := interfaces
+	t.Cleanup(func() { interfaces = orig })
+	interfaces = func() ([]string, error) { return names, nil }
 }
