@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 
 	"github.com/pinlab/pinlab/internal/netns"
@@ -56,6 +57,9 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 	}
 	c := netns.Command(info.NetnsPID, args[0], args[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, o.Out, o.Err
+	// A pinlab run there may then use the namespace's ranges (it checks
+	// that the namespace has lo alone before it does).
+	c.Env = append(os.Environ(), netns.MarkerEnv+"=1")
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("lab exec: %w", err)
 	}

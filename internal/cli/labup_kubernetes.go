@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -31,9 +30,11 @@ const (
 // The real control plane's address ranges inside lab up's network
 // namespace: kubeadm's defaults. They are local addresses of that namespace
 // only, which has no route out; outside it pinlab never sends to them.
+// The root command makes them local (netns.Setup) in every pinlab that
+// runs in such a namespace.
 var (
-	kubePodCIDR     = netip.MustParsePrefix("10.244.0.0/16")
-	kubeServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+	kubePodCIDR     = netns.PodPrefix
+	kubeServiceCIDR = netns.ServicePrefix
 )
 
 // The descriptors of the host listeners lab up hands to itself in its
@@ -114,9 +115,6 @@ func inheritKube() (*kubeBackend, error) {
 // host listener and writes the kubeconfig (0600) beside the control API's
 // token file. Close stops what it started, also after an error.
 func (b *kubeBackend) start(ctx context.Context, opts *LabUpOptions) (err error) {
-	if err = netns.Setup(kubePodCIDR, kubeServiceCIDR); err != nil {
-		return err
-	}
 	if b.binDir, err = controlplane.BinDir(); err != nil {
 		return err
 	}
