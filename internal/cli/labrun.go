@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/runner"
@@ -40,6 +41,10 @@ type LabRunOptions struct {
 	// UI serves a live dashboard on UIAddr while the run goes.
 	UI     bool
 	UIAddr string
+	// ControlPlane is "embedded" or "kubernetes": each variant's lab on
+	// its own real control plane, in a private network namespace (see
+	// labup_kubernetes.go).
+	ControlPlane string
 
 	In       io.Reader
 	Out, Err io.Writer
@@ -80,6 +85,15 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
 				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
 			}
+			switch opts.ControlPlane {
+			case controlPlaneEmbedded:
+			case controlPlaneKubernetes:
+				if opts.UI {
+					return usageError{errors.New("--ui: the dashboard is not served with --control-plane kubernetes; write the report with --html instead")}
+				}
+			default:
+				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
+			}
 			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
 				return usageError{fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", opts.UIAddr, err)}
 			}
@@ -98,11 +112,16 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
+	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	return cmd
 }
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
+	onKube := opts.ControlPlane == controlPlaneKubernetes
+	if onKube && !netns.Inside() {
+		return runInNetns(ctx, "lab run")
+	}
 	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {
 		if opts.File != "-" {
 			return scenario.Open(ctx, opts.File)
@@ -134,6 +153,12 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
+	}
+	if onKube {
+		if ro.ControlPlane, err = variantControlPlanes(ro.Logger); err != nil {
+			html.discard()
+			return err
+		}
 	}
 	var line func([]runner.Progress)
 	if show(opts) {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -52,7 +54,7 @@ const (
 // when not root), which it waits for. Everything else happens inside.
 func labUpOnHost(ctx context.Context, opts *LabUpOptions) error {
 	if _, err := controlplane.BinDir(); err != nil {
-		return err
+		return err // before binding anything
 	}
 	ctl, err := loopback.Listen(ctx, opts.Control)
 	if err != nil {
@@ -73,14 +75,83 @@ func labUpOnHost(ctx context.Context, opts *LabUpOptions) error {
 		defer f.Close()
 		files = append(files, f)
 	}
-	code, err := netns.Run(ctx, netns.Config{Args: os.Args[1:], ExtraFiles: files})
+	return runInNetns(ctx, "lab up", files...)
+}
+
+// runInNetns runs this pinlab command again, with the same arguments, in a
+// new private network namespace, after checking that the control plane is
+// built; its exit code is the command's.
+func runInNetns(ctx context.Context, verb string, listeners ...*os.File) error {
+	if _, err := controlplane.BinDir(); err != nil {
+		return err
+	}
+	// Ctrl-C reaches the child (same process group, and forwarded): wait
+	// for it to stop its control plane rather than kill it after a bound.
+	code, err := netns.Run(context.WithoutCancel(ctx), netns.Config{Args: os.Args[1:], ExtraFiles: listeners})
 	if err != nil {
-		return fmt.Errorf("lab up --control-plane %s: %w", controlPlaneKubernetes, err)
+		return fmt.Errorf("%s --control-plane %s: %w", verb, controlPlaneKubernetes, err)
 	}
 	if code != ExitOK {
 		return exitCode(code)
 	}
 	return nil
+}
+
+// maxControlPlanes bounds the control planes lab run runs at once (about
+// 500 MB and a few percent of a core each when idle); variants beyond it
+// wait for one to stop.
+const maxControlPlanes = 4
+
+// variantControlPlanes returns lab run's runner.Options.ControlPlane: a
+// control plane per variant, with the variant's own /20 of the pod and
+// Service ranges (variant i: pods 10.244.16i.0/20, Services
+// 10.96.16i.0/20), at most maxControlPlanes at once.
+func variantControlPlanes(logger *slog.Logger) (func(context.Context, int) (*lab.API, func() error, error), error) {
+	bin, err := controlplane.BinDir()
+	if err != nil {
+		return nil, err
+	}
+	slots := make(chan struct{}, maxControlPlanes)
+	return func(ctx context.Context, i int) (*lab.API, func() error, error) {
+		pods, err1 := subnet(kubePodCIDR, 20, i)
+		svcs, err2 := subnet(kubeServiceCIDR, 20, i)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, nil, err
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		cp, err := controlplane.Start(ctx, controlplane.Config{BinDir: bin, ServiceCIDR: svcs, AdvertiseAddress: lab.NodeIP(pods), Logger: logger})
+		if err != nil {
+			<-slots
+			return nil, nil, err
+		}
+		client, err := kubernetes.NewForConfig(cp.RESTConfig())
+		if err != nil {
+			cp.Close()
+			<-slots
+			return nil, nil, err
+		}
+		stop := func() error {
+			defer func() { <-slots }()
+			return cp.Close()
+		}
+		return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs}, stop, nil
+	}, nil
+}
+
+// subnet is the i-th /bits range inside p.
+func subnet(p netip.Prefix, bits, i int) (netip.Prefix, error) {
+	p = p.Masked()
+	if !p.Addr().Is4() || bits < p.Bits() || bits > 32 || i < 0 || i >= 1<<(bits-p.Bits()) {
+		return netip.Prefix{}, fmt.Errorf("no /%d number %d in %v", bits, i, p)
+	}
+	a := p.Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n += uint32(i) << (32 - bits)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), bits), nil
 }
 
 // kubeBackend is lab up's real control plane, inside its namespace: the

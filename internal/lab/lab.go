@@ -104,6 +104,7 @@ type Lab struct {
 	Proxy   *proxy.Proxier
 	Kubelet *kubelet.Kubelet
 
+	nodeIP netip.Addr
 	cancel context.CancelFunc
 	runCtx context.Context // ends when the lab stops
 	wg     sync.WaitGroup
@@ -248,12 +249,16 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	pc, kc := cfg.Proxy, cfg.Kubelet
 	pc.Seed, pc.Logger = cfg.Seed+1, cfg.Logger
 	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
+	if !kc.NodeIP.IsValid() {
+		kc.NodeIP = netip.MustParseAddr("127.0.0.1") // the node is the host's loopback
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	l := &Lab{
 		Cluster: c,
 		DNS:     dns,
 		Proxy:   proxy.New(c.Factory(), pc),
 		Kubelet: kubelet.New(c.Client(), c.Factory(), kc),
+		nodeIP:  kc.NodeIP,
 		errs:    make(chan error, 3),
 		cancel:  cancel,
 		runCtx:  runCtx,
