@@ -115,6 +115,9 @@ type Pod struct {
 	// Conns are the server's client connections open at the end of the
 	// window, the sampler's own left out; sorted by remote address.
 	Conns []Conn `json:"conns"`
+	// Health is the server's overall grpc.health.v1 status at the end of
+	// the window ("SERVING", "NOT_SERVING"); empty when unknown.
+	Health string `json:"health,omitempty"`
 }
 
 // Sampled reports whether the pod's calls were measured.
