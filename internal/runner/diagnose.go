@@ -89,10 +89,29 @@ func (r *variantRun) diagnose(ctx context.Context, l *lab.Lab, start time.Time) 
 	out := make([]Diagnosis, len(targets))
 	var wg sync.WaitGroup
 	for i, tg := range targets {
+		if !speaksGRPC(r.v, tg) {
+			out[i] = Diagnosis{Service: tg.Key(), At: time.Since(start), Error: notGRPC}
+			continue
+		}
 		wg.Go(func() { out[i] = collect(ctx, labSource{l, r.v.Name}, tg, d.window(), start) })
 	}
 	wg.Wait()
 	return out
+}
+
+// notGRPC is the Error of a Service that only HTTP/1.1 or WebSocket clients
+// call: its pods' channelz counts gRPC calls only, so diagnose would read
+// their kubelet probes and nothing else.
+const notGRPC = "its clients speak HTTP/1.1 or WebSocket, and diagnose counts gRPC calls (channelz)"
+
+// speaksGRPC reports whether some gRPC client group of v targets tg.
+func speaksGRPC(v plan.Variant, tg plan.Target) bool {
+	for _, g := range v.Groups {
+		if g.Target.Key() == tg.Key() && g.Settings.Protocol == plan.ProtocolGRPC {
+			return true
+		}
+	}
+	return false
 }
 
 // collect collects the evidence of one target Service.
