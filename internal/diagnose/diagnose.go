@@ -172,7 +172,7 @@ func Diagnose(ev evidence.Evidence) Result {
 	r.Clients = clients(ev)
 	r.Path = path(ev, r.Clients, r.Rates.Total)
 	judge(&r)
-	r.Why += notServingNote(r.Rates)
+	r.Why += notServingNote(r.Rates) + notReadyNote(r.Rates)
 	return r
 }
 

@@ -39,6 +39,12 @@ func notServing(ev evidence.Evidence, i int) evidence.Evidence {
 	return ev
 }
 
+// notReady marks pod i of ev not ready.
+func notReady(ev evidence.Evidence, i int) evidence.Evidence {
+	ev.Pods[i].Ready = false
+	return ev
+}
+
 func TestDiagnose(t *testing.T) {
 	istio := map[string]string{"sidecar.istio.io/status": "{}"}
 	stale := append(spread(3, 2, 100), pod{Added: true}, pod{Added: true})
@@ -73,6 +79,10 @@ func TestDiagnose(t *testing.T) {
 			verdict: diagnose.Balanced, why: "no calls reach it, as clients with gRPC health checking take it out of rotation"},
 		{name: "clients without health checking call a NOT_SERVING pod", ev: notServing(evidencetest.Build(true, spread(3, 4, 50), 4, nil), 2),
 			verdict: diagnose.Balanced, why: "200 calls/s still reach it"},
+		// lab run not-ready: the busiest pod turns not ready and keeps
+		// its clients' connections.
+		{name: "a pod not ready keeps its connections", ev: notReady(evidencetest.Build(true, spread(3, 4, 50), 4, nil), 0),
+			verdict: diagnose.Balanced, why: "1 pod not ready (pricing-0) still receives 200 calls/s"},
 		{name: "several connections, uneven rates", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400, 1: 5}}, {Calls: map[int]float64{0: 30, 1: 5}}}, 2, nil), verdict: diagnose.Unknown, cause: "uneven-clients"},
 	}
 	for _, tt := range tests {

@@ -92,6 +92,27 @@ func notServingNote(rt Rates) string {
 	return what + ": no calls reach it, as clients with gRPC health checking take it out of rotation"
 }
 
+// notReadyNote names the pods not ready that still receive calls (over
+// connections opened before: removing an endpoint closes none), which the
+// figures leave out; empty when none does.
+func notReadyNote(rt Rates) string {
+	var names []string
+	var rate float64
+	for _, p := range rt.Pods {
+		if !p.Ready && p.Err == "" && p.Rate > MinConnRate {
+			names, rate = append(names, p.Name), rate+p.Rate
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	verb := "receive"
+	if len(names) == 1 {
+		verb = "receives"
+	}
+	return fmt.Sprintf(". %s not ready (%s) still %s %.0f calls/s, left out of the figures: taking a pod out of the EndpointSlices (and DNS) closes none of the connections clients already hold to it", plural(len(names), "pod"), list(names), verb, rate)
+}
+
 func (r *Result) set(v Verdict, cause, why string) { r.Verdict, r.Cause, r.Why = v, cause, why }
 
 // noSamples explains why no ready pod was measured.
