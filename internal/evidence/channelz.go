@@ -175,11 +175,23 @@ func (c *Channelz) Sample(ctx context.Context, addr netip.AddrPort) (Sample, err
 	}
 }
 
-// health returns the server's overall health status, or "" when it has
-// no health service or the check fails. The check is one of the sampler's
-// own calls.
+// health returns the server's health: "NOT_SERVING" when its overall
+// status or any service's is (grpc.health.v1 List, else the overall
+// Check), else the overall status; "" when it has no health service or the
+// calls fail. The calls are the sampler's own.
 func health(ctx context.Context, cc *grpc.ClientConn) string {
-	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	hc := healthpb.NewHealthClient(cc)
+	list, err := hc.List(ctx, &healthpb.HealthListRequest{})
+	if err == nil {
+		worst := ""
+		for _, st := range list.GetStatuses() {
+			if worst == "" || st.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+				worst = st.GetStatus().String()
+			}
+		}
+		return worst
+	}
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		return ""
 	}

@@ -115,8 +115,9 @@ type Pod struct {
 	// Conns are the server's client connections open at the end of the
 	// window, the sampler's own left out; sorted by remote address.
 	Conns []Conn `json:"conns"`
-	// Health is the server's overall grpc.health.v1 status at the end of
-	// the window ("SERVING", "NOT_SERVING"); empty when unknown.
+	// Health is the server's grpc.health.v1 status at the end of the
+	// window: "NOT_SERVING" when the overall status or any service's is,
+	// else the overall one ("SERVING"); empty when unknown.
 	Health string `json:"health,omitempty"`
 }
 
