@@ -81,7 +81,9 @@ type Rates struct {
 	MaxMean float64 `json:"max_over_mean"`
 	Idle    int     `json:"idle"`
 	// Counted is how many pods the figures are over: the ready ones that
-	// were sampled. Unread is how many ready pods were not (no reading, or
+	// were sampled, and the pods not ready that still receive calls (over
+	// MinConnRate: connections opened before they turned not ready).
+	// Unread is how many ready pods were not (no reading, or
 	// no series in Prometheus): balance over the others says nothing of
 	// them.
 	Counted int `json:"counted"`
@@ -117,6 +119,12 @@ type PodRate struct {
 
 // notServing reports whether the pod's health service says NOT_SERVING.
 func (p PodRate) notServing() bool { return p.Health == "NOT_SERVING" }
+
+// counted reports whether the pod is in the figures: sampled, not
+// NOT_SERVING, and ready or still receiving calls.
+func (p PodRate) counted() bool {
+	return p.Err == "" && !p.notServing() && (p.Ready || p.Rate > MinConnRate)
+}
 
 // Client is one line of step 2: the connections of one remote address.
 type Client struct {
@@ -194,7 +202,7 @@ func rates(ev evidence.Evidence) Rates {
 			pr.Rate, pr.Failed = perSec(p.Calls.Started, ev.Window), perSec(p.Calls.Failed, ev.Window)
 			if p.Ready && pr.notServing() {
 				r.NotServing = append(r.NotServing, p.Name)
-			} else if p.Ready {
+			} else if pr.counted() {
 				xs = append(xs, pr.Rate)
 				r.Total += pr.Rate
 			}
@@ -212,7 +220,7 @@ func rates(ev evidence.Evidence) Rates {
 	var busyNewest time.Time
 	for i := range r.Pods {
 		p := &r.Pods[i]
-		if p.Err != "" || !p.Ready || p.notServing() {
+		if !p.counted() {
 			continue
 		}
 		p.Share = p.Rate / r.Total

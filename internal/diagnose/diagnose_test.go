@@ -83,6 +83,10 @@ func TestDiagnose(t *testing.T) {
 		// its clients' connections.
 		{name: "a pod not ready keeps its connections", ev: notReady(evidencetest.Build(true, spread(3, 4, 50), 4, nil), 0),
 			verdict: diagnose.Balanced, why: "1 pod not ready (pricing-0) still receives 200 calls/s"},
+		// lab run not-ready, clusterip: every client's one connection
+		// went to the pod that turned not ready; the ready pods see probes.
+		{name: "every client on a pod not ready", ev: notReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 50, 1: 50, 2: 50, 3: 50}}, {Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 4, nil), 0),
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "1 pod not ready (pricing-0) still receives 200 calls/s, counted in the figures"},
 		{name: "several connections, uneven rates", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400, 1: 5}}, {Calls: map[int]float64{0: 30, 1: 5}}}, 2, nil), verdict: diagnose.Unknown, cause: "uneven-clients"},
 	}
 	for _, tt := range tests {

@@ -110,7 +110,7 @@ func notReadyNote(rt Rates) string {
 	if len(names) == 1 {
 		verb = "receives"
 	}
-	return fmt.Sprintf(". %s not ready (%s) still %s %.0f calls/s, left out of the figures: taking a pod out of the EndpointSlices (and DNS) closes none of the connections clients already hold to it", plural(len(names), "pod"), list(names), verb, rate)
+	return fmt.Sprintf(". %s not ready (%s) still %s %.0f calls/s, counted in the figures: taking a pod out of the EndpointSlices (and DNS) closes none of the connections clients already hold to it", plural(len(names), "pod"), list(names), verb, rate)
 }
 
 func (r *Result) set(v Verdict, cause, why string) { r.Verdict, r.Cause, r.Why = v, cause, why }
