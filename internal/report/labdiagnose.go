@@ -43,7 +43,7 @@ func diagnoseTitle(r *diagnose.Result) string {
 // diagnoseFigures are step 1's and step 2's key figures in one line.
 func diagnoseFigures(r *diagnose.Result) string {
 	rt := r.Rates
-	s := fmt.Sprintf("%d ready pods read, %.0f calls/s, Jain's index %.2f, %d idle", rt.Counted, rt.Total, rt.Jain, rt.Idle)
+	s := fmt.Sprintf("%d pods measured, %.0f calls/s, Jain's index %.2f, %d idle", rt.Counted, rt.Total, rt.Jain, rt.Idle)
 	if rt.Unread > 0 {
 		s += fmt.Sprintf(", %d not read", rt.Unread)
 	}
