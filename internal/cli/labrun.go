@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
@@ -45,6 +46,14 @@ type LabRunOptions struct {
 	// its own real control plane, in a private network namespace (see
 	// labup_kubernetes.go).
 	ControlPlane string
+	// Diagnose runs pinlab diagnose in each variant's lab while its load
+	// runs, on every Service its clients target: the first channelz
+	// reading at DiagnoseAt of load (0: DiagnoseWindow plus 2s before the
+	// end), the second DiagnoseWindow later (0: 5s). Setting either
+	// implies Diagnose.
+	Diagnose       bool
+	DiagnoseAt     time.Duration
+	DiagnoseWindow time.Duration
 
 	In       io.Reader
 	Out, Err io.Writer
@@ -97,6 +106,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
 				return usageError{fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", opts.UIAddr, err)}
 			}
+			if err := opts.checkDiagnose(cmd.Flags().Changed("diagnose-at") || cmd.Flags().Changed("diagnose-window")); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -114,6 +126,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
+	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
+	f.DurationVar(&opts.DiagnoseAt, "diagnose-at", 0, "time of load at which --diagnose takes its first reading (default: --diagnose-window plus 2s before the end); implies --diagnose")
+	f.DurationVar(&opts.DiagnoseWindow, "diagnose-window", evidence.DefaultWindow, "time between --diagnose's two channelz readings of each pod; implies --diagnose")
 	return cmd
 }
 
@@ -141,6 +156,11 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if p, err = p.Select(opts.Variants); err != nil {
 		return usageError{fmt.Errorf("--variant: %w", err)}
 	}
+	if opts.Diagnose {
+		if err := diagnoseFits(opts, p); err != nil {
+			return err
+		}
+	}
 	html, err := createHTML(opts.HTML)
 	if err != nil {
 		return err
@@ -151,6 +171,9 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		return err
 	}
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
+	if opts.Diagnose {
+		ro.Diagnose = &runner.Diagnose{At: opts.DiagnoseAt, Window: opts.DiagnoseWindow}
+	}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
@@ -192,6 +215,28 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		}
 	}
 	return err
+}
+
+// checkDiagnose checks the --diagnose flags; implied is true when a flag
+// that implies --diagnose was given.
+func (o *LabRunOptions) checkDiagnose(implied bool) error {
+	o.Diagnose = o.Diagnose || implied
+	switch {
+	case o.DiagnoseAt < 0:
+		return usageError{fmt.Errorf("--diagnose-at %v: want a time of load, 0 or more", o.DiagnoseAt)}
+	case o.DiagnoseWindow < 100*time.Millisecond || o.DiagnoseWindow > 10*time.Minute:
+		return usageError{fmt.Errorf("--diagnose-window %v: want 100ms to 10m", o.DiagnoseWindow)}
+	}
+	return nil
+}
+
+// diagnoseFits refuses a diagnosis whose window would not end before the
+// scenario's load does.
+func diagnoseFits(o *LabRunOptions, p *plan.Plan) error {
+	if end := o.DiagnoseAt + o.DiagnoseWindow; end > p.Duration {
+		return usageError{fmt.Errorf("--diagnose-at %v plus --diagnose-window %v ends after the scenario's %v of load; diagnose reads the pods while load runs", o.DiagnoseAt, o.DiagnoseWindow, p.Duration)}
+	}
+	return nil
 }
 
 // judge reads each variant's measurements (variants whose load never

@@ -45,6 +45,11 @@ type Options struct {
 	// side, and may block until a control plane can start; it returns the
 	// lab's API and stop, which the runner calls once the lab has closed.
 	ControlPlane func(ctx context.Context, variant int) (api *lab.API, stop func() error, err error)
+	// Diagnose, if not nil, collects diagnose's evidence in each
+	// variant's lab while its load runs (see Diagnose); a diagnosis still
+	// going at the end of the timeline keeps the load running until it
+	// ends.
+	Diagnose *Diagnose
 }
 
 // Progress is one variant's state for a progress line.
@@ -85,6 +90,10 @@ type Outcome struct {
 	// Started is true when load started.
 	Started bool
 	Summary stats.Summary
+	// Diagnoses are the evidence collected for each target Service when
+	// Options.Diagnose was set, in the order of the variant's Services;
+	// nil when no diagnosis was due before the run stopped.
+	Diagnoses []Diagnosis
 }
 
 // ErrTooMuch is returned by Run when the variants side by side would offer

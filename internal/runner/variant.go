@@ -158,10 +158,15 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	for _, c := range cl.byIndex {
 		wg.Go(func() { c.Run(loadCtx) })
 	}
+	var diag sync.WaitGroup
+	if r.opts.Diagnose != nil {
+		diag.Go(func() { r.outcome.Diagnoses = r.diagnose(loadCtx, l, start) })
+	}
 	cpu0 := processCPU()
 	r.timeline(loadCtx, plan.Env{Workloads: workloads{l}, Pods: pods{l, rec}, Clients: cl}, rec, start)
 	reached := min(time.Since(start), r.plan.Duration)
 	cpu := processCPU() - cpu0
+	diag.Wait() // the diagnosis's readings need the load running
 	stopLoad()
 	wg.Wait()
 	cl.close()
