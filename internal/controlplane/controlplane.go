@@ -303,13 +303,20 @@ func (cp *ControlPlane) writeSecrets() error {
 	if err != nil {
 		return fmt.Errorf("controlplane: service account key: %w", err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	// The signing key as SEC1 and its public half as PKIX: the API server's
+	// --service-account-key-file does not read a PKCS #8 private key.
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return fmt.Errorf("controlplane: service account key: %w", err)
 	}
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	if err := os.WriteFile(cp.path("sa.key"), pemKey, 0o600); err != nil {
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
 		return fmt.Errorf("controlplane: service account key: %w", err)
+	}
+	for name, b := range map[string]*pem.Block{"sa.key": {Type: "EC PRIVATE KEY", Bytes: der}, "sa.pub": {Type: "PUBLIC KEY", Bytes: pub}} {
+		if err := os.WriteFile(cp.path(name), pem.EncodeToMemory(b), 0o600); err != nil {
+			return fmt.Errorf("controlplane: service account key: %w", err)
+		}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--disable-admission-plugins=ServiceAccount",
 		"--cert-dir=" + cp.path("certs"),
 		"--service-account-issuer=" + serviceAccountIssuer,
-		"--service-account-key-file=" + cp.path("sa.key"),
+		"--service-account-key-file=" + cp.path("sa.pub"),
 		"--service-account-signing-key-file=" + cp.path("sa.key"),
 		"--profiling=false",
 	}
