@@ -108,6 +108,10 @@ func (ev *Evidence) fromPrometheus(ctx context.Context, p *Prometheus, window ti
 		ev.Problems = append(ev.Problems, err.Error()+"; the rates are channelz's")
 		return
 	}
+	if len(calls) == 0 {
+		ev.Problems = append(ev.Problems, ev.noIncrease(ctx, p, names, window)+"; the rates are channelz's")
+		return
+	}
 	ev.RatesFrom, ev.Window, ev.Problems = "prometheus", window, nil
 	for i := range ev.Pods {
 		pod := &ev.Pods[i]
@@ -127,6 +131,21 @@ func (ev *Evidence) fromPrometheus(ctx context.Context, p *Prometheus, window ti
 			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: %s", pod.Name, pod.Err))
 		}
 	}
+}
+
+// noIncrease says why Prometheus gave no pod an increase over window: a
+// window too short for two scrapes when the pods have series, else that it
+// has none of them.
+func (ev *Evidence) noIncrease(ctx context.Context, p *Prometheus, pods []string, window time.Duration) string {
+	ev.Queries = append(ev.Queries, p.SeriesQuery(ev.Service.Namespace, pods))
+	n, err := p.Series(ctx, ev.Service.Namespace, pods)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("prometheus %s gave no pod's grpc_server_started_total over the %v window, and then: %v", p.URL, window, err)
+	case n > 0:
+		return fmt.Sprintf("prometheus %s has grpc_server_started_total series for %d of the %d pods but none over the %v window: increase() needs two samples in the window, so --window must be at least twice the scrape interval", p.URL, n, len(pods), window)
+	}
+	return fmt.Sprintf("prometheus %s has no grpc_server_started_total series for any of the %d pods (is it scraping them, with namespace and pod labels? see pinlab lab targets)", p.URL, len(pods))
 }
 
 // FromObjects finds the Service namespace/name in objs and returns the
