@@ -171,6 +171,7 @@ func FromObjects(objs Objects, namespace, name string) (Evidence, error) {
 		return Evidence{}, fmt.Errorf("evidence: %w: %q in namespace %q (Services there: %s)", ErrNoService, name, namespace, there)
 	}
 	ev := Evidence{Service: service(*svc, objs.EndpointSlices), Peers: map[string]Peer{}}
+	ev.Service.Workloads = workloads(*svc, objs)
 	pods := selected(*svc, objs)
 	for _, p := range pods {
 		ev.Pods = append(ev.Pods, podOf(p, grpcPort(*svc, p, objs.EndpointSlices)))
@@ -201,6 +202,32 @@ func service(s corev1.Service, slices []discoveryv1.EndpointSlice) Service {
 				out.Ready++
 			}
 		}
+	}
+	return out
+}
+
+// workloads returns the Deployments and StatefulSets of s's namespace
+// whose pod template s's selector matches, sorted by kind and name.
+func workloads(s corev1.Service, objs Objects) []Workload {
+	if len(s.Spec.Selector) == 0 {
+		return nil
+	}
+	sel := labels.SelectorFromSet(s.Spec.Selector)
+	var out []Workload
+	add := func(kind, ns, name string, replicas *int32, tmpl corev1.PodTemplateSpec) {
+		if ns == s.Namespace && sel.Matches(labels.Set(tmpl.Labels)) {
+			n := int32(1) // the API server's default
+			if replicas != nil {
+				n = *replicas
+			}
+			out = append(out, Workload{Kind: kind, Name: name, Replicas: n})
+		}
+	}
+	for _, d := range objs.Deployments {
+		add("Deployment", d.Namespace, d.Name, d.Spec.Replicas, d.Spec.Template)
+	}
+	for _, st := range objs.StatefulSets {
+		add("StatefulSet", st.Namespace, st.Name, st.Spec.Replicas, st.Spec.Template)
 	}
 	return out
 }
