@@ -235,9 +235,14 @@ func clients(ev evidence.Evidence) []Client {
 			if cl == nil {
 				cl = &Client{IP: ip, Name: ip, Kind: "unknown"}
 				if peer, ok := ev.Peers[ip]; ok {
-					cl.Name, cl.Kind = peer.Name, peer.Kind
-					if peer.Kind == "node" && peer.Name != "" {
+					cl.Kind = peer.Kind
+					switch {
+					case peer.Kind == "node" && peer.Name != "":
 						cl.Name = "node " + peer.Name
+					case peer.Kind == "node":
+						cl.Name = "node " + ip // pods without spec.nodeName
+					case peer.Name != "":
+						cl.Name = peer.Name
 					}
 					cl.Proxy = sidecarSign(peer.Containers, peer.Annotations)
 					if peer.Kind == "endpoint" {

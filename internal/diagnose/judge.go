@@ -227,6 +227,9 @@ func connSummary(cls []Client) string {
 	if len(pods) == 1 {
 		reach = "1 pod"
 	}
+	if len(cls) == 1 {
+		return fmt.Sprintf("1 client holds %s busy %s (above %.1f calls/s), reaching %s", each, what, MinConnRate, reach)
+	}
 	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %s", len(cls), each, what, conns, MinConnRate, reach)
 }
 
