@@ -383,6 +383,46 @@ func TestDiagnoseMaxConnectionAge(t *testing.T) {
 	}
 }
 
+// TestDiagnoseStaleAddresses: every pricing pod turns not ready (their
+// readiness forced false, their servers still serving) while 2 pick_first
+// clients keep calling over the connections they opened through the
+// ClusterIP: not "no pod could be read" but pinned to stale addresses,
+// with the clients' connections named.
+func TestDiagnoseStaleAddresses(t *testing.T) {
+	d := startDiagLab(t, 2, 2, nil)
+	d.load(t, d.dnsTarget("pricing"), "pick_first", 50, nil)
+	pods, err := d.l.Pods("shop", map[string]string{"app": "pricing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if err := d.l.Kubelet.SetReady("shop", p.Name, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := labtest.Context(t, time.Minute)
+	labtest.WaitFor(t, 30*time.Second, "no ready pricing pod in the control API", func() bool {
+		objs, err := d.ctl.Objects(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range objs.Pods {
+			for _, c := range p.Status.Conditions {
+				if p.Labels["app"] == "pricing" && c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	code, r, _ := d.diagnose(t, "pricing")
+	d.checkVerdict(t, code, r, ExitPinned, diagnose.Pinned, "stale-addresses")
+	t.Logf("%s: %s", r.Verdict, r.Why)
+	if !strings.Contains(r.Why, "none of the 2 pods of shop/pricing is ready (0 of ") || !strings.Contains(r.Why, "2 clients hold 1 busy connection each") {
+		t.Errorf("why: %s\nwant the pods not ready, what they served and the 2 clients' connections", r.Why)
+	}
+}
+
 // TestDiagnoseL7Sidecar: the order pods carry Istio's injection annotation
 // and each client calls through an L7 sidecar on its pod IP, which picks
 // a pod per call: balanced, with the proxy named in step 3.
