@@ -195,8 +195,12 @@ func pod(name, app, ip string, port int32) *corev1.Pod {
 	}
 }
 
-// caller counts one client's calls.
-type caller struct{ ok, failed atomic.Int64 }
+// caller counts one client's calls; first is closed at its first
+// successful call.
+type caller struct {
+	ok, failed atomic.Int64
+	first      chan struct{}
+}
 
 // Bounds of each client's load.
 const (
@@ -232,7 +236,7 @@ func callers(t *testing.T, addrs func(i int) []string, policy string) []*caller 
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &caller{}
+		c := &caller{first: make(chan struct{})}
 		out = append(out, c)
 		wg.Add(1)
 		go func() {
@@ -241,12 +245,13 @@ func callers(t *testing.T, addrs func(i int) []string, policy string) []*caller 
 			call(ctx, healthpb.NewHealthClient(cc), c)
 		}()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for slices.ContainsFunc(out, func(c *caller) bool { return c.ok.Load() == 0 }) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not every client had a successful call within 30s")
+	timeout := time.After(30 * time.Second)
+	for i, c := range out {
+		select {
+		case <-c.first:
+		case <-timeout:
+			t.Fatalf("client %d had no successful call within 30s (%d failed)", i, c.failed.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	return out
 }
@@ -266,8 +271,8 @@ func call(ctx context.Context, hc healthpb.HealthClient, c *caller) {
 		cancel()
 		if err != nil {
 			c.failed.Add(1)
-		} else {
-			c.ok.Add(1)
+		} else if c.ok.Add(1) == 1 {
+			close(c.first)
 		}
 	}
 }
