@@ -386,7 +386,7 @@ func TestDiagnoseMaxConnectionAge(t *testing.T) {
 // TestDiagnoseStaleAddresses: every pricing pod turns not ready (their
 // readiness forced false, their servers still serving) while 2 pick_first
 // clients keep calling over the connections they opened through the
-// ClusterIP: not "no pod could be read" but pinned to stale addresses,
+// ClusterIP: not "no ready pod measured" but pinned to stale addresses,
 // with the clients' connections named.
 func TestDiagnoseStaleAddresses(t *testing.T) {
 	d := startDiagLab(t, 2, 2, nil)

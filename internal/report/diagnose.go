@@ -22,7 +22,7 @@ var CauseTitles = map[string]string{
 	"rotating-connections":   "connections rotate: the skew is chance over a short window",
 	"stale-addresses":        "clients call pods that are not ready (stale addresses)",
 	"no-pods":                "no pods",
-	"no-samples":             "no pod could be read",
+	"no-samples":             "no ready pod measured",
 	"no-calls":               "no calls",
 	"no-clients":             "no client connections",
 }
