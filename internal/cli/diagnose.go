@@ -124,6 +124,11 @@ func (o *DiagnoseOptions) check() error {
 	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
 		return usageError{fmt.Errorf("--window %v: want 100ms to 10m", o.Window)}
 	}
+	if o.Prometheus != "" {
+		if err := (&evidence.Prometheus{URL: o.Prometheus}).Check(); err != nil {
+			return usageError{fmt.Errorf("--prometheus %q: want the server's base URL, http://IP:PORT inside 127.0.0.0/8 such as http://127.0.0.1:9090 (%w)", o.Prometheus, err)}
+		}
+	}
 	return nil
 }
 
@@ -135,7 +140,7 @@ func (s labSource) Objects(ctx context.Context) (evidence.Objects, error) {
 	if err != nil {
 		return evidence.Objects{}, err
 	}
-	return evidence.Objects{Services: o.Services, Pods: o.Pods, EndpointSlices: o.EndpointSlices}, nil
+	return evidence.Objects{Services: o.Services, Pods: o.Pods, EndpointSlices: o.EndpointSlices, Deployments: o.Deployments, StatefulSets: o.StatefulSets}, nil
 }
 
 func (s labSource) String() string { return "lab at " + s.c.Addr }

@@ -121,6 +121,20 @@ func TestDiagnoseThroughPrometheus(t *testing.T) {
 		code, r, _ := d.diagnose(t, "pricing-headless", "--prometheus", prom, "--window", window.String())
 		d.checkVerdict(t, code, r, ExitOK, diagnose.Balanced, "")
 	})
+	t.Run("window under twice the scrape interval", func(t *testing.T) {
+		d := startDiagLab(t, 2, 2, nil)
+		d.load(t, d.dnsTarget("pricing"), "pick_first", 50, nil)
+		prom := d.startPrometheus(t, bin, window)
+		// A 500ms range holds at most one sample of a 1s scrape:
+		// increase() has nothing, while the series are there.
+		code, r, _ := d.diagnose(t, "pricing", "--prometheus", prom, "--window", "500ms")
+		if r.Evidence.RatesFrom != "channelz" || len(r.Evidence.Problems) != 1 || !strings.Contains(r.Evidence.Problems[0], "but none over the 500ms window: increase() needs two samples in the window, so --window must be at least twice the scrape interval; the rates are channelz's") {
+			t.Errorf("exit %d, rates from %q, problems %q; want channelz's rates and the window named as too short", code, r.Evidence.RatesFrom, r.Evidence.Problems)
+		}
+		if r.Rates.Counted != 2 {
+			t.Errorf("step 1: %d pods counted, want both, from channelz", r.Rates.Counted)
+		}
+	})
 	t.Run("unreachable", func(t *testing.T) {
 		d := startDiagLab(t, 2, 1, nil)
 		code, r, _ := d.diagnose(t, "pricing", "--prometheus", "http://"+freeAddr(t), "--window", "500ms")

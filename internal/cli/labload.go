@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +48,9 @@ func NewCmdLabLoad(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Call a running lab's Service with real gRPC clients until Ctrl-C (for pinlab diagnose)",
 		Long: `Run --clients gRPC clients (pinlab's load clients: one channel each, an
 open-loop schedule of --rate calls/s) against TARGET in the running lab, until
-Ctrl-C or --duration, then print the calls each pod answered. TARGET is a
+Ctrl-C or --duration, then print the calls each pod answered. If the lab
+stops (its control API fails 3 checks a second apart), the clients stop and
+lab load exits 1 saying so. TARGET is a
 Service as NAME:PORT, resolved through the lab's DNS as
 NAME.NAMESPACE.svc.cluster.local, or a gRPC target (dns://..., passthrough:///IP:PORT).
 With --from deployment/NAME the clients dial from the IPs of that Deployment's
@@ -124,6 +127,10 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	gone := make(chan error, 1)
+	go func() { gone <- watchLab(ctx, c, stop) }()
 	s := &served{byPod: map[string]int64{}}
 	var wg sync.WaitGroup
 	for i := range o.Clients {
@@ -140,8 +147,52 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 	fmt.Fprintf(o.Out, "%d clients calling %s (%s), %g calls/s each, from %s; stop with Ctrl-C\n", o.Clients, target, o.Policy, o.Rate, sourceList(sources))
 	start := time.Now()
 	wg.Wait()
+	stop()
+	err = <-gone
 	printServed(o.Out, s, time.Since(start))
+	if err != nil {
+		return fmt.Errorf("lab load: the lab at %s stopped answering (%d checks %v apart failed, the last: %w); stopped the clients", c.Addr, labMisses, labCheckEvery, err)
+	}
 	return nil // Ctrl-C and --duration are the normal end
+}
+
+// How lab load notices that the lab stopped: it asks the control API for
+// the lab's info every labCheckEvery (each bounded by labCheckTimeout) and
+// stops after labMisses failures in a row.
+const (
+	labCheckEvery   = time.Second
+	labCheckTimeout = 2 * time.Second
+	labMisses       = 3
+)
+
+// watchLab asks c for the lab's info every labCheckEvery until ctx ends
+// (then it returns nil); after labMisses failures in a row it calls stop
+// and returns the last error.
+func watchLab(ctx context.Context, c *control.Client, stop context.CancelFunc) error {
+	t := time.NewTicker(labCheckEvery)
+	defer t.Stop()
+	misses := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ictx, cancel := context.WithTimeout(ctx, labCheckTimeout)
+		_, err := c.Info(ictx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			misses = 0
+		default:
+			if misses++; misses == labMisses {
+				stop()
+				return err
+			}
+		}
+	}
 }
 
 // sources returns the IPs the clients dial from.

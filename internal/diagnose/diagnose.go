@@ -57,9 +57,9 @@ type Result struct {
 	Path    Path     `json:"path"`
 	// Verdict is the answer; Cause names it ("clusterip-connection",
 	// "headless-pick-first", "added-after-resolution", "few-connections",
-	// "l7-proxy", "no-pods", "no-samples", "no-calls", "no-clients",
-	// "uneven-clients", or "" when balanced); Why says it in plain words
-	// with the figures.
+	// "stale-addresses", "rotating-connections", "l7-proxy", "inbound-proxy", "unread-pods",
+	// "no-pods", "no-samples", "no-calls", "no-clients", "uneven-clients",
+	// or "" when balanced); Why says it in plain words with the figures.
 	Verdict Verdict `json:"verdict"`
 	Cause   string  `json:"cause,omitempty"`
 	Why     string  `json:"why"`
@@ -141,6 +141,10 @@ type Client struct {
 	// calls/s, and BusyPods their pods.
 	Busy     int      `json:"busy_conns"`
 	BusyPods []string `json:"busy_pods,omitempty"`
+	// BusyNew counts its busy connections that opened during the window
+	// (a reconnect: connections rotating under a server MaxConnectionAge,
+	// say).
+	BusyNew int `json:"busy_new_conns,omitempty"`
 	// Rate is the calls per second it sent over those connections during
 	// the window.
 	Rate float64 `json:"rate_per_sec"`
@@ -251,9 +255,14 @@ func clients(ev evidence.Evidence) []Client {
 			if cl == nil {
 				cl = &Client{IP: ip, Name: ip, Kind: "unknown"}
 				if peer, ok := ev.Peers[ip]; ok {
-					cl.Name, cl.Kind = peer.Name, peer.Kind
-					if peer.Kind == "node" && peer.Name != "" {
+					cl.Kind = peer.Kind
+					switch {
+					case peer.Kind == "node" && peer.Name != "":
 						cl.Name = "node " + peer.Name
+					case peer.Kind == "node":
+						cl.Name = "node " + ip // pods without spec.nodeName
+					case peer.Name != "":
+						cl.Name = peer.Name
 					}
 					cl.Proxy = sidecarSign(peer.Containers, peer.Annotations)
 					if peer.Kind == "endpoint" {
@@ -273,6 +282,9 @@ func clients(ev evidence.Evidence) []Client {
 			}
 			if rate > MinConnRate {
 				cl.Busy++
+				if c.New {
+					cl.BusyNew++
+				}
 				if !slices.Contains(cl.BusyPods, p.Name) {
 					cl.BusyPods = append(cl.BusyPods, p.Name)
 				}

@@ -45,7 +45,36 @@ func notReady(ev evidence.Evidence, i int) evidence.Evidence {
 	return ev
 }
 
+// allNotReady marks every pod of ev not ready, as the Service's endpoints.
+func allNotReady(ev evidence.Evidence) evidence.Evidence {
+	for i := range ev.Pods {
+		ev.Pods[i].Ready = false
+	}
+	ev.Service.Ready = 0
+	return ev
+}
+
+// scaledToZero is a Service without pods whose Deployment has 0 replicas.
+func scaledToZero() evidence.Evidence {
+	ev := evidencetest.Build(false, nil, 0, nil)
+	ev.Service.Workloads = []evidence.Workload{{Kind: "Deployment", Name: "pricing", Replicas: 0}}
+	return ev
+}
+
+// renewed marks every connection of ev as opened during the window.
+func renewed(ev evidence.Evidence) evidence.Evidence {
+	for i := range ev.Pods {
+		for j := range ev.Pods[i].Conns {
+			ev.Pods[i].Conns[j].New = true
+		}
+	}
+	return ev
+}
+
 func TestDiagnose(t *testing.T) {
+	uneven := func() []pod {
+		return []pod{{Calls: map[int]float64{0: 150}}, {Calls: map[int]float64{1: 150}}, {Calls: map[int]float64{2: 40}}, {Calls: map[int]float64{3: 40}}}
+	}
 	istio := map[string]string{"sidecar.istio.io/status": "{}"}
 	stale := append(spread(3, 2, 100), pod{Added: true}, pod{Added: true})
 	tests := []struct {
@@ -56,6 +85,18 @@ func TestDiagnose(t *testing.T) {
 		proxy   bool
 		why     string // a part of Why, if not empty
 	}{
+		// A fresh user's 3 pods turned not ready while 4 clients kept 1000
+		// calls/s on them: no pod to measure, but the cause is plain.
+		{name: "every pod not ready, still serving", ev: allNotReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 250, 1: 250}}, {Calls: map[int]float64{2: 250, 3: 250}}, {Calls: map[int]float64{-1: 1}}}, 4, nil)), verdict: diagnose.Pinned, cause: "stale-addresses",
+			why: "none of the 3 pods of shop/pricing is ready (0 of 3 endpoints ready), yet pricing-0, pricing-1 served 1001 calls/s; 4 clients hold 1 busy connection each"},
+		{name: "every pod not ready, idle", ev: allNotReady(evidencetest.Build(false, []pod{{}, {}}, 0, nil)), verdict: diagnose.Unknown, cause: "no-samples", why: "none of the 2 pods of shop/pricing is ready"},
+		{name: "scaled to 0", ev: scaledToZero(), verdict: diagnose.Unknown, cause: "no-pods", why: "Deployment shop/pricing scaled to 0 replicas: Service shop/pricing has no pods and 0 ready endpoints (0 in its EndpointSlices)"},
+		// MaxConnectionAge rotating each client's one connection: the same
+		// skew is chance, not pinning (the fix is already in place).
+		{name: "one connection each, held", ev: evidencetest.Build(false, uneven(), 4, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
+		{name: "one connection each, rotating", ev: renewed(evidencetest.Build(false, uneven(), 4, nil)), verdict: diagnose.Unknown, cause: "rotating-connections", why: "4 of the 4 busy connections opened during the window"},
+		{name: "balanced, rotating", ev: renewed(evidencetest.Build(false, spread(4, 2, 100), 2, nil)), verdict: diagnose.Balanced, why: "8 of the 8 busy connections opened during the window"},
+		{name: "selector matches nothing", ev: evidencetest.Build(false, nil, 0, nil), verdict: diagnose.Unknown, cause: "no-pods", why: "its selector app=pricing matches no pod"},
 		{name: "ClusterIP after a scale-out", ev: evidencetest.Build(false, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
 		{name: "headless pick_first", ev: evidencetest.Build(true, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "headless-pick-first"},
 		{name: "headless round_robin", ev: evidencetest.Build(true, spread(4, 2, 100), 2, nil), verdict: diagnose.Balanced},
@@ -65,7 +106,6 @@ func TestDiagnose(t *testing.T) {
 		{name: "inbound sidecars", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-2: 500}}, {Calls: map[int]float64{-2: 10}}}, 0, nil), verdict: diagnose.Unknown, cause: "inbound-proxy"},
 		{name: "no calls", ev: evidencetest.Build(false, []pod{{}, {}}, 0, nil), verdict: diagnose.Unknown, cause: "no-calls"},
 		{name: "probes only", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil), verdict: diagnose.Unknown, cause: "no-clients"},
-		{name: "no pods", ev: evidencetest.Build(false, nil, 0, nil), verdict: diagnose.Unknown, cause: "no-pods"},
 		// A fresh user's scale from 6 to 8 under round_robin, rates from
 		// Prometheus, which had no series yet for the 2 new pods: even over
 		// the 6 read, never balanced.
@@ -97,6 +137,9 @@ func TestDiagnose(t *testing.T) {
 			}
 			if r.Verdict != tt.verdict || r.Cause != tt.cause || r.Path.Proxy != tt.proxy {
 				t.Errorf("verdict %q, cause %q, proxy %v; want %q, %q, %v\nwhy: %s", r.Verdict, r.Cause, r.Path.Proxy, tt.verdict, tt.cause, tt.proxy, r.Why)
+			}
+			if !strings.Contains(r.Why, tt.why) {
+				t.Errorf("why: %s\nwant it to contain %q", r.Why, tt.why)
 			}
 			if r.Verdict == diagnose.Pinned && (len(r.Fixes) == 0 || r.Reproduce == "") {
 				t.Errorf("pinned without fixes or a scenario: %+v", r)

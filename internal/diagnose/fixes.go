@@ -39,7 +39,15 @@ var (
 		Scenario: "pinlab lab run l7-proxy",
 	}
 
+	fixHealthCheck = Fix{
+		Name:     "client-side health checking",
+		How:      "round_robin with the service config's healthCheckConfig {serviceName: \"\"} and the servers' grpc.health.v1 reporting NOT_SERVING when not ready: the channel stops calling that pod at once",
+		TradeOff: "every client must be configured (grpc-go acts on it under round_robin only) and every server must report its own readiness over gRPC health",
+		Scenario: "pinlab lab run health-check --variant health-check",
+	}
+
 	clusterIPFixes         = []Fix{fixHeadlessRR, fixAgeClusterIP, fixProxy}
 	headlessPickFirstFixes = []Fix{fixRoundRobin, fixHeadlessRR, fixProxy}
 	staleFixes             = []Fix{fixAgeResolve, fixWatchResolver, fixProxy}
+	staleAddressFixes      = []Fix{fixHealthCheck, fixAgeClusterIP, fixWatchResolver}
 )

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pinlab/pinlab/internal/evidence"
 )
 
 // judge sets r's verdict, cause, why, scenario and fixes from its steps.
@@ -13,7 +15,10 @@ func judge(r *Result) {
 	svc := ev.Service.Namespace + "/" + ev.Service.Name
 	switch {
 	case len(ev.Pods) == 0:
-		r.set(Unknown, "no-pods", fmt.Sprintf("Service %s selects no pods (%d endpoints in its EndpointSlices)", svc, ev.Service.Endpoints))
+		r.set(Unknown, "no-pods", noPods(ev.Service))
+		return
+	case readyPods(ev) == 0 && notReadyRate(rt) > 0:
+		stale(r, svc)
 		return
 	case rt.Counted == 0:
 		r.set(Unknown, "no-samples", noSamples(r))
@@ -46,7 +51,11 @@ func judge(r *Result) {
 		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client connection open at the end of the window carried more than %.1f calls/s: the calls seen are probes' and scrapers', or went over connections that closed meanwhile", skew, MinConnRate))
 		return
 	case balanced:
-		r.set(Balanced, "", fmt.Sprintf("%s; %s", skew, connSummary(direct)))
+		r.set(Balanced, "", fmt.Sprintf("%s; %s%s", skew, connSummary(direct), rotationNote(direct)))
+		return
+	case rotating(direct):
+		r.set(Unknown, "rotating-connections", fmt.Sprintf("%s; %s%s. The clients are not pinned: they reconnect, and each new connection is a new pick (kube-proxy's, or the client's after a re-resolution), so over a short window some pods get more picks than others by chance; run again with a longer --window to average the picks out", skew, connSummary(direct), rotationNote(direct)))
+		r.Reproduce = "pinlab lab run scale-out --variant clusterip-age"
 		return
 	}
 	idleNoConn, idleNewest := idlePods(rt, direct)
@@ -115,14 +124,77 @@ func notReadyNote(rt Rates) string {
 
 func (r *Result) set(v Verdict, cause, why string) { r.Verdict, r.Cause, r.Why = v, cause, why }
 
-// noSamples explains why no ready pod was measured.
-func noSamples(r *Result) string {
-	ready := 0
-	for _, p := range r.Evidence.Pods {
-		if p.Ready {
-			ready++
+// noPods says why the Service has no pods: a workload scaled to 0, or a
+// selector that matches nothing.
+func noPods(s evidence.Service) string {
+	svc := s.Namespace + "/" + s.Name
+	var zero []string
+	for _, w := range s.Workloads {
+		if w.Replicas == 0 {
+			zero = append(zero, w.Kind+" "+s.Namespace+"/"+w.Name)
 		}
 	}
+	eps := fmt.Sprintf("%d ready endpoints (%d in its EndpointSlices)", s.Ready, s.Endpoints)
+	switch {
+	case len(zero) > 0 && len(zero) == len(s.Workloads):
+		return fmt.Sprintf("%s scaled to 0 replicas: Service %s has no pods and %s; scale it up to diagnose", strings.Join(zero, " and "), svc, eps)
+	case len(s.Selector) == 0:
+		return fmt.Sprintf("Service %s has no selector and its EndpointSlices name no pod: %s", svc, eps)
+	}
+	return fmt.Sprintf("Service %s has %s: its selector %s matches no pod", svc, eps, selector(s.Selector))
+}
+
+func selector(m map[string]string) string {
+	var kv []string
+	for k, v := range m {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, ",")
+}
+
+func readyPods(ev evidence.Evidence) int {
+	n := 0
+	for _, p := range ev.Pods {
+		if p.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// notReadyRate is the calls per second the sampled pods that are not
+// ready served.
+func notReadyRate(rt Rates) float64 {
+	var sum float64
+	for _, p := range rt.Pods {
+		if !p.Ready && p.Err == "" {
+			sum += p.Rate
+		}
+	}
+	return sum
+}
+
+// stale judges a Service none of whose pods is ready while they still
+// serve calls: the clients hold connections or addresses from before the
+// pods left the endpoints.
+func stale(r *Result, svc string) {
+	ev := r.Evidence
+	rate := notReadyRate(r.Rates)
+	var serving []string
+	for _, p := range r.Rates.Pods {
+		if p.Err == "" && p.Rate > MinConnRate {
+			serving = append(serving, p.Name)
+		}
+	}
+	r.set(Pinned, "stale-addresses", fmt.Sprintf("none of the %d pods of %s is ready (%d of %d endpoints ready), yet %s served %.0f calls/s; %s: the clients hold connections or addresses from before the pods left the Service's endpoints. Readiness only takes a pod out of the EndpointSlices and DNS: kube-proxy keeps established connections, and a gRPC channel keeps calling over its open connection and re-resolves only when it breaks; a new client would find no pod",
+		len(ev.Pods), svc, ev.Service.Ready, ev.Service.Endpoints, list(serving), rate, connSummary(directClients(r.Clients))))
+	r.Reproduce, r.Fixes = "pinlab lab run not-ready", staleAddressFixes
+}
+
+// noSamples explains why no ready pod was measured.
+func noSamples(r *Result) string {
+	ready := readyPods(r.Evidence)
 	if ready == 0 {
 		return fmt.Sprintf("none of the %d pods of %s/%s is ready", len(r.Evidence.Pods), r.Evidence.Service.Namespace, r.Evidence.Service.Name)
 	}
@@ -139,6 +211,30 @@ func directClients(cls []Client) []Client {
 		}
 	}
 	return out
+}
+
+// rotating reports whether at least half of the clients' busy connections
+// opened during the window: the clients reconnect (a server
+// MaxConnectionAge's GOAWAYs, say) rather than hold one connection.
+func rotating(cls []Client) bool {
+	busy, fresh := 0, 0
+	for _, c := range cls {
+		busy, fresh = busy+c.Busy, fresh+c.BusyNew
+	}
+	return busy > 0 && 2*fresh >= busy
+}
+
+// rotationNote says how many busy connections opened during the window,
+// when the connections rotate.
+func rotationNote(cls []Client) string {
+	if !rotating(cls) {
+		return ""
+	}
+	busy, fresh := 0, 0
+	for _, c := range cls {
+		busy, fresh = busy+c.Busy, fresh+c.BusyNew
+	}
+	return fmt.Sprintf("; %d of the %d busy connections opened during the window: connections rotate (a server MaxConnectionAge, or clients reconnecting)", fresh, busy)
 }
 
 func allOne(cls []Client) bool {
@@ -175,6 +271,9 @@ func connSummary(cls []Client) string {
 	reach := fmt.Sprintf("%d pods", len(pods))
 	if len(pods) == 1 {
 		reach = "1 pod"
+	}
+	if len(cls) == 1 {
+		return fmt.Sprintf("1 client holds %s busy %s (above %.1f calls/s), reaching %s", each, what, MinConnRate, reach)
 	}
 	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %s", len(cls), each, what, conns, MinConnRate, reach)
 }

@@ -108,6 +108,10 @@ func (ev *Evidence) fromPrometheus(ctx context.Context, p *Prometheus, window ti
 		ev.Problems = append(ev.Problems, err.Error()+"; the rates are channelz's")
 		return
 	}
+	if len(calls) == 0 {
+		ev.Problems = append(ev.Problems, ev.noIncrease(ctx, p, names, window)+"; the rates are channelz's")
+		return
+	}
 	ev.RatesFrom, ev.Window, ev.Problems = "prometheus", window, nil
 	for i := range ev.Pods {
 		pod := &ev.Pods[i]
@@ -127,6 +131,21 @@ func (ev *Evidence) fromPrometheus(ctx context.Context, p *Prometheus, window ti
 			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: %s", pod.Name, pod.Err))
 		}
 	}
+}
+
+// noIncrease says why Prometheus gave no pod an increase over window: a
+// window too short for two scrapes when the pods have series, else that it
+// has none of them.
+func (ev *Evidence) noIncrease(ctx context.Context, p *Prometheus, pods []string, window time.Duration) string {
+	ev.Queries = append(ev.Queries, p.SeriesQuery(ev.Service.Namespace, pods))
+	n, err := p.Series(ctx, ev.Service.Namespace, pods)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("prometheus %s gave no pod's grpc_server_started_total over the %v window, and then: %v", p.URL, window, err)
+	case n > 0:
+		return fmt.Sprintf("prometheus %s has grpc_server_started_total series for %d of the %d pods but none over the %v window: increase() needs two samples in the window, so --window must be at least twice the scrape interval", p.URL, n, len(pods), window)
+	}
+	return fmt.Sprintf("prometheus %s has no grpc_server_started_total series for any of the %d pods (is it scraping them, with namespace and pod labels? see pinlab lab targets)", p.URL, len(pods))
 }
 
 // FromObjects finds the Service namespace/name in objs and returns the
@@ -152,6 +171,7 @@ func FromObjects(objs Objects, namespace, name string) (Evidence, error) {
 		return Evidence{}, fmt.Errorf("evidence: %w: %q in namespace %q (Services there: %s)", ErrNoService, name, namespace, there)
 	}
 	ev := Evidence{Service: service(*svc, objs.EndpointSlices), Peers: map[string]Peer{}}
+	ev.Service.Workloads = workloads(*svc, objs)
 	pods := selected(*svc, objs)
 	for _, p := range pods {
 		ev.Pods = append(ev.Pods, podOf(p, grpcPort(*svc, p, objs.EndpointSlices)))
@@ -182,6 +202,32 @@ func service(s corev1.Service, slices []discoveryv1.EndpointSlice) Service {
 				out.Ready++
 			}
 		}
+	}
+	return out
+}
+
+// workloads returns the Deployments and StatefulSets of s's namespace
+// whose pod template s's selector matches, sorted by kind and name.
+func workloads(s corev1.Service, objs Objects) []Workload {
+	if len(s.Spec.Selector) == 0 {
+		return nil
+	}
+	sel := labels.SelectorFromSet(s.Spec.Selector)
+	var out []Workload
+	add := func(kind, ns, name string, replicas *int32, tmpl corev1.PodTemplateSpec) {
+		if ns == s.Namespace && sel.Matches(labels.Set(tmpl.Labels)) {
+			n := int32(1) // the API server's default
+			if replicas != nil {
+				n = *replicas
+			}
+			out = append(out, Workload{Kind: kind, Name: name, Replicas: n})
+		}
+	}
+	for _, d := range objs.Deployments {
+		add("Deployment", d.Namespace, d.Name, d.Spec.Replicas, d.Spec.Template)
+	}
+	for _, st := range objs.StatefulSets {
+		add("StatefulSet", st.Namespace, st.Name, st.Spec.Replicas, st.Spec.Template)
 	}
 	return out
 }

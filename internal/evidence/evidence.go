@@ -14,15 +14,20 @@ import (
 	"context"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // Objects are the API objects a Source lists (every namespace).
+// Deployments and StatefulSets are optional: they only name the workload
+// of a Service without pods (scaled to 0, say).
 type Objects struct {
 	Services       []corev1.Service
 	Pods           []corev1.Pod
 	EndpointSlices []discoveryv1.EndpointSlice
+	Deployments    []appsv1.Deployment
+	StatefulSets   []appsv1.StatefulSet
 }
 
 // Source lists a cluster's objects. Implementations: the lab's control API
@@ -82,6 +87,16 @@ type Service struct {
 	// how many of them are ready.
 	Endpoints int `json:"endpoints"`
 	Ready     int `json:"ready"`
+	// Workloads are the Deployments and StatefulSets of the namespace
+	// whose pod template the selector matches, when the Source lists them.
+	Workloads []Workload `json:"workloads,omitempty"`
+}
+
+// Workload is a Deployment or StatefulSet whose pods a Service selects.
+type Workload struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Replicas int32  `json:"replicas"`
 }
 
 // Headless reports whether the Service has no ClusterIP.

@@ -111,6 +111,14 @@ func (k *Kube) Objects(ctx context.Context) (Objects, error) {
 		return Objects{}, kubeError("list pods", k.Namespace, err)
 	}
 	o.Pods = pods.Items
+	// Deployments and StatefulSets only name the workload of a Service
+	// without pods: RBAC may refuse them, and diagnose goes on without.
+	if d, err := cs.AppsV1().Deployments(k.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		o.Deployments = d.Items
+	}
+	if st, err := cs.AppsV1().StatefulSets(k.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		o.StatefulSets = st.Items
+	}
 	return o, nil
 }
 

@@ -67,7 +67,7 @@ func cmpOr(s, def string) string {
 // say whether it could not be reached, answered an error (a bad query,
 // say), or timed out (PrometheusTimeout per query).
 func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string, window time.Duration) (map[string]Calls, []string, error) {
-	if err := p.check(); err != nil {
+	if err := p.Check(); err != nil {
 		return nil, nil, err
 	}
 	client, err := promapi.NewClient(promapi.Config{Address: p.URL, Client: &http.Client{Timeout: PrometheusTimeout}})
@@ -107,8 +107,38 @@ func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string,
 	return out, []string{started, failed}, nil
 }
 
-// check refuses a URL whose host is not an IP inside 127.0.0.0/8.
-func (p *Prometheus) check() error {
+// SeriesQuery returns the instant query that counts, by pod, the
+// grpc_server_started_total series of pods of namespace, whatever their
+// samples' age: whether Prometheus scrapes the pods at all.
+func (p *Prometheus) SeriesQuery(namespace string, pods []string) string {
+	started, _ := p.Queries(namespace, pods, time.Minute)
+	sel := started[strings.Index(started, "{") : strings.LastIndex(started, "}")+1]
+	return fmt.Sprintf(`count by (%s) (last_over_time(grpc_server_started_total%s[5m]))`, cmpOr(p.PodLabel, "pod"), sel)
+}
+
+// Series runs SeriesQuery and returns how many of pods have series.
+// Errors are as Calls's.
+func (p *Prometheus) Series(ctx context.Context, namespace string, pods []string) (int, error) {
+	if err := p.Check(); err != nil {
+		return 0, err
+	}
+	client, err := promapi.NewClient(promapi.Config{Address: p.URL, Client: &http.Client{Timeout: PrometheusTimeout}})
+	if err != nil {
+		return 0, fmt.Errorf("prometheus %s: %w", p.URL, err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, PrometheusTimeout)
+	defer cancel()
+	v, _, _, err := promv1.NewAPI(client).Query(qctx, p.SeriesQuery(namespace, pods), time.Now())
+	if err != nil {
+		return 0, p.queryError(err)
+	}
+	vec, _ := v.(model.Vector)
+	return len(vec), nil
+}
+
+// Check refuses a URL that is not http(s)://IP[:PORT] with the IP inside
+// 127.0.0.0/8; it does no I/O.
+func (p *Prometheus) Check() error {
 	u, err := url.Parse(p.URL)
 	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return fmt.Errorf("prometheus: %q is not an http:// URL", p.URL)

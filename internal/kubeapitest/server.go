@@ -1,9 +1,10 @@
 // Package kubeapitest serves a clientset's EndpointSlices over the
-// Kubernetes API's HTTP list and watch, so that a test drives HTTP clients
-// from the same objects as a consumer of the clientset (a fake one from
+// Kubernetes API's HTTP list and watch, and its Services and Pods over
+// list, so that a test drives HTTP clients from the same objects as a
+// consumer of the clientset (a fake one from
 // k8s.io/client-go/kubernetes/fake): clients that speak that HTTP
 // themselves (sercand/kuberesolver) and client-go itself (a resolver built
-// from a kubeconfig).
+// from a kubeconfig, `pinlab diagnose --kubeconfig`).
 //
 // It is not an API server: it answers the GETs below, JSON only, with no
 // authentication or field selectors, and watch-list only after
@@ -11,6 +12,8 @@
 //
 //	/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...[&watch=true&resourceVersion=...]
 //	/apis/discovery.k8s.io/v1/watch/namespaces/{ns}/endpointslices?labelSelector=...
+//	/api/v1/namespaces/{ns}/services
+//	/api/v1/namespaces/{ns}/pods and /api/v1/pods (every namespace)
 //
 // so kuberesolver and client-go (a rest.Config or kubeconfig whose server
 // is URL) both work on it.
@@ -83,6 +86,9 @@ func NewServer(t testing.TB, api kubernetes.Interface) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", s.list)
 	mux.HandleFunc("GET /apis/discovery.k8s.io/v1/watch/namespaces/{ns}/endpointslices", s.watch)
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/services", s.services)
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods", s.pods)
+	mux.HandleFunc("GET /api/v1/pods", s.pods)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
@@ -166,6 +172,37 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	for i := range l.Items {
 		typed(&l.Items[i])
 	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(l)
+}
+
+// services lists the namespace's Services (no watch, no selectors).
+func (s *Server) services(w http.ResponseWriter, r *http.Request) {
+	if s.failing(w, r) {
+		return
+	}
+	l, err := s.api.CoreV1().Services(r.PathValue("ns")).List(r.Context(), metav1.ListOptions{})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	l.Kind, l.APIVersion = "ServiceList", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(l)
+}
+
+// pods lists the namespace's Pods, or every namespace's (no watch, no
+// selectors).
+func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
+	if s.failing(w, r) {
+		return
+	}
+	l, err := s.api.CoreV1().Pods(r.PathValue("ns")).List(r.Context(), metav1.ListOptions{})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	l.Kind, l.APIVersion = "PodList", "v1"
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(l)
 }

@@ -19,8 +19,10 @@ var CauseTitles = map[string]string{
 	"uneven-clients":         "clients call at uneven rates",
 	"l7-proxy":               "an L7 proxy is in the path",
 	"inbound-proxy":          "connections come from inbound sidecars",
+	"rotating-connections":   "connections rotate: the skew is chance over a short window",
+	"stale-addresses":        "clients call pods that are not ready (stale addresses)",
 	"no-pods":                "no pods",
-	"no-samples":             "no pod could be read",
+	"no-samples":             "no ready pod measured",
 	"no-calls":               "no calls",
 	"no-clients":             "no client connections",
 }

@@ -1,0 +1,68 @@
+package evidence_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podtest"
+)
+
+// fakePrometheus answers instant queries as Prometheus does when its
+// series have fewer than two samples in the window: increase() gives an
+// empty vector; the series query gives one sample per pod in series.
+func fakePrometheus(t *testing.T, series []string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		q := r.Form.Get("query")
+		result := []any{}
+		if strings.Contains(q, "last_over_time(grpc_server_started_total") {
+			for _, p := range series {
+				result = append(result, map[string]any{"metric": map[string]string{"pod": p}, "value": []any{float64(time.Now().Unix()), "1"}})
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestCollectPrometheusNoIncrease: when Prometheus gives no pod an
+// increase over the window, the rates stay channelz's and the problem
+// says why: a window under twice the scrape interval when the pods have
+// series, no series at all otherwise.
+func TestCollectPrometheusNoIncrease(t *testing.T) {
+	podtest.Start(t, pod.Config{Name: "good", Addr: netip.MustParseAddrPort("127.203.211.1:8471")})
+	src := fakeSource{objects(readyPod("good", "127.203.211.1"))}
+	tests := []struct {
+		name   string
+		series []string
+		want   string
+	}{
+		{name: "short window", series: []string{"good"}, want: "series for 1 of the 1 pods but none over the 200ms window: increase() needs two samples in the window, so --window must be at least twice the scrape interval; the rates are channelz's"},
+		{name: "no series", want: "no grpc_server_started_total series for any of the 1 pods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prom := &evidence.Prometheus{URL: fakePrometheus(t, tt.series)}
+			ev, err := evidence.Collect(context.Background(), src, evidence.Request{Namespace: "shop", Service: "pricing", Window: 200 * time.Millisecond, Prometheus: prom})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.RatesFrom != "channelz" || !ev.Pods[0].Sampled() || len(ev.Problems) != 1 || !strings.Contains(ev.Problems[0], tt.want) {
+				t.Errorf("rates from %q, pod %+v, problems %q; want channelz's rates and a problem with %q", ev.RatesFrom, ev.Pods[0], ev.Problems, tt.want)
+			}
+			if len(ev.Queries) != 3 || !strings.HasPrefix(ev.Queries[2], "count by (pod) (last_over_time(grpc_server_started_total{") {
+				t.Errorf("queries %q, want the two rate queries and the series query", ev.Queries)
+			}
+		})
+	}
+}
