@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/evidence"
 )
 
 func TestLabRunFlags(t *testing.T) {
@@ -19,11 +21,16 @@ func TestLabRunFlags(t *testing.T) {
 		want    LabRunOptions
 		wantErr string
 	}{
-		{name: "defaults", args: nil, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UIAddr: DefaultUIAddr}},
-		{name: "dashboard", args: []string{"--ui", "--ui-addr", "127.0.0.2:7480"}, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UI: true, UIAddr: "127.0.0.2:7480"}},
+		{name: "defaults", args: nil, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UIAddr: DefaultUIAddr, DiagnoseWindow: evidence.DefaultWindow}},
+		{name: "dashboard", args: []string{"--ui", "--ui-addr", "127.0.0.2:7480"}, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UI: true, UIAddr: "127.0.0.2:7480", DiagnoseWindow: evidence.DefaultWindow}},
 		{name: "dashboard off loopback", args: []string{"--ui", "--ui-addr", "10.0.0.1:80"}, wantErr: `--ui-addr "10.0.0.1:80": expected IP:port inside 127.0.0.0/8`},
 		{name: "file and flags", args: []string{"my.yaml", "-o", "json", "--variant", "a,b", "--sequential", "--seed", "7", "--progress", "off", "--log-level", "debug", "--html", "r.html"},
-			want: LabRunOptions{File: "my.yaml", Output: "json", Variants: []string{"a", "b"}, Sequential: true, Seed: 7, Progress: "off", LogLevel: "debug", HTML: "r.html", UIAddr: DefaultUIAddr}},
+			want: LabRunOptions{File: "my.yaml", Output: "json", Variants: []string{"a", "b"}, Sequential: true, Seed: 7, Progress: "off", LogLevel: "debug", HTML: "r.html", UIAddr: DefaultUIAddr, DiagnoseWindow: evidence.DefaultWindow}},
+		{name: "diagnose", args: []string{"--diagnose"}, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UIAddr: DefaultUIAddr, Diagnose: true, DiagnoseWindow: evidence.DefaultWindow}},
+		{name: "diagnose-at implies diagnose", args: []string{"--diagnose-at", "20s", "--diagnose-window", "3s"},
+			want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UIAddr: DefaultUIAddr, Diagnose: true, DiagnoseAt: 20 * time.Second, DiagnoseWindow: 3 * time.Second}},
+		{name: "diagnose-at negative", args: []string{"--diagnose-at", "-1s"}, wantErr: "--diagnose-at -1s: want a time of load"},
+		{name: "diagnose-window too short", args: []string{"--diagnose-window", "10ms"}, wantErr: "--diagnose-window 10ms: want 100ms to 10m"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `--log-level "loud"`},
 		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `-o "xml"`},
 		{name: "two files", args: []string{"a.yaml", "b.yaml"}, wantErr: "at most one scenario"},
@@ -73,6 +80,8 @@ func TestMainExitCodes(t *testing.T) {
 		{name: "yaml does not parse", args: []string{"lab", "run", bad}, code: ExitError, stderr: "bad.yaml:5: document 2"},
 		{name: "bad flag", args: []string{"lab", "run", "--nope"}, code: ExitUsage, stderr: "unknown flag"},
 		{name: "unknown variant", args: []string{"lab", "run", "--variant", "nope"}, code: ExitUsage, stderr: `no variant "nope"`},
+		{name: "diagnosis after the load", args: []string{"lab", "run", "same-effect", "--diagnose-at", "12s"}, code: ExitUsage,
+			stderr: "--diagnose-at 12s plus --diagnose-window 5s ends after the scenario's 15s of load"},
 		{name: "help", args: []string{"--help"}, code: ExitOK},
 	}
 	for _, tt := range tests {

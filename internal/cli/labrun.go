@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/runner"
@@ -40,6 +42,18 @@ type LabRunOptions struct {
 	// UI serves a live dashboard on UIAddr while the run goes.
 	UI     bool
 	UIAddr string
+	// ControlPlane is "embedded" or "kubernetes": each variant's lab on
+	// its own real control plane, in a private network namespace (see
+	// labup_kubernetes.go).
+	ControlPlane string
+	// Diagnose runs pinlab diagnose in each variant's lab while its load
+	// runs, on every Service its clients target: the first channelz
+	// reading at DiagnoseAt of load (0: DiagnoseWindow plus 2s before the
+	// end), the second DiagnoseWindow later (0: 5s). Setting either
+	// implies Diagnose.
+	Diagnose       bool
+	DiagnoseAt     time.Duration
+	DiagnoseWindow time.Duration
 
 	In       io.Reader
 	Out, Err io.Writer
@@ -80,8 +94,20 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
 				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
 			}
+			switch opts.ControlPlane {
+			case controlPlaneEmbedded:
+			case controlPlaneKubernetes:
+				if opts.UI {
+					return usageError{errors.New("--ui: the dashboard is not served with --control-plane kubernetes; write the report with --html instead")}
+				}
+			default:
+				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
+			}
 			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
 				return usageError{fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", opts.UIAddr, err)}
+			}
+			if err := opts.checkDiagnose(cmd.Flags().Changed("diagnose-at") || cmd.Flags().Changed("diagnose-window")); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -98,11 +124,19 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
+	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
+	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
+	f.DurationVar(&opts.DiagnoseAt, "diagnose-at", 0, "time of load at which --diagnose takes its first reading (default: --diagnose-window plus 2s before the end); implies --diagnose")
+	f.DurationVar(&opts.DiagnoseWindow, "diagnose-window", evidence.DefaultWindow, "time between --diagnose's two channelz readings of each pod; implies --diagnose")
 	return cmd
 }
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
+	onKube := opts.ControlPlane == controlPlaneKubernetes
+	if onKube && !netns.Inside() {
+		return runInNetns(ctx, "lab run")
+	}
 	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {
 		if opts.File != "-" {
 			return scenario.Open(ctx, opts.File)
@@ -122,6 +156,11 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if p, err = p.Select(opts.Variants); err != nil {
 		return usageError{fmt.Errorf("--variant: %w", err)}
 	}
+	if opts.Diagnose {
+		if err := diagnoseFits(opts, p); err != nil {
+			return err
+		}
+	}
 	html, err := createHTML(opts.HTML)
 	if err != nil {
 		return err
@@ -132,8 +171,17 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		return err
 	}
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
+	if opts.Diagnose {
+		ro.Diagnose = &runner.Diagnose{At: opts.DiagnoseAt, Window: opts.DiagnoseWindow}
+	}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
+	}
+	if onKube {
+		if ro.ControlPlane, err = variantControlPlanes(ro.Logger); err != nil {
+			html.discard()
+			return err
+		}
 	}
 	var line func([]runner.Progress)
 	if show(opts) {
@@ -167,6 +215,28 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		}
 	}
 	return err
+}
+
+// checkDiagnose checks the --diagnose flags; implied is true when a flag
+// that implies --diagnose was given.
+func (o *LabRunOptions) checkDiagnose(implied bool) error {
+	o.Diagnose = o.Diagnose || implied
+	switch {
+	case o.DiagnoseAt < 0:
+		return usageError{fmt.Errorf("--diagnose-at %v: want a time of load, 0 or more", o.DiagnoseAt)}
+	case o.DiagnoseWindow < 100*time.Millisecond || o.DiagnoseWindow > 10*time.Minute:
+		return usageError{fmt.Errorf("--diagnose-window %v: want 100ms to 10m", o.DiagnoseWindow)}
+	}
+	return nil
+}
+
+// diagnoseFits refuses a diagnosis whose window would not end before the
+// scenario's load does.
+func diagnoseFits(o *LabRunOptions, p *plan.Plan) error {
+	if end := o.DiagnoseAt + o.DiagnoseWindow; end > p.Duration {
+		return usageError{fmt.Errorf("--diagnose-at %v plus --diagnose-window %v ends after the scenario's %v of load; diagnose reads the pods while load runs", o.DiagnoseAt, o.DiagnoseWindow, p.Duration)}
+	}
+	return nil
 }
 
 // judge reads each variant's measurements (variants whose load never

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/scenario"
 	"github.com/pinlab/pinlab/scenarios"
@@ -53,6 +55,12 @@ type LabUpOptions struct {
 	LogLevel                                  string
 	// UI serves a live dashboard from the control API's address.
 	UI bool
+	// ControlPlane is "embedded" (the in-process API and controllers) or
+	// "kubernetes" (etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler in a private network namespace; see
+	// labup_kubernetes.go). KubeAPI is where the host reaches that API
+	// server (inside 127.0.0.0/8; port 0 picks one).
+	ControlPlane, KubeAPI string
 
 	dnsCache *clusterdns.CacheConfig // DNSCache* parsed by check
 
@@ -108,6 +116,8 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	f.StringVar(&opts.Pods, "dns-pods", "disabled", "answers for a-b-c-d.<ns>.pod.cluster.local: disabled, insecure (kubeadm) or verified")
 	addDNSCacheFlags(f, opts)
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
+	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler in a private network namespace, served to kubectl; build them first with build/controlplane/build.sh)")
+	f.StringVar(&opts.KubeAPI, "kube-api", "127.0.0.1:0", "with --control-plane kubernetes: where kubectl reaches the API server (inside 127.0.0.0/8; port 0 picks a free one)")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard (objects, calls/s per pod, events, the control verbs) from the control API's address; its address, with the token, is printed")
 	return cmd
 }
@@ -130,6 +140,14 @@ func (o *LabUpOptions) check() error {
 	}
 	if err := o.parseDNSCache(); err != nil {
 		return usageError{err}
+	}
+	switch o.ControlPlane {
+	case controlPlaneEmbedded, controlPlaneKubernetes:
+	default:
+		return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", o.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
+	}
+	if err := loopback.CheckAddr(o.KubeAPI); err != nil {
+		return usageError{fmt.Errorf("--kube-api %q: expected IP:port inside 127.0.0.0/8 such as 127.0.0.1:6443 (%v)", o.KubeAPI, err)}
 	}
 	if err := loopback.CheckAddr(o.Control); err != nil {
 		return usageError{fmt.Errorf("--control %q: expected IP:port inside 127.0.0.0/8 such as %s (%v)", o.Control, control.DefaultAddr, err)}
@@ -161,6 +179,10 @@ func (o *LabUpOptions) dnsTTL() time.Duration {
 }
 
 func labUp(ctx context.Context, opts *LabUpOptions) error {
+	onKube := opts.ControlPlane == controlPlaneKubernetes
+	if onKube && !netns.Inside() {
+		return labUpOnHost(ctx, opts)
+	}
 	f, err := await(ctx, inputName(opts.File), func() (*scenario.File, error) { return openObjects(ctx, opts) })
 	if err != nil {
 		return err
@@ -172,7 +194,16 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if opts.UI {
 		board = newLabBoard("pinlab lab up: " + f.Name)
 	}
-	api, err := serveControl(ctx, opts, board)
+	var kube *kubeBackend
+	var ctl net.Listener
+	if onKube {
+		if kube, err = inheritKube(); err != nil {
+			return err
+		}
+		defer kube.close()
+		ctl = kube.control
+	}
+	api, err := serveControl(ctx, opts, board, ctl)
 	if err != nil {
 		return interrupted(ctx, f, err)
 	}
@@ -180,6 +211,16 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	cfg := lab.Config{Range: f.Range(), DNS: clusterdns.Config{TTL: opts.dnsTTL(), FixedOrder: opts.FixedOrder, Pods: clusterdns.PodMode(opts.Pods), Cache: opts.dnsCache}}
 	if lvl, ok := logLevels[opts.LogLevel]; ok {
 		cfg.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
+	}
+	if kube != nil {
+		err = kube.start(ctx, opts)
+		if err == nil {
+			cfg.API, err = kube.api()
+		}
+		if err != nil {
+			api.stop()
+			return interrupted(ctx, f, err)
+		}
 	}
 	var watch cache.ResourceEventHandler
 	if board != nil {
@@ -195,7 +236,14 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if board != nil {
 		board.lab.Store(l)
 	}
-	printUp(opts.Out, l, api, f)
+	via := ""
+	if kube != nil {
+		via = "pinlab lab exec" + controlFlags(api.srv.Addr(), api.tokenFile) + " -- "
+	}
+	printUp(opts.Out, l, api, f, via)
+	if kube != nil {
+		kube.print(opts.Out, api.srv.Addr(), api.tokenFile)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(opts.Err, "stopping")
 	// The API stops first (503, then refused), so nothing changes the lab
@@ -220,12 +268,16 @@ type controlAPI struct {
 	boardRun  sync.WaitGroup
 }
 
-// serveControl claims the control address, then writes the token file:
-// only the holder of the address writes it. With a board, the API serves
+// serveControl claims the control address (or serves ln, bound on it
+// already), then writes the token file: only the holder of the address
+// writes it. With a board, the API serves
 // its dashboard too.
-func serveControl(ctx context.Context, opts *LabUpOptions, board *labBoard) (*controlAPI, error) {
+func serveControl(ctx context.Context, opts *LabUpOptions, board *labBoard, ln net.Listener) (*controlAPI, error) {
 	token := control.NewToken()
-	cfg := control.Config{Addr: opts.Control, Token: token}
+	cfg := control.Config{Addr: opts.Control, Token: token, Listener: ln}
+	if netns.Inside() {
+		cfg.NetnsPID = os.Getpid()
+	}
 	if board != nil {
 		cfg.UI = board.board.Handler()
 	}
@@ -413,7 +465,10 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File) {
+// printUp says the lab is up and how to use it; via prefixes the commands
+// that must run inside the lab's network namespace (on a real control
+// plane: its pod IPs and ClusterIPs are reachable only there).
+func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File, via string) {
 	o := control.Snapshot(l)
 	dns := l.DNSAddr()
 	host, port := splitHostPort(dns)
@@ -427,15 +482,15 @@ func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File) {
 	printServices(w, o.Services)
 	fmt.Fprintf(w, "\ntry:\n")
 	if s, ok := exampleService(o.Services); ok {
-		fmt.Fprintf(w, "  dig @%s -p %s %s.%s.svc.cluster.local\n", host, port, s.Name, s.Namespace)
+		fmt.Fprintf(w, "  %sdig @%s -p %s %s.%s.svc.cluster.local\n", via, host, port, s.Name, s.Namespace)
 	}
 	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s%s\n", namespaceFlag(f), controlFlags(ctl, api.tokenFile))
 	if len(MetricsTargets(o.Pods)) > 0 {
 		fmt.Fprintf(w, "  pinlab lab targets -A%s > targets.json   # Prometheus file_sd targets of the pods' metrics ports\n", controlFlags(ctl, api.tokenFile))
 	}
 	if s, ok := exampleService(o.Services); ok && len(s.Spec.Selector) > 0 && len(s.Spec.Ports) > 0 {
-		fmt.Fprintf(w, "  pinlab lab load %s:%d -n %s%s &   # gRPC clients calling it\n", s.Name, s.Spec.Ports[0].Port, s.Namespace, controlFlags(ctl, api.tokenFile))
-		fmt.Fprintf(w, "  pinlab diagnose %s -n %s --lab%s     # pinned or balanced, and why\n", s.Name, s.Namespace, controlFlags(ctl, api.tokenFile))
+		fmt.Fprintf(w, "  %spinlab lab load %s:%d -n %s%s &   # gRPC clients calling it\n", via, s.Name, s.Spec.Ports[0].Port, s.Namespace, controlFlags(ctl, api.tokenFile))
+		fmt.Fprintf(w, "  %spinlab diagnose %s -n %s --lab%s     # pinned or balanced, and why\n", via, s.Name, s.Namespace, controlFlags(ctl, api.tokenFile))
 	}
 	fmt.Fprintf(w, "stop with Ctrl-C\n")
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/spf13/cobra"
 )
 
@@ -89,6 +90,15 @@ reports per-pod request rates so connection pinning and its fixes show up as
 numbers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Inside a lab's private network namespace (lab up --control-plane
+		// kubernetes, or a pinlab that lab exec runs there) the lab's pod
+		// and Service ranges are local: let the commands reach them.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if netns.Inside() {
+				return netns.Setup(netns.PodPrefix, netns.ServicePrefix)
+			}
+			return nil
+		},
 	}
 	groupCmd(root)
 	root.SetOut(stdout)
@@ -105,7 +115,8 @@ func newCmdLab(stdout, stderr io.Writer) *cobra.Command {
 	}
 	groupCmd(cmd)
 	cmd.AddCommand(NewCmdLabRun(stdout, stderr, nil), NewCmdLabUp(stdout, stderr, nil), NewCmdLabGet(stdout, stderr),
-		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true), NewCmdLabTargets(stdout, stderr), NewCmdLabLoad(stdout, stderr))
+		NewCmdLabScale(stdout), NewCmdLabDelete(stdout), NewCmdLabReady(stdout, false), NewCmdLabReady(stdout, true), NewCmdLabTargets(stdout, stderr), NewCmdLabLoad(stdout, stderr),
+		NewCmdLabExec(os.Stdin, stdout, stderr))
 	return cmd
 }
 

@@ -34,14 +34,14 @@ var (
 // reactors run under the fake's lock, so they use the tracker directly and
 // never call back into the clientset.
 func (c *Cluster) installAPI() {
-	c.client.PrependReactor("create", "*", c.admitCreate)
-	c.client.PrependReactor("update", "*", c.admitUpdate)
-	c.client.PrependReactor("patch", "*", c.admitPatch)
-	c.client.PrependReactor("delete", "pods", c.deletePod)
-	c.client.PrependReactor("delete", "services", c.deleteService)
+	c.fake.PrependReactor("create", "*", c.admitCreate)
+	c.fake.PrependReactor("update", "*", c.admitUpdate)
+	c.fake.PrependReactor("patch", "*", c.admitPatch)
+	c.fake.PrependReactor("delete", "pods", c.deletePod)
+	c.fake.PrependReactor("delete", "services", c.deleteService)
 }
 
-func (c *Cluster) tracker() k8stesting.ObjectTracker { return c.client.Tracker() }
+func (c *Cluster) tracker() k8stesting.ObjectTracker { return c.fake.Tracker() }
 
 // admitCreate names, defaults, validates and stores a new object, as the API
 // server's create path does (generateName, uid, creationTimestamp,

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
@@ -83,7 +84,8 @@ func (c *Config) setDefaults() {
 // Cluster is one in-memory control plane.
 type Cluster struct {
 	cfg       Config
-	client    *fake.Clientset
+	client    kubernetes.Interface
+	fake      *fake.Clientset // nil for a real API server (Connect)
 	factory   informers.SharedInformerFactory
 	podIPs    *IPAM
 	serviceIP *IPAM
@@ -111,6 +113,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	fakeAPI := fake.NewSimpleClientset()
 	c := &Cluster{
 		cfg: cfg,
 		// The plain object tracker, not fake.NewClientset's field-managed
@@ -119,7 +122,8 @@ func New(cfg Config) (*Cluster, error) {
 		// start-up (41% the REST mapper alone), for managedFields and
 		// server-side apply ownership, which nothing in the lab reads. The
 		// store, resourceVersions and watches are the same tracker's.
-		client:    fake.NewSimpleClientset(),
+		client:    fakeAPI,
+		fake:      fakeAPI,
 		podIPs:    podIPs,
 		serviceIP: serviceIPs,
 		streams:   map[string]*rand.Rand{},
@@ -156,29 +160,38 @@ func (c *Cluster) bootstrap() error {
 			return fmt.Errorf("cluster: create namespace %s: %w", ns, err)
 		}
 	}
-	dns := &corev1.Service{
+	if _, err := c.client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, kubeDNSService(c.cfg.DNSIP), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("cluster: create kube-dns Service: %w", err)
+	}
+	return nil
+}
+
+// kubeDNSService is the kube-system/kube-dns Service, selector-less at ip,
+// as kubeadm's (labels k8s-app=kube-dns) with CoreDNS's name label.
+func kubeDNSService(ip netip.Addr) *corev1.Service {
+	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem,
 			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
 		Spec: corev1.ServiceSpec{
-			ClusterIP: c.cfg.DNSIP.String(),
+			ClusterIP: ip.String(),
 			Ports: []corev1.ServicePort{
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
 				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP},
 			},
 		},
 	}
-	if _, err := c.client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, dns, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("cluster: create kube-dns Service: %w", err)
-	}
-	return nil
 }
 
 // Run runs the controllers (Deployment, ReplicaSet, StatefulSet, EndpointSlice) until ctx
-// ends and housekeeps the fake API. The informer factory must have been
+// ends and housekeeps the fake API; ctrls is nil for a cluster from Connect. The informer factory must have been
 // started by the caller; Run returns after every controller goroutine exited.
 func (c *Cluster) Run(ctx context.Context, ctrls *Controllers) error {
 	var wg sync.WaitGroup
-	for _, run := range ctrls.runs {
+	var runs []func(context.Context)
+	if ctrls != nil { // nil under a real control plane (Connect)
+		runs = ctrls.runs
+	}
+	for _, run := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -195,7 +208,9 @@ func (c *Cluster) Run(ctx context.Context, ctrls *Controllers) error {
 		case <-t.C:
 			// The fake clientset records every action for test assertions;
 			// a lab runs for long, so drop the record.
-			c.client.ClearActions()
+			if c.fake != nil {
+				c.fake.ClearActions()
+			}
 		}
 	}
 }
@@ -232,3 +247,50 @@ func (c *Cluster) randomServiceIP() (netip.Addr, error) {
 	defer c.rmu.Unlock()
 	return c.serviceIP.AllocateRandom(c.stream("clusterIPs"))
 }
+
+// Connect returns a Cluster over a real API server (client): the lab's
+// informers, pod addresses and kube-dns Service, without the embedded API's
+// reactors and without controllers: the control plane's own
+// kube-controller-manager and kube-scheduler do that work (pass nil
+// Controllers to Run). It creates the kube-dns Service at DNSIP in
+// kube-system, or checks that an existing one has that ClusterIP. The
+// namespaces default and kube-system come from the API server.
+func Connect(ctx context.Context, client kubernetes.Interface, cfg Config) (*Cluster, error) {
+	cfg.setDefaults()
+	podIPs, err := NewIPAM(cfg.PodCIDR)
+	if err != nil {
+		return nil, err
+	}
+	serviceIPs, err := NewIPAM(cfg.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		cfg:       cfg,
+		client:    client,
+		podIPs:    podIPs,
+		serviceIP: serviceIPs,
+		streams:   map[string]*rand.Rand{},
+		factory:   informers.NewSharedInformerFactory(client, 0),
+	}
+	svcs := client.CoreV1().Services(metav1.NamespaceSystem)
+	_, err = svcs.Create(ctx, kubeDNSService(cfg.DNSIP), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		s, gerr := svcs.Get(ctx, "kube-dns", metav1.GetOptions{})
+		if gerr != nil {
+			return nil, fmt.Errorf("cluster: read kube-dns Service: %w", gerr)
+		}
+		if s.Spec.ClusterIP != cfg.DNSIP.String() {
+			return nil, fmt.Errorf("cluster: the API server's kube-system/kube-dns Service has ClusterIP %s; the lab's DNS serves %s", s.Spec.ClusterIP, cfg.DNSIP)
+		}
+		err = nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: create kube-dns Service: %w", err)
+	}
+	return c, nil
+}
+
+// Embedded reports whether the cluster is the in-memory API (New) rather
+// than a real API server (Connect).
+func (c *Cluster) Embedded() bool { return c.fake != nil }

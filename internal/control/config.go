@@ -1,6 +1,7 @@
 package control
 
 import (
+	"net"
 	"net/http"
 	"time"
 )
@@ -42,6 +43,16 @@ type Config struct {
 	// Addr is the "IP:port" to bind, inside 127.0.0.0/8; port 0 picks a free
 	// one. Empty means DefaultAddr.
 	Addr string
+
+	// Listener, if not nil, is served instead of binding Addr: a listener
+	// already bound inside 127.0.0.0/8, such as the one `lab up
+	// --control-plane kubernetes` binds on the host and hands to itself in
+	// its network namespace. Shutdown closes it.
+	Listener net.Listener
+
+	// NetnsPID is reported in Info: the process whose network namespace
+	// the lab runs in, or 0 on the host.
+	NetnsPID int
 
 	// Token is the bearer token every request must send in "Authorization:
 	// Bearer <Token>" (compared in constant time). Required: Listen refuses

@@ -35,6 +35,10 @@ type Info struct {
 	DNS         string `json:"dns"`
 	PodCIDR     string `json:"pod_cidr"`
 	ServiceCIDR string `json:"service_cidr"`
+	// NetnsPID is the process whose network namespace the lab runs in (a
+	// lab on a real control plane; `pinlab lab exec` enters it), 0 when
+	// the lab runs on the host's loopback.
+	NetnsPID int `json:"netns_pid,omitempty"`
 }
 
 // Objects is a snapshot of the lab's API objects.
@@ -58,6 +62,7 @@ const headerValue = "v1"
 type Server struct {
 	lab      atomic.Pointer[lab.Lab]
 	stopping atomic.Bool
+	netnsPID int
 	tokenSum [sha256.Size]byte
 	ln       *limitListener
 	http     *http.Server
@@ -78,11 +83,16 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	ln, err := loopback.Listen(ctx, cfg.Addr)
-	if err != nil {
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = loopback.Listen(ctx, cfg.Addr); err != nil {
+			return nil, fmt.Errorf("control: %w", err)
+		}
+	} else if err := loopback.CheckAddr(ln.Addr().String()); err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	s := &Server{tokenSum: sha256.Sum256([]byte(cfg.Token)), ln: newLimitListener(ln, cfg.MaxConns), ui: cfg.UI, done: make(chan error, 1)}
+	s := &Server{netnsPID: cfg.NetnsPID, tokenSum: sha256.Sum256([]byte(cfg.Token)), ln: newLimitListener(ln, cfg.MaxConns), ui: cfg.UI, done: make(chan error, 1)}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,

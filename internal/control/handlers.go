@@ -126,7 +126,7 @@ func (s *Server) info(*http.Request) (any, *statusError) {
 	if serr != nil {
 		return nil, serr
 	}
-	return Info{DNS: l.DNSAddr(), PodCIDR: l.PodCIDR().String(), ServiceCIDR: l.ServiceCIDR().String()}, nil
+	return Info{DNS: l.DNSAddr(), PodCIDR: l.PodCIDR().String(), ServiceCIDR: l.ServiceCIDR().String(), NetnsPID: s.netnsPID}, nil
 }
 
 func (s *Server) objects(*http.Request) (any, *statusError) {

@@ -81,11 +81,17 @@ type Rates struct {
 	MaxMean float64 `json:"max_over_mean"`
 	Idle    int     `json:"idle"`
 	// Counted is how many pods the figures are over: the ready ones that
-	// were sampled. Unread is how many ready pods were not (no reading, or
+	// were sampled, and the pods not ready that still receive calls (over
+	// MinConnRate: connections opened before they turned not ready).
+	// Unread is how many ready pods were not (no reading, or
 	// no series in Prometheus): balance over the others says nothing of
 	// them.
 	Counted int `json:"counted"`
 	Unread  int `json:"unread"`
+	// NotServing names the ready pods whose grpc.health.v1 status is
+	// NOT_SERVING: left out of the figures, as health-checking clients
+	// leave them out of rotation.
+	NotServing []string `json:"not_serving,omitempty"`
 }
 
 // PodRate is one pod's line of step 1.
@@ -107,6 +113,17 @@ type PodRate struct {
 	Newest bool `json:"newest,omitempty"`
 	// Err says why the pod was not sampled.
 	Err string `json:"error,omitempty"`
+	// Health is its grpc.health.v1 status, when read.
+	Health string `json:"health,omitempty"`
+}
+
+// notServing reports whether the pod's health service says NOT_SERVING.
+func (p PodRate) notServing() bool { return p.Health == "NOT_SERVING" }
+
+// counted reports whether the pod is in the figures: sampled, not
+// NOT_SERVING, and ready or still receiving calls.
+func (p PodRate) counted() bool {
+	return p.Err == "" && !p.notServing() && (p.Ready || p.Rate > MinConnRate)
 }
 
 // Client is one line of step 2: the connections of one remote address.
@@ -163,6 +180,7 @@ func Diagnose(ev evidence.Evidence) Result {
 	r.Clients = clients(ev)
 	r.Path = path(ev, r.Clients, r.Rates.Total)
 	judge(&r)
+	r.Why += notServingNote(r.Rates) + notReadyNote(r.Rates)
 	return r
 }
 
@@ -179,10 +197,12 @@ func rates(ev evidence.Evidence) Rates {
 	var r Rates
 	var xs []float64
 	for _, p := range ev.Pods {
-		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: len(p.Conns)}
+		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: len(p.Conns), Health: p.Health}
 		if p.Sampled() {
 			pr.Rate, pr.Failed = perSec(p.Calls.Started, ev.Window), perSec(p.Calls.Failed, ev.Window)
-			if p.Ready {
+			if p.Ready && pr.notServing() {
+				r.NotServing = append(r.NotServing, p.Name)
+			} else if pr.counted() {
 				xs = append(xs, pr.Rate)
 				r.Total += pr.Rate
 			}
@@ -200,7 +220,7 @@ func rates(ev evidence.Evidence) Rates {
 	var busyNewest time.Time
 	for i := range r.Pods {
 		p := &r.Pods[i]
-		if p.Err != "" || !p.Ready {
+		if !p.counted() {
 			continue
 		}
 		p.Share = p.Rate / r.Total

@@ -1,6 +1,7 @@
 package diagnose_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pinlab/pinlab/internal/diagnose"
@@ -32,6 +33,18 @@ func spread(n, clients int, rate float64) []pod {
 	return pods
 }
 
+// notServing marks pod i of ev NOT_SERVING in grpc.health.v1.
+func notServing(ev evidence.Evidence, i int) evidence.Evidence {
+	ev.Pods[i].Health = "NOT_SERVING"
+	return ev
+}
+
+// notReady marks pod i of ev not ready.
+func notReady(ev evidence.Evidence, i int) evidence.Evidence {
+	ev.Pods[i].Ready = false
+	return ev
+}
+
 func TestDiagnose(t *testing.T) {
 	istio := map[string]string{"sidecar.istio.io/status": "{}"}
 	stale := append(spread(3, 2, 100), pod{Added: true}, pod{Added: true})
@@ -41,6 +54,7 @@ func TestDiagnose(t *testing.T) {
 		verdict diagnose.Verdict
 		cause   string
 		proxy   bool
+		why     string // a part of Why, if not empty
 	}{
 		{name: "ClusterIP after a scale-out", ev: evidencetest.Build(false, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
 		{name: "headless pick_first", ev: evidencetest.Build(true, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "headless-pick-first"},
@@ -58,11 +72,29 @@ func TestDiagnose(t *testing.T) {
 		{name: "even over the pods read, 2 not read", ev: evidencetest.Build(true, append(spread(6, 2, 100), pod{Added: true, Err: "no series"}, pod{Added: true, Err: "no series"}), 2, nil), verdict: diagnose.Unknown, cause: "unread-pods"},
 		{name: "no channelz anywhere", ev: evidencetest.Build(false, []pod{{Err: "no channelz"}}, 0, nil), verdict: diagnose.Unknown, cause: "no-samples"},
 		{name: "uneven clients, every pod connected", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400}}, {Calls: map[int]float64{1: 20}}}, 2, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
+		// lab run health-check: a pod turned NOT_SERVING stays Ready;
+		// round_robin clients with health checking keep their connection
+		// (its health watch) but send it no calls.
+		{name: "health-checking clients avoid a NOT_SERVING pod", ev: notServing(evidencetest.Build(true, append(spread(2, 4, 50), pod{Calls: map[int]float64{-1: 1}}), 4, nil), 2),
+			verdict: diagnose.Balanced, why: "no calls reach it, as clients with gRPC health checking take it out of rotation"},
+		{name: "clients without health checking call a NOT_SERVING pod", ev: notServing(evidencetest.Build(true, spread(3, 4, 50), 4, nil), 2),
+			verdict: diagnose.Balanced, why: "200 calls/s still reach it"},
+		// lab run not-ready: the busiest pod turns not ready and keeps
+		// its clients' connections.
+		{name: "a pod not ready keeps its connections", ev: notReady(evidencetest.Build(true, spread(3, 4, 50), 4, nil), 0),
+			verdict: diagnose.Balanced, why: "1 pod not ready (pricing-0) still receives 200 calls/s"},
+		// lab run not-ready, clusterip: every client's one connection
+		// went to the pod that turned not ready; the ready pods see probes.
+		{name: "every client on a pod not ready", ev: notReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 50, 1: 50, 2: 50, 3: 50}}, {Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 4, nil), 0),
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "1 pod not ready (pricing-0) still receives 200 calls/s, counted in the figures"},
 		{name: "several connections, uneven rates", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400, 1: 5}}, {Calls: map[int]float64{0: 30, 1: 5}}}, 2, nil), verdict: diagnose.Unknown, cause: "uneven-clients"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := diagnose.Diagnose(tt.ev)
+			if !strings.Contains(r.Why, tt.why) {
+				t.Errorf("why = %q; want it to contain %q", r.Why, tt.why)
+			}
 			if r.Verdict != tt.verdict || r.Cause != tt.cause || r.Path.Proxy != tt.proxy {
 				t.Errorf("verdict %q, cause %q, proxy %v; want %q, %q, %v\nwhy: %s", r.Verdict, r.Cause, r.Path.Proxy, tt.verdict, tt.cause, tt.proxy, r.Why)
 			}

@@ -68,6 +68,51 @@ func judge(r *Result) {
 	}
 }
 
+// notServingNote says which ready pods report NOT_SERVING and whether
+// calls still reach them (clients that do no health checking); empty when
+// none does.
+func notServingNote(rt Rates) string {
+	if len(rt.NotServing) == 0 {
+		return ""
+	}
+	var rate, failed float64
+	for _, p := range rt.Pods {
+		if p.notServing() {
+			rate, failed = rate+p.Rate, failed+p.Failed
+		}
+	}
+	verb := "report"
+	if len(rt.NotServing) == 1 {
+		verb = "reports"
+	}
+	what := fmt.Sprintf(". %s (%s) %s NOT_SERVING through grpc.health.v1, left out of the figures", plural(len(rt.NotServing), "ready pod"), list(rt.NotServing), verb)
+	if rate > MinConnRate {
+		return what + fmt.Sprintf(": %.0f calls/s still reach it (%.0f failed/s), so the clients do no gRPC health checking", rate, failed)
+	}
+	return what + ": no calls reach it, as clients with gRPC health checking take it out of rotation"
+}
+
+// notReadyNote names the pods not ready that still receive calls (over
+// connections opened before: removing an endpoint closes none), which the
+// figures leave out; empty when none does.
+func notReadyNote(rt Rates) string {
+	var names []string
+	var rate float64
+	for _, p := range rt.Pods {
+		if !p.Ready && p.Err == "" && p.Rate > MinConnRate {
+			names, rate = append(names, p.Name), rate+p.Rate
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	verb := "receive"
+	if len(names) == 1 {
+		verb = "receives"
+	}
+	return fmt.Sprintf(". %s not ready (%s) still %s %.0f calls/s, counted in the figures: taking a pod out of the EndpointSlices (and DNS) closes none of the connections clients already hold to it", plural(len(names), "pod"), list(names), verb, rate)
+}
+
 func (r *Result) set(v Verdict, cause, why string) { r.Verdict, r.Cause, r.Why = v, cause, why }
 
 // noSamples explains why no ready pod was measured.

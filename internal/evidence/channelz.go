@@ -13,6 +13,7 @@ import (
 	channelzpb "google.golang.org/grpc/channelz/grpc_channelz_v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -28,6 +29,10 @@ type Sample struct {
 	// Own counts the calls started on the sampler's own connections (its
 	// channelz calls), which Collect takes out of Calls.
 	Own Calls
+	// Health is the server's overall grpc.health.v1 status ("SERVING",
+	// "NOT_SERVING"); empty when it serves no health service or the
+	// check failed.
+	Health string
 }
 
 // Socket is one client connection in a Sample.
@@ -138,7 +143,7 @@ func (c *Channelz) Sample(ctx context.Context, addr netip.AddrPort) (Sample, err
 	if err != nil {
 		return Sample{}, err
 	}
-	s := Sample{At: time.Now(), Sockets: map[int64]Socket{}}
+	s := Sample{At: time.Now(), Sockets: map[int64]Socket{}, Health: health(ctx, cz.cc)}
 	d := srv.GetData()
 	s.Calls = Calls{Started: d.GetCallsStarted(), Succeeded: d.GetCallsSucceeded(), Failed: d.GetCallsFailed()}
 	for start := int64(0); ; {
@@ -168,6 +173,29 @@ func (c *Channelz) Sample(ctx context.Context, addr netip.AddrPort) (Sample, err
 			return s, nil
 		}
 	}
+}
+
+// health returns the server's health: "NOT_SERVING" when its overall
+// status or any service's is (grpc.health.v1 List, else the overall
+// Check), else the overall status; "" when it has no health service or the
+// calls fail. The calls are the sampler's own.
+func health(ctx context.Context, cc *grpc.ClientConn) string {
+	hc := healthpb.NewHealthClient(cc)
+	list, err := hc.List(ctx, &healthpb.HealthListRequest{})
+	if err == nil {
+		worst := ""
+		for _, st := range list.GetStatuses() {
+			if worst == "" || st.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+				worst = st.GetStatus().String()
+			}
+		}
+		return worst
+	}
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return ""
+	}
+	return resp.GetStatus().String()
 }
 
 // findServer returns the channelz server listening on addr.

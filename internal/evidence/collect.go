@@ -356,7 +356,7 @@ func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration)
 				Succeeded: max(0, b.Calls.Succeeded-a.Calls.Succeeded-(b.Own.Succeeded-a.Own.Succeeded)),
 				Failed:    max(0, b.Calls.Failed-a.Calls.Failed-(b.Own.Failed-a.Own.Failed)),
 			}
-			p.Conns = conns(a.Sample, b.Sample)
+			p.Conns, p.Health = conns(a.Sample, b.Sample), b.Health
 			took = append(took, b.At.Sub(a.At))
 		}
 		if p.Err != "" {

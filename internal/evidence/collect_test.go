@@ -121,3 +121,31 @@ func TestCollectErrors(t *testing.T) {
 		t.Errorf("interrupted: %v after %v, want ctx's error within 2s", err, time.Since(start))
 	}
 }
+
+// TestCollectHealth: a pod whose Pricing service turned NOT_SERVING (its
+// overall status stays SERVING, as for the kubelet's probe) reads
+// NOT_SERVING; a healthy one SERVING.
+func TestCollectHealth(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ip      string
+		healthy bool
+		want    string
+	}{
+		{"healthy", "127.203.210.4", true, "SERVING"},
+		{"unhealthy", "127.203.210.5", false, "NOT_SERVING"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := podtest.Start(t, pod.Config{Name: tc.name, Addr: netip.MustParseAddrPort(tc.ip + ":8471")})
+			srv.SetHealthy(tc.healthy)
+			src := fakeSource{objects(readyPod(tc.name, tc.ip))}
+			ev, err := evidence.Collect(context.Background(), src, evidence.Request{Namespace: "shop", Service: "pricing", Window: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ev.Pods) != 1 || ev.Pods[0].Health != tc.want {
+				t.Errorf("pods %+v; want one with health %s", ev.Pods, tc.want)
+			}
+		})
+	}
+}

@@ -115,6 +115,10 @@ type Pod struct {
 	// Conns are the server's client connections open at the end of the
 	// window, the sampler's own left out; sorted by remote address.
 	Conns []Conn `json:"conns"`
+	// Health is the server's grpc.health.v1 status at the end of the
+	// window: "NOT_SERVING" when the overall status or any service's is,
+	// else the overall one ("SERVING"); empty when unknown.
+	Health string `json:"health,omitempty"`
 }
 
 // Sampled reports whether the pod's calls were measured.

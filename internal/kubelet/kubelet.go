@@ -51,6 +51,17 @@ const (
 type Config struct {
 	// NodeName is reported in pod status; default "pinlab-node".
 	NodeName string
+	// Register makes this kubelet a node of a real control plane, as the
+	// kubelet is: Run first registers the Node NodeName (Ready, address
+	// NodeIP, capacity for MaxPods pods) and its Lease in kube-node-lease,
+	// then renews the Lease every 10 s and the Node's status every minute,
+	// and it runs only the pods the scheduler bound to it (spec.nodeName),
+	// leaving the others alone. False (the embedded lab, which has no
+	// scheduler): no Node, and every pod runs here.
+	Register bool
+	// MaxPods is the registered Node's pod capacity; default
+	// DefaultMaxPods.
+	MaxPods int
 	// NodeIP is the source address of probes and the pods' hostIP; default
 	// 127.0.0.1.
 	NodeIP netip.Addr
@@ -107,6 +118,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxPods <= 0 {
+		cfg.MaxPods = DefaultMaxPods
+	}
 	if cfg.RestartBackoff <= 0 {
 		cfg.RestartBackoff = 10 * time.Second
 	}
@@ -151,6 +165,16 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	defer k.closeHoles()
 	defer k.wg.Wait()
 	defer k.queue.ShutDown()
+	if k.cfg.Register {
+		if err := k.registerNode(ctx); err != nil {
+			return err
+		}
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			k.heartbeat(ctx)
+		}()
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), k.synced) {
 		return nil
 	}
@@ -175,6 +199,9 @@ func (k *Kubelet) dispatch(ctx context.Context, key string) {
 	p, err := k.lister.Pods(ns).Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return
+	}
+	if p != nil && k.cfg.Register && p.Spec.NodeName != k.cfg.NodeName {
+		p = nil // not bound here (yet): the real kubelet's informer selects spec.nodeName
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

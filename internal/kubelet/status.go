@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -15,9 +16,24 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 	}
 	p = p.DeepCopy()
 	w.reported = w.isReady()
-	p.Status = w.status(p)
-	if _, err := w.k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+	pods, uid := w.k.client.CoreV1().Pods(p.Namespace), p.UID
+	// A real API server refuses a write based on a stale resourceVersion
+	// (409), which the informer's copy can be right after this worker's own
+	// last write; then write again on the object as it is now (the
+	// embedded API never refuses).
+	for try := 0; ; try++ {
+		p.Status = w.status(p)
+		_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if apierrors.IsConflict(err) && try < 5 {
+			if p, err = pods.Get(ctx, p.Name, metav1.GetOptions{}); err == nil && p.UID == uid {
+				continue
+			}
+		}
 		w.k.cfg.Logger.Debug("kubelet: status update", "pod", w.key, "err", err)
+		return
 	}
 }
 

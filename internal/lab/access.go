@@ -54,6 +54,11 @@ func (l *Lab) AllocateIP() (netip.Addr, error) { return l.Cluster.PodIPs().Alloc
 // PodCIDR is the lab's pod network.
 func (l *Lab) PodCIDR() netip.Prefix { return l.Cluster.Config().PodCIDR }
 
+// NodeIP returns the node's address: the kubelet's probes come from it
+// (127.0.0.1 on the embedded control plane, NodeIP(PodCIDR) on a real
+// one).
+func (l *Lab) NodeIP() netip.Addr { return l.nodeIP }
+
 // Informers returns the lab's informer factory, for components a user of
 // the lab starts beside it (an L7 proxy); call StartInformers after adding
 // informers.

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -73,6 +74,27 @@ type Config struct {
 	Kubelet kubelet.Config
 	// Logger receives component logs; nil discards them.
 	Logger *slog.Logger
+	// API, if not nil, runs the lab on a real control plane instead of the
+	// embedded API and controllers; see API. Range is then ignored.
+	API *API
+}
+
+// API is a real Kubernetes API server for a lab (package controlplane
+// starts one in a private network namespace). The lab runs no controllers
+// of its own there: kube-controller-manager and kube-scheduler do their
+// work. Its kubelet registers the Node NodeName and runs the pods bound to
+// it; kube-proxy and the cluster DNS watch the API server.
+type API struct {
+	// Client talks to the API server, with rights to create Nodes, Leases,
+	// Services and pod status (system:masters in the lab).
+	Client kubernetes.Interface
+	// PodCIDR and ServiceCIDR are the API server's ranges (the pod
+	// addresses the kubelet hands out and --service-cluster-ip-range);
+	// both must be local addresses of this network namespace, and neither
+	// may be loopback (the API server refuses loopback endpoints). The
+	// node's address is the last but one of PodCIDR; the cluster DNS is at
+	// the tenth address of ServiceCIDR.
+	PodCIDR, ServiceCIDR netip.Prefix
 }
 
 // Lab is a running mini-cluster.
@@ -82,6 +104,7 @@ type Lab struct {
 	Proxy   *proxy.Proxier
 	Kubelet *kubelet.Kubelet
 
+	nodeIP netip.Addr
 	cancel context.CancelFunc
 	runCtx context.Context // ends when the lab stops
 	wg     sync.WaitGroup
@@ -95,6 +118,9 @@ type Lab struct {
 // Start builds and starts a lab; it returns once the API caches have synced
 // and the DNS server is serving. Close stops it.
 func Start(ctx context.Context, cfg Config) (*Lab, error) {
+	if cfg.API != nil {
+		return startOnAPI(ctx, cfg)
+	}
 	lock, index, err := claimRange(ctx, cfg.Range, cfg.Waiting)
 	if err != nil {
 		return nil, err
@@ -162,11 +188,58 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	return run(ctx, cfg, c, cluster.NewControllers(c))
+}
+
+// startOnAPI starts a lab whose API is cfg.API's server.
+func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := cfg.API
+	if a.Client == nil || !a.PodCIDR.IsValid() || !a.ServiceCIDR.IsValid() {
+		return nil, errors.New("lab: API needs a Client, a PodCIDR and a ServiceCIDR")
+	}
+	c, err := cluster.Connect(ctx, a.Client, cluster.Config{PodCIDR: a.PodCIDR, ServiceCIDR: a.ServiceCIDR, Seed: cfg.Seed, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	node := NodeIP(a.PodCIDR)
+	if !node.IsValid() {
+		return nil, fmt.Errorf("lab: pod range %v: want an IPv4 range of at least 4 addresses", a.PodCIDR)
+	}
+	if err := c.PodIPs().Reserve(node); err != nil {
+		return nil, err
+	}
+	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
+	return run(ctx, cfg, c, nil)
+}
+
+// NodeIP is the node's address on a real control plane: the last but one
+// address of the pod range (10.244.255.254 in 10.244.0.0/16), to be the
+// API server's advertised address too. It is the zero Addr for a range
+// that is not IPv4 or holds fewer than 4 addresses.
+func NodeIP(pods netip.Prefix) netip.Addr {
+	p := pods.Masked()
+	if !p.Addr().Is4() || p.Bits() > 30 {
+		return netip.Addr{}
+	}
+	a := p.Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n |= 1<<(32-p.Bits()) - 2
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// run starts the lab's components on c, with ctrls (nil on a real control
+// plane).
+func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Controllers) (*Lab, error) {
 	port := 53
 	if cfg.DNSPort != 0 {
 		port = cfg.DNSPort
 	}
-	ctrls := cluster.NewControllers(c)
 	dc := cfg.DNS
 	dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(c.DNSIP(), uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
 	dns, err := clusterdns.New(c.Factory(), dc)
@@ -176,12 +249,16 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 	pc, kc := cfg.Proxy, cfg.Kubelet
 	pc.Seed, pc.Logger = cfg.Seed+1, cfg.Logger
 	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
+	if !kc.NodeIP.IsValid() {
+		kc.NodeIP = netip.MustParseAddr("127.0.0.1") // the node is the host's loopback
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	l := &Lab{
 		Cluster: c,
 		DNS:     dns,
 		Proxy:   proxy.New(c.Factory(), pc),
 		Kubelet: kubelet.New(c.Client(), c.Factory(), kc),
+		nodeIP:  kc.NodeIP,
 		errs:    make(chan error, 3),
 		cancel:  cancel,
 		runCtx:  runCtx,

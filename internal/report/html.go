@@ -159,6 +159,13 @@ func setup(v Variant) []term {
 	if v.DNS != "" {
 		out = append(out, term{"cluster DNS", v.DNS})
 	}
+	for _, d := range v.Diagnoses {
+		line := fmt.Sprintf("at %.1fs: not collected: %s", d.At, d.Error)
+		if d.Result != nil {
+			line = fmt.Sprintf("at %.1fs: %s; %s", d.At, diagnoseTitle(d.Result), diagnoseFigures(d.Result))
+		}
+		out = append(out, term{"diagnose " + d.Service, line})
+	}
 	return out
 }
 

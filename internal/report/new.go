@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/verdict"
@@ -62,6 +63,9 @@ func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
 			out.StepPods[st.Name] = st.Pod
 		}
 	}
+	for _, d := range o.Diagnoses {
+		out.Diagnoses = append(out.Diagnoses, diagnosis(d))
+	}
 	switch len(vd.Why) {
 	case 0:
 	case 1:
@@ -73,6 +77,18 @@ func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
 			lines = append(lines, w.Group+": "+w.Line)
 		}
 		out.Why = strings.Join(lines, "\n")
+	}
+	return out
+}
+
+// diagnosis judges the evidence the runner collected. diagnose.Diagnose is
+// pure, as verdict.Judge is; evidence that could not be collected is not
+// judged.
+func diagnosis(d runner.Diagnosis) Diagnosis {
+	out := Diagnosis{Service: d.Service, At: d.At.Seconds(), Error: d.Error}
+	if d.Error == "" {
+		r := diagnose.Diagnose(d.Evidence)
+		out.Result = &r
 	}
 	return out
 }

@@ -6,6 +6,7 @@
 package report
 
 import (
+	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/stats"
 	"github.com/pinlab/pinlab/internal/verdict"
 )
@@ -87,6 +88,23 @@ type Variant struct {
 	// Overloaded lists where the load generator could not keep its
 	// schedule (the machine shaped the timing figures there).
 	Overloaded []verdict.Overload `json:"overloaded,omitempty"`
+	// Diagnoses are pinlab diagnose's readings of the variant's target
+	// Services, taken in its lab while load ran (lab run --diagnose).
+	Diagnoses []Diagnosis `json:"diagnoses,omitempty"`
+}
+
+// Diagnosis is pinlab diagnose's reading of one target Service of a
+// variant: the evidence the runner collected in the variant's lab, judged
+// by package diagnose.
+type Diagnosis struct {
+	// Service is "namespace/name".
+	Service string `json:"service"`
+	// At is when collecting began, in seconds of load.
+	At float64 `json:"at_s"`
+	// Error says why the evidence could not be collected; Result is then
+	// nil.
+	Error  string           `json:"error,omitempty"`
+	Result *diagnose.Result `json:"result,omitempty"`
 }
 
 // Failed counts the variant's checks that were measured and did not pass.

@@ -184,6 +184,7 @@ func (p *printer) variant(v Variant, alone bool, duration float64) {
 	if alone {
 		p.why(v, "   why")
 	}
+	p.diagnoses(v)
 	p.checks(v)
 }
 
@@ -366,6 +367,7 @@ func (p *printer) comparison(r *Result) {
 	}
 	p.runTable(r)
 	p.hopCost(r)
+	p.diagnoseTable(r)
 	heading := "\nwhy, per variant:\n"
 	for _, v := range r.Variants {
 		if v.Why != "" {

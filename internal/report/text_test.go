@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/diagnose"
+	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/stats"
 	"github.com/pinlab/pinlab/internal/verdict"
 )
@@ -50,6 +52,12 @@ func sample() *Result {
 		Variants: []Variant{
 			{Name: "clusterip", Description: "ClusterIP", Groups: []Group{{Name: "order", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.96.1.2",
 				Policy: "pick_first", Clients: 4, Rate: 250}}, Why: "kube-proxy picked once per connection.", DNS: "127.96.0.10:53",
+				Diagnoses: []Diagnosis{{Service: "shop/pricing", At: 53, Result: &diagnose.Result{
+					Evidence: evidence.Evidence{Window: 5e9, Problems: []string{"pod pricing-7d9f8-d: channelz GetServers timed out"}},
+					Rates:    diagnose.Rates{Total: 1000, Jain: 0.5, Idle: 2, Counted: 3, Unread: 1},
+					Clients:  []diagnose.Client{{Name: "127.244.0.9", Busy: 1}, {Name: "127.244.0.10", Busy: 1}, {Name: "127.244.0.11", Conns: 1}},
+					Verdict:  diagnose.Pinned, Cause: "clusterip-connection"}},
+					{Service: "shop/pricing-headless", At: 53, Error: "evidence: no such Service"}},
 				Summary: stats.Summary{
 					Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 0.5, pods(0.5, 0.5, 0, 0))},
 					Clients: []stats.ClientStats{{Name: "order-0", IP: "127.244.0.9"}},

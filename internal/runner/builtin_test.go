@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/scenario"
 	"github.com/pinlab/pinlab/scenarios"
 )
@@ -42,10 +43,10 @@ func TestBuiltinScenarios(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			res := pipeline(t, p, 8*time.Minute)
+			res := pipeline(t, p, 8*time.Minute, runner.Options{})
 			if o := overloaded(res); o != "" {
 				t.Logf("overloaded, running again: %s", o)
-				res = pipeline(t, p, 8*time.Minute)
+				res = pipeline(t, p, 8*time.Minute, runner.Options{})
 			}
 			failed := 0
 			for _, v := range res.Variants {

@@ -28,10 +28,10 @@ var (
 func run(t *testing.T, yaml string) map[string]report.Variant {
 	t.Helper()
 	p := scenariotest.Load(t, yaml)
-	res := pipeline(t, p, 2*time.Minute)
+	res := pipeline(t, p, 2*time.Minute, runner.Options{})
 	if o := overloaded(res); o != "" {
 		t.Logf("overloaded, running again: %s", o)
-		if res = pipeline(t, p, 2*time.Minute); overloaded(res) != "" {
+		if res = pipeline(t, p, 2*time.Minute, runner.Options{}); overloaded(res) != "" {
 			t.Skipf("the machine is overloaded: %s", overloaded(res))
 		}
 	}
@@ -45,12 +45,14 @@ func run(t *testing.T, yaml string) map[string]report.Variant {
 	return out
 }
 
-// pipeline runs p and judges it, as pinlab lab run does.
-func pipeline(t *testing.T, p *plan.Plan, timeout time.Duration) *report.Result {
+// pipeline runs p with opts (a seed from the clock unless opts has one)
+// and judges it, as pinlab lab run does.
+func pipeline(t *testing.T, p *plan.Plan, timeout time.Duration, opts runner.Options) *report.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	r, err := runner.Run(ctx, p, runner.Options{Seed: uint64(time.Now().UnixNano())})
+	opts.Seed = cmp.Or(opts.Seed, uint64(time.Now().UnixNano()))
+	r, err := runner.Run(ctx, p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

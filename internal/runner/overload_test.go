@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/scenariotest"
 )
 
@@ -39,7 +40,7 @@ spec:
   - {name: nothing fails, metric: failedShare, atMost: 0}
   - {name: spread, window: run, metric: jain, atLeast: 0.5}
 `)
-	res := pipeline(t, p, 2*time.Minute)
+	res := pipeline(t, p, 2*time.Minute, runner.Options{})
 	v := res.Variants[0]
 	for _, c := range v.Checks {
 		if !c.Pass && !c.Invalid {

@@ -38,6 +38,18 @@ type Options struct {
 	// Live, if not nil, is told about calls, client connections, pod
 	// changes and timeline steps as they happen (see Live).
 	Live Live
+	// ControlPlane, if not nil, gives each variant's lab a real API server
+	// instead of the embedded API and controllers (`lab run
+	// --control-plane kubernetes`). It is called once per variant, with the
+	// variant's index in the plan, concurrently when variants run side by
+	// side, and may block until a control plane can start; it returns the
+	// lab's API and stop, which the runner calls once the lab has closed.
+	ControlPlane func(ctx context.Context, variant int) (api *lab.API, stop func() error, err error)
+	// Diagnose, if not nil, collects diagnose's evidence in each
+	// variant's lab while its load runs (see Diagnose); a diagnosis still
+	// going at the end of the timeline keeps the load running until it
+	// ends.
+	Diagnose *Diagnose
 }
 
 // Progress is one variant's state for a progress line.
@@ -78,6 +90,10 @@ type Outcome struct {
 	// Started is true when load started.
 	Started bool
 	Summary stats.Summary
+	// Diagnoses are the evidence collected for each target Service when
+	// Options.Diagnose was set, in the order of the variant's Services;
+	// nil when no diagnosis was due before the run stopped.
+	Diagnoses []Diagnosis
 }
 
 // ErrTooMuch is returned by Run when the variants side by side would offer
@@ -115,7 +131,7 @@ func Run(ctx context.Context, p *plan.Plan, opts Options) (*Result, error) {
 	defer release()
 	runs := make([]*variantRun, len(p.Variants))
 	for i, v := range p.Variants {
-		runs[i] = &variantRun{plan: p, v: v, opts: opts, seed: opts.Seed + uint64(i)*7919, tap: tap{opts.Live, i}}
+		runs[i] = &variantRun{plan: p, v: v, opts: opts, seed: opts.Seed + uint64(i)*7919, tap: tap{opts.Live, i}, index: i}
 		runs[i].state.Store("waiting")
 	}
 	stopProgress := startProgress(opts.Progress, runs)

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,11 +18,12 @@ import (
 
 // variantRun is one variant in its own lab.
 type variantRun struct {
-	plan *plan.Plan
-	v    plan.Variant
-	opts Options
-	seed uint64
-	tap  tap
+	plan  *plan.Plan
+	v     plan.Variant
+	opts  Options
+	seed  uint64
+	tap   tap
+	index int // in the plan's variants
 
 	state   atomic.Value // string
 	rec     atomic.Pointer[stats.Recorder]
@@ -95,7 +95,18 @@ func (r *variantRun) execute(ctx context.Context) error {
 	t := tracker(r.v.Services())
 	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	l, err := lab.Start(setupCtx, r.labConfig(rec, t))
+	cfg := r.labConfig(rec, t)
+	if r.opts.ControlPlane != nil {
+		r.state.Store("starting its control plane")
+		api, stop, err := r.opts.ControlPlane(setupCtx, r.index)
+		if err != nil {
+			return fmt.Errorf("variant %s: %w", r.v.Name, err)
+		}
+		defer stop()
+		cfg.API = api
+		r.state.Store("starting")
+	}
+	l, err := lab.Start(setupCtx, cfg)
 	if err != nil {
 		return err
 	}
@@ -111,7 +122,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.v.Name, setupTimeout, err)
 	}
 	r.outcome.ClusterIPs = clusterIPs(l, r.v)
-	rec.Node(netip.MustParseAddr("127.0.0.1"))
+	rec.Node(l.NodeIP())
 	cl, err := newClients(setupCtx, l, rec, r.tap, r.v, r.seed)
 	if err != nil {
 		return err
@@ -147,10 +158,15 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	for _, c := range cl.byIndex {
 		wg.Go(func() { c.Run(loadCtx) })
 	}
+	var diag sync.WaitGroup
+	if r.opts.Diagnose != nil {
+		diag.Go(func() { r.outcome.Diagnoses = r.diagnose(loadCtx, l, start) })
+	}
 	cpu0 := processCPU()
 	r.timeline(loadCtx, plan.Env{Workloads: workloads{l}, Pods: pods{l, rec}, Clients: cl}, rec, start)
 	reached := min(time.Since(start), r.plan.Duration)
 	cpu := processCPU() - cpu0
+	diag.Wait() // the diagnosis's readings need the load running
 	stopLoad()
 	wg.Wait()
 	cl.close()

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+
+	"github.com/pinlab/pinlab/internal/netns"
+	"github.com/spf13/cobra"
+)
+
+// NewCmdLabExec returns `pinlab lab exec`.
+func NewCmdLabExec(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	o := &CtlOptions{Out: stdout, Err: stderr}
+	cmd := &cobra.Command{
+		Use:   "exec [--control ADDR] -- CMD [ARGS...]",
+		Short: "Run a command inside the network namespace of a lab on a real control plane",
+		Long: `Run CMD inside the private network namespace of a running
+` + "`pinlab lab up --control-plane kubernetes`" + `, where its pod IPs, ClusterIPs
+and cluster DNS are local addresses (outside it they are not reachable, and
+pinlab never sends traffic to them). For example:
+
+  pinlab lab exec -- dig @10.96.0.10 kube-dns.kube-system.svc.cluster.local
+  pinlab lab exec -- pinlab lab load pricing:50051 -n default
+  pinlab lab exec -- pinlab diagnose pricing --lab
+
+The command's exit code is lab exec's. A lab on the embedded control plane
+needs no exec: its addresses are on the host's loopback.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
+				return usageError{errors.New("expected -- CMD [ARGS...], e.g. pinlab lab exec -- dig @10.96.0.10 kubernetes.default.svc.cluster.local")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return labExec(cmd.Context(), o, stdin, args)
+		},
+	}
+	o.flags(cmd)
+	cmd.Flags().MarkHidden("namespace")
+	return cmd
+}
+
+// labExec asks the lab (through its control API, with its token) which
+// process holds its namespace, and runs args there with this process's
+// standard streams.
+func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string) error {
+	info, err := o.client().Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NetnsPID == 0 {
+		return fmt.Errorf("the lab at %s runs on the host's loopback (no --control-plane kubernetes): run %s directly", o.Control, args[0])
+	}
+	c := netns.Command(info.NetnsPID, args[0], args[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = stdin, o.Out, o.Err
+	// A pinlab run there may then use the namespace's ranges (it checks
+	// that the namespace has lo alone before it does).
+	c.Env = append(os.Environ(), netns.MarkerEnv+"=1")
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("lab exec: %w", err)
+	}
+	// The command gets Ctrl-C from the terminal itself (same process
+	// group); lab exec waits for it rather than leave it behind.
+	err = c.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if code := ee.ExitCode(); code > 0 {
+			return exitCode(code)
+		}
+		return exitCode(ExitInterrupted)
+	}
+	if err != nil {
+		return fmt.Errorf("lab exec: %w", err)
+	}
+	return nil
+}

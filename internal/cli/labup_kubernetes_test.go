@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/controlplane"
+)
+
+// TestLabUpKubernetes runs the pinlab binary as a user does: lab up
+// --control-plane kubernetes serves kubectl on the host (get, scale,
+// rollout restart, rollout status, delete pod act on the lab), lab exec
+// reaches the pods inside the lab's namespace, and Ctrl-C stops every
+// component. It skips when the control plane is not built (fails under
+// PINLAB_REQUIRE_CONTROL_PLANE=1).
+func TestLabUpKubernetes(t *testing.T) {
+	bin, err := controlplane.BinDir()
+	if err != nil {
+		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds pinlab and starts a control plane")
+	}
+	dir := t.TempDir()
+	pinlab := filepath.Join(dir, "pinlab")
+	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctl := freeAddr(t)
+	tokenFile := filepath.Join(dir, "token")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	up := exec.Command(pinlab, "lab", "up", "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile)
+	stdout, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	up.Stderr = &stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- up.Wait()
+	}()
+	defer func() {
+		if up.ProcessState == nil {
+			up.Process.Signal(syscall.SIGINT)
+			select {
+			case <-exited:
+			case <-time.After(time.Minute):
+				up.Process.Kill()
+			}
+		}
+	}()
+	kubeconfig := ""
+	exportLine := regexp.MustCompile(`export KUBECONFIG=(\S+)`)
+	for kubeconfig == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-exited, stderr.String())
+			}
+			if m := exportLine.FindStringSubmatch(l); m != nil {
+				kubeconfig = m[1]
+			}
+		case <-ctx.Done():
+			t.Fatalf("lab up not up in time; stderr:\n%s", stderr.String())
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	if st, err := os.Stat(kubeconfig); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kubeconfig %s: %v, mode %v; want 0600", kubeconfig, err, st.Mode())
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	pods := kubectl("get", "pods", "-o", "wide", "-n", "shop")
+	if n := strings.Count(pods, "Running"); n < 2 || !strings.Contains(pods, "10.244.") || !strings.Contains(pods, "pinlab-node") {
+		t.Fatalf("kubectl get pods -o wide: want the Running pricing pods on pinlab-node at 10.244.x.y:\n%s", pods)
+	}
+	kubectl("scale", "deployment/pricing", "-n", "shop", "--replicas", "4")
+	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
+	slices := kubectl("get", "endpointslices", "-n", "shop", "-l", "kubernetes.io/service-name=pricing", "-o", "jsonpath={.items[*].endpoints[*].conditions.ready}")
+	if strings.Count(slices, "true") != 4 {
+		t.Errorf("after kubectl scale --replicas 4, the EndpointSlices' ready conditions are %q; want 4 true", slices)
+	}
+	// The lab's own view (through its control API) follows the API server.
+	exec1 := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, pinlab, append([]string{"lab", "exec", "--control", ctl, "--token-file", tokenFile, "--"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := exec1(pinlab, "lab", "load", "pricing:8471", "-n", "shop", "--clients", "8", "--rate", "20", "--duration", "3s", "--control", ctl, "--token-file", tokenFile)
+	if err != nil {
+		t.Fatalf("lab exec -- pinlab lab load: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "pricing-") {
+		t.Errorf("lab load through lab exec named no pod:\n%s", out)
+	}
+	if _, err := exec1("true"); err != nil {
+		t.Errorf("lab exec -- true: %v", err)
+	}
+	if out, err := exec1("sh", "-c", "exit 7"); err == nil || !strings.Contains(fmt.Sprint(err), "7") {
+		t.Errorf("lab exec -- sh -c 'exit 7': %v, want exit status 7\n%s", err, out)
+	}
+	kubectl("rollout", "restart", "deployment/pricing", "-n", "shop")
+	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
+	victim := strings.Fields(kubectl("get", "pods", "-n", "shop", "-l", "app=pricing", "-o", "jsonpath={.items[0].metadata.name}"))[0]
+	kubectl("delete", "pod", victim, "-n", "shop", "--wait=true", "--timeout=60s")
+	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
+
+	up.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("lab up after Ctrl-C: %v\nstderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("lab up still running 90 s after Ctrl-C")
+	}
+	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig %s left behind: %v", kubeconfig, err)
+	}
+	if left := processesWith("pinlab-controlplane-"); len(left) > 0 {
+		t.Errorf("processes left after lab up stopped: %v", left)
+	}
+	var d net.Dialer
+	if c, err := d.DialContext(ctx, "tcp", ctl); err == nil {
+		c.Close()
+		t.Errorf("the control API %s still accepts after lab up stopped", ctl)
+	}
+}
+
+// processesWith lists the command lines of processes whose command line
+// contains s.
+func processesWith(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		if cmd := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(cmd, s) {
+			out = append(out, e.Name()+": "+cmd)
+		}
+	}
+	return out
+}
+
+func TestSubnet(t *testing.T) {
+	tests := []struct {
+		name    string
+		p       string
+		bits, i int
+		want    string // "" for an error
+	}{
+		{name: "first variant's pods", p: "10.244.0.0/16", bits: 20, i: 0, want: "10.244.0.0/20"},
+		{name: "second variant's Services", p: "10.96.0.0/16", bits: 20, i: 1, want: "10.96.16.0/20"},
+		{name: "last /20", p: "10.244.0.0/16", bits: 20, i: 15, want: "10.244.240.0/20"},
+		{name: "beyond the range", p: "10.244.0.0/16", bits: 20, i: 16},
+		{name: "wider than the range", p: "10.244.0.0/16", bits: 8, i: 0},
+		{name: "IPv6", p: "fd00::/64", bits: 80, i: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := subnet(netip.MustParsePrefix(tt.p), tt.bits, tt.i)
+			if tt.want == "" {
+				if err == nil {
+					t.Fatalf("subnet = %v, want an error", got)
+				}
+				return
+			}
+			if err != nil || got.String() != tt.want {
+				t.Fatalf("subnet = %v, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,118 @@
+package kubetier
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/netns"
+	"github.com/pinlab/pinlab/internal/netns/netnstest"
+	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes"
+)
+
+// requireEnv, set to 1, makes the tests fail instead of skipping when the
+// control plane's binaries are not built.
+const requireEnv = "PINLAB_REQUIRE_CONTROL_PLANE"
+
+// The tier shared by every test: the control plane, the lab on it and a
+// kubeconfig for kubectl. skip says why the tests skip, if they do.
+var (
+	cp         *controlplane.ControlPlane
+	theLab     *lab.Lab
+	kubeconfig string
+	kubectlBin string
+	skip       string
+)
+
+func TestMain(m *testing.M) {
+	netnstest.Main(tier{m}, netns.PodPrefix, netns.ServicePrefix)
+}
+
+type tier struct{ m *testing.M }
+
+// Run starts the control plane and the lab, runs the tests, stops both and
+// checks that no goroutine outlived them.
+func (t tier) Run() int {
+	bin, err := controlplane.BinDir()
+	if err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			fmt.Fprintf(os.Stderr, "kubetier: %v\n", err)
+			return 1
+		}
+		skip = err.Error()
+		return t.m.Run()
+	}
+	stop, err := startTier(bin)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubetier: %v\n", err)
+		return 1
+	}
+	code := t.m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "kubetier: stopping: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// startTier starts the control plane from bin and a lab over it.
+func startTier(bin string) (stop func() error, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "kubetier-")
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	cp, err = controlplane.Start(ctx, controlplane.Config{BinDir: bin, Dir: filepath.Join(dir, "cp"), AdvertiseAddress: lab.NodeIP(netns.PodPrefix)})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err == nil {
+		theLab, err = lab.Start(ctx, lab.Config{API: &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix}})
+	}
+	if err != nil {
+		cp.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	fmt.Printf("kubetier: control plane and lab up in %.1fs\n", time.Since(began).Seconds())
+	kubeconfig, kubectlBin = filepath.Join(dir, "kubeconfig"), filepath.Join(bin, "kubectl")
+	if err := cp.WriteKubeconfig(kubeconfig, cp.URL()); err != nil {
+		theLab.Close()
+		cp.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return func() error {
+		lerr := theLab.Close()
+		cerr := cp.Close()
+		os.RemoveAll(dir)
+		if lerr != nil {
+			return lerr
+		}
+		return cerr
+	}, nil
+}
+
+// needTier skips t when the tier could not start.
+func needTier(t *testing.T) {
+	t.Helper()
+	if skip != "" {
+		t.Skip(skip)
+	}
+}
