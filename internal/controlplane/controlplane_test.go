@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/pinlab/pinlab/internal/loopback"
 )
 
 // RequireEnv, set to 1, makes the tests that need the binaries fail
@@ -147,6 +154,7 @@ func TestControlPlane(t *testing.T) {
 		return slices.Equal(ready, ips), fmt.Sprintf("ready addresses %v", ready)
 	})
 	logRSS(t, cp, "with 2 pods")
+	checkKubectl(ctx, t, cp, bin)
 
 	// A component that dies is reported.
 	if err := syscall.Kill(pids[schedulerName], syscall.SIGKILL); err != nil {
@@ -291,4 +299,57 @@ func BenchmarkStart(b *testing.B) {
 	b.ReportMetric(readyz/n, "ms-to-readyz")
 	b.ReportMetric(ready/n, "ms-to-ready")
 	b.ReportMetric(rssMB/n, "MB-rss")
+}
+
+// checkKubectl runs the built kubectl with a kubeconfig from
+// WriteKubeconfig whose server is a TCP forwarder on another port, as the
+// lab's host-side forwarder is: TLS must still verify.
+func checkKubectl(ctx context.Context, t *testing.T, cp *ControlPlane, bin string) {
+	t.Helper()
+	ln, err := loopback.Listen(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	target := strings.TrimPrefix(cp.URL(), "https://")
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { forward(ctx, c, target) })
+		}
+	})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig, "https://"+ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl through a forwarder: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "node/node-1" {
+		t.Errorf("kubectl get nodes -o name = %q, want node/node-1", got)
+	}
+}
+
+// forward copies between c and a new connection to target until either
+// side closes.
+func forward(ctx context.Context, c net.Conn, target string) {
+	defer c.Close()
+	u, err := loopback.Dialer{}.DialContext(ctx, target)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(u, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, u); done <- struct{}{} }()
+	<-done
+	c.Close()
+	u.Close()
+	<-done
 }
