@@ -166,8 +166,15 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	defer k.wg.Wait()
 	defer k.queue.ShutDown()
 	if k.cfg.Register {
-		if err := k.registerNode(ctx); err != nil {
-			return err
+		// As the kubelet, keep trying to register until the API server
+		// takes it (or the lab stops).
+		for err := k.registerNode(ctx); err != nil; err = k.registerNode(ctx) {
+			k.cfg.Logger.Warn("kubelet: registering the node", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
 		}
 		k.wg.Add(1)
 		go func() {

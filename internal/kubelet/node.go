@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -48,13 +49,28 @@ func (k *Kubelet) registerNode(ctx context.Context) error {
 }
 
 // writeNodeStatus reports the Node Ready with its address and capacity; the
-// scheduler binds no pod to a node without allocatable pods.
+// scheduler binds no pod to a node without allocatable pods. A write that
+// meets a newer Node (node-lifecycle-controller writes it too) is made
+// again on that one.
 func (k *Kubelet) writeNodeStatus(ctx context.Context) error {
 	nodes := k.client.CoreV1().Nodes()
-	n, err := nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		k.nodeStatus(n)
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("kubelet: read Node %s: %w", k.cfg.NodeName, err)
+		return fmt.Errorf("kubelet: Node %s status: %w", k.cfg.NodeName, err)
 	}
+	return nil
+}
+
+// nodeStatus sets n's status as this kubelet reports it.
+func (k *Kubelet) nodeStatus(n *corev1.Node) {
 	now := metav1.Now()
 	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "pinlab kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}
@@ -76,10 +92,6 @@ func (k *Kubelet) writeNodeStatus(ctx context.Context) error {
 	}
 	n.Status.NodeInfo.KubeletVersion = "pinlab"
 	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = goruntime.GOOS, goruntime.GOARCH
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("kubelet: Node %s status: %w", k.cfg.NodeName, err)
-	}
-	return nil
 }
 
 // renewLease creates or renews the Node's Lease in kube-node-lease.
@@ -96,7 +108,7 @@ func (k *Kubelet) renewLease(ctx context.Context) error {
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 	} else if err == nil {
 		l.Spec.RenewTime = &now
-		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{}) // a conflict is retried at the next renewal
 	}
 	if err != nil {
 		return fmt.Errorf("kubelet: Node %s Lease: %w", k.cfg.NodeName, err)

@@ -72,9 +72,32 @@ func setUp(t *testing.T, ns string, n int32) context.Context {
 		theLab.Cluster.Client().CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
 	if err := theLab.WaitReady(ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, state(ns))
 	}
 	return ctx
+}
+
+// state describes ns's pods and the Node, for a failure message.
+func state(ns string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	client := theLab.Cluster.Client()
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s node %q phase %s IP %s deleting %v conditions %v message %q\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.DeletionTimestamp != nil, p.Status.Conditions, p.Status.Message)
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return b.String() + err.Error()
+	}
+	for _, n := range nodes.Items {
+		fmt.Fprintf(&b, "node %s taints %v conditions %v allocatable %v\n", n.Name, n.Spec.Taints, n.Status.Conditions, n.Status.Allocatable)
+	}
+	return b.String()
 }
 
 // readyPods returns the names and IPs of ns's Ready pricing pods, from the

@@ -263,8 +263,18 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		cancel:  cancel,
 		runCtx:  runCtx,
 	}
-	c.Factory().Start(runCtx.Done())
-	for typ, ok := range c.Factory().WaitForCacheSync(ctx.Done()) {
+	// The informers the lab itself reads (waitCached, WaitReady); on the
+	// embedded API the controllers register them too, on a real one nothing
+	// else would.
+	f := c.Factory()
+	for _, inf := range []cache.SharedIndexInformer{
+		f.Core().V1().Namespaces().Informer(), f.Core().V1().Services().Informer(), f.Core().V1().Pods().Informer(),
+		f.Apps().V1().Deployments().Informer(), f.Apps().V1().StatefulSets().Informer(), f.Discovery().V1().EndpointSlices().Informer(),
+	} {
+		_ = inf
+	}
+	f.Start(runCtx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			l.stop()
 			return nil, fmt.Errorf("lab: %v cache did not sync: %w", typ, ctx.Err())
