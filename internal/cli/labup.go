@@ -233,6 +233,9 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		return interrupted(ctx, f, err)
 	}
 	api.srv.Serve(l)
+	if api.inside != nil {
+		api.inside.Serve(l)
+	}
 	if board != nil {
 		board.lab.Store(l)
 	}
@@ -260,7 +263,11 @@ var closeLab = func(l *lab.Lab) { l.Close() }
 // controlAPI is lab up's control API, the file its token is kept in, and
 // the dashboard it serves (nil without --ui).
 type controlAPI struct {
-	srv       *control.Server
+	srv *control.Server
+	// inside is the same API on the same address inside lab up's network
+	// namespace (with --control-plane kubernetes), for the pinlab commands
+	// lab exec runs there; nil on the host.
+	inside    *control.Server
 	tokenFile string
 	token     string
 	board     *labBoard
@@ -286,6 +293,14 @@ func serveControl(ctx context.Context, opts *LabUpOptions, board *labBoard, ln n
 		return nil, listenError(err)
 	}
 	api := &controlAPI{srv: srv, tokenFile: opts.TokenFile, token: token, board: board}
+	if ln != nil {
+		icfg := cfg
+		icfg.Listener, icfg.Addr, icfg.UI = nil, srv.Addr(), nil
+		if api.inside, err = control.Listen(ctx, icfg); err != nil {
+			srv.Shutdown(context.Background())
+			return nil, fmt.Errorf("lab up: the control API inside the lab's network namespace: %w", err)
+		}
+	}
 	if board != nil {
 		bctx, cancel := context.WithCancel(context.Background())
 		api.stopBoard = cancel
@@ -320,6 +335,9 @@ func (a *controlAPI) stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	if a.inside != nil {
+		a.inside.Shutdown(ctx)
+	}
 	a.srv.Shutdown(ctx)
 	if a.tokenFile != "" {
 		os.Remove(a.tokenFile)

@@ -115,9 +115,17 @@ func TestLabUpKubernetes(t *testing.T) {
 	}
 	kubectl("scale", "deployment/pricing", "-n", "shop", "--replicas", "4")
 	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
-	slices := kubectl("get", "endpointslices", "-n", "shop", "-l", "kubernetes.io/service-name=pricing", "-o", "jsonpath={.items[*].endpoints[*].conditions.ready}")
-	if strings.Count(slices, "true") != 4 {
-		t.Errorf("after kubectl scale --replicas 4, the EndpointSlices' ready conditions are %q; want 4 true", slices)
+	// The EndpointSlice controller follows the pods' readiness within
+	// moments of rollout status seeing it.
+	var ready string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		ready = kubectl("get", "endpointslices", "-n", "shop", "-l", "kubernetes.io/service-name=pricing", "-o", "jsonpath={.items[*].endpoints[*].conditions.ready}")
+		if strings.Count(ready, "true") == 4 {
+			break
+		}
+	}
+	if strings.Count(ready, "true") != 4 {
+		t.Errorf("after kubectl scale --replicas 4, the EndpointSlices' ready conditions are %q; want 4 true", ready)
 	}
 	// The lab's own view (through its control API) follows the API server.
 	exec1 := func(args ...string) (string, error) {

@@ -477,6 +477,11 @@ func (cp *ControlPlane) RESTConfig() *rest.Config {
 		Host:            cp.host,
 		BearerToken:     cp.token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: cp.ca, ServerName: tlsServerName},
+		// client-go's default (5 requests/s, bursts of 10) would hold a
+		// lab's kubelet back: a scale-out writes each pod's status a few
+		// times. This API server serves one lab alone.
+		QPS:   500,
+		Burst: 1000,
 	}
 }
 
