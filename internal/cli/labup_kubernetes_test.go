@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestLabUpKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
+	var stderr lockedBuffer // written by exec's copying goroutine
 	up.Stderr = &stderr
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -164,7 +165,11 @@ func TestLabUpKubernetes(t *testing.T) {
 	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
 		t.Errorf("kubeconfig %s left behind: %v", kubeconfig, err)
 	}
-	if left := processesWith("pinlab-controlplane-"); len(left) > 0 {
+	// Its control plane's processes name its state directory.
+	state := regexp.MustCompile(`state and logs in (\S+)\)`).FindStringSubmatch(stderr.String())
+	if state == nil {
+		t.Errorf("lab up did not say where its control plane's state is:\n%s", stderr.String())
+	} else if left := processesWith(state[1]); len(left) > 0 {
 		t.Errorf("processes left after lab up stopped: %v", left)
 	}
 	var d net.Dialer
@@ -221,4 +226,22 @@ func TestSubnet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a strings.Builder safe to read while a process writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
