@@ -93,12 +93,12 @@ func (r *variantRun) execute(ctx context.Context) error {
 	rec := stats.NewRecorder(time.Now())
 	r.rec.Store(rec)
 	t := tracker(r.v.Services())
-	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
 	cfg := r.labConfig(rec, t)
 	if r.opts.ControlPlane != nil {
+		// Not bounded by the setup timeout: it may wait for another
+		// variant's control plane to stop.
 		r.state.Store("starting its control plane")
-		api, stop, err := r.opts.ControlPlane(setupCtx, r.index)
+		api, stop, err := r.opts.ControlPlane(ctx, r.index)
 		if err != nil {
 			return fmt.Errorf("variant %s: %w", r.v.Name, err)
 		}
@@ -106,6 +106,8 @@ func (r *variantRun) execute(ctx context.Context) error {
 		cfg.API = api
 		r.state.Store("starting")
 	}
+	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
 	l, err := lab.Start(setupCtx, cfg)
 	if err != nil {
 		return err
