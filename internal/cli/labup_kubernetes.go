@@ -181,10 +181,11 @@ func inheritKube() (*kubeBackend, error) {
 	return &kubeBackend{control: ctl, kube: kube}, nil
 }
 
-// start makes the namespace's ranges local, starts etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler, serves the API server on the
-// host listener and writes the kubeconfig (0600) beside the control API's
-// token file. Close stops what it started, also after an error.
+// start starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler (the root command has made the namespace's ranges local),
+// serves the API server on the host listener and writes the kubeconfig
+// (0600) beside the control API's token file. close stops what it
+// started, also after an error.
 func (b *kubeBackend) start(ctx context.Context, opts *LabUpOptions) (err error) {
 	if b.binDir, err = controlplane.BinDir(); err != nil {
 		return err
@@ -285,9 +286,9 @@ func labFilesDir(opts *LabUpOptions, ctl string) (string, error) {
 
 // apiServerAddr is the API server's "IP:port" inside the namespace.
 func apiServerAddr(cp *controlplane.ControlPlane) (string, error) {
-	u, err := url.Parse(cp.RESTConfig().Host)
+	u, err := url.Parse(cp.URL())
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("lab up: API server address %q: %v", cp.RESTConfig().Host, err)
+		return "", fmt.Errorf("lab up: API server address %q: %v", cp.URL(), err)
 	}
 	return u.Host, nil
 }
