@@ -20,6 +20,7 @@ import (
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
+	"github.com/pinlab/pinlab/internal/proxy"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -352,26 +353,18 @@ func (f *forwarder) untrack(c net.Conn) {
 
 func (f *forwarder) serve(c net.Conn) {
 	defer f.untrack(c)
-	defer c.Close()
 	up, err := loopback.Dialer{Timeout: 5 * time.Second}.DialContext(context.Background(), f.target)
 	if err != nil {
+		c.Close()
 		return
 	}
 	if !f.track(up) {
 		up.Close()
+		c.Close()
 		return
 	}
 	defer f.untrack(up)
-	defer up.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		io.Copy(up, c)
-		up.(*net.TCPConn).CloseWrite()
-	}()
-	io.Copy(c, up)
-	c.(*net.TCPConn).CloseWrite()
-	<-done
+	proxy.Relay(c.(*net.TCPConn), up.(*net.TCPConn))
 }
 
 // close stops accepting, closes every connection and waits for the

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/load/loadtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -118,36 +118,16 @@ func readyPods(t *testing.T, ctx context.Context, ns string) (names, ips []strin
 	return names, ips
 }
 
-// tally counts a client's calls by pod and code.
-type tally struct {
-	mu    sync.Mutex
-	pods  map[string]int
-	codes map[string]int
-}
-
-func (c *tally) Called(r load.Result) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pods == nil {
-		c.pods, c.codes = map[string]int{}, map[string]int{}
-	}
-	c.codes[r.Code.String()]++
-	if r.Pod != "" {
-		c.pods[r.Pod]++
-	}
-}
-func (c *tally) Conn(load.ConnEvent) {}
-
 // call runs one client from a pod address for d: 100 calls/s to target
 // through the cluster DNS with policy, and returns its tally.
-func call(t *testing.T, target, policy string, d time.Duration) *tally {
+func call(t *testing.T, target, policy string, d time.Duration) *loadtest.Tally {
 	t.Helper()
 	ip, err := theLab.Cluster.PodIPs().Allocate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer theLab.Cluster.PodIPs().Release(ip)
-	var obs tally
+	var obs loadtest.Tally
 	c, err := load.New(load.Config{Name: "order-0", Source: ip, Target: fmt.Sprintf("dns://%s/%s", theLab.DNSAddr(), target), Policy: policy, Rate: 100, Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
@@ -155,8 +135,8 @@ func call(t *testing.T, target, policy string, d time.Duration) *tally {
 	if err := labtest.RunFor(c.Run, d); err != nil {
 		t.Fatal(err)
 	}
-	if obs.codes["OK"] < 50 {
-		t.Fatalf("%s (%s): calls by code %v: want at least 50 OK", target, policy, obs.codes)
+	if obs.Codes["OK"] < 50 {
+		t.Fatalf("%s (%s): calls by code %v: want at least 50 OK", target, policy, obs.Codes)
 	}
 	return &obs
 }
@@ -225,12 +205,12 @@ func TestServesThroughRealControlPlane(t *testing.T) {
 		t.Errorf("DNS A pricing-headless = %v, want the ready pods %v", answered, ips)
 	}
 	got := call(t, "pricing."+ns+".svc.cluster.local:8471", "pick_first", 2*time.Second)
-	if len(got.pods) != 1 {
-		t.Errorf("ClusterIP pick_first: calls by pod %v, want one pod (kube-proxy picks per connection)", got.pods)
+	if len(got.Pods) != 1 {
+		t.Errorf("ClusterIP pick_first: calls by pod %v, want one pod (kube-proxy picks per connection)", got.Pods)
 	}
 	got = call(t, "pricing-headless."+ns+".svc.cluster.local:8471", "round_robin", 2*time.Second)
-	if len(got.pods) != 3 {
-		t.Errorf("headless round_robin: calls by pod %v, want all 3", got.pods)
+	if len(got.Pods) != 3 {
+		t.Errorf("headless round_robin: calls by pod %v, want all 3", got.Pods)
 	}
 }
 
@@ -249,8 +229,8 @@ func TestKubectlScaleAndRolloutRestart(t *testing.T) {
 	if len(before) != 4 {
 		t.Fatalf("after kubectl scale --replicas 4: ready pods %v", before)
 	}
-	if got := call(t, "pricing-headless."+ns+".svc.cluster.local:8471", "round_robin", 2*time.Second); len(got.pods) != 4 {
-		t.Errorf("after scale: headless round_robin calls by pod %v, want 4 pods", got.pods)
+	if got := call(t, "pricing-headless."+ns+".svc.cluster.local:8471", "round_robin", 2*time.Second); len(got.Pods) != 4 {
+		t.Errorf("after scale: headless round_robin calls by pod %v, want 4 pods", got.Pods)
 	}
 	kubectl(t, ctx, "rollout", "restart", "deployment/pricing", "-n", ns)
 	out := kubectl(t, ctx, "rollout", "status", "deployment/pricing", "-n", ns, "--timeout", "150s")
@@ -275,13 +255,13 @@ func TestKubectlScaleAndRolloutRestart(t *testing.T) {
 		}
 	}
 	got := call(t, "pricing-headless."+ns+".svc.cluster.local:8471", "round_robin", 2*time.Second)
-	for p := range got.pods {
+	for p := range got.Pods {
 		if !slices.Contains(after, p) {
 			t.Errorf("a call reached %s, not one of the new pods %v", p, after)
 		}
 	}
-	if len(got.pods) != 4 {
-		t.Errorf("after rollout: calls by pod %v, want the 4 new pods", got.pods)
+	if len(got.Pods) != 4 {
+		t.Errorf("after rollout: calls by pod %v, want the 4 new pods", got.Pods)
 	}
 }
 

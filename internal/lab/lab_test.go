@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/load/loadtest"
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,33 +73,13 @@ func startLab(t testing.TB, cfg Config, objs []runtime.Object) *Lab {
 	return l
 }
 
-// tally counts calls per pod.
-type tally struct {
-	mu    sync.Mutex
-	pods  map[string]int
-	codes map[string]int
-}
-
-func (c *tally) Called(r load.Result) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pods == nil {
-		c.pods, c.codes = map[string]int{}, map[string]int{}
-	}
-	c.codes[r.Code.String()]++
-	if r.Pod != "" {
-		c.pods[r.Pod]++
-	}
-}
-func (c *tally) Conn(load.ConnEvent) {}
-
-func runClient(t *testing.T, l *Lab, target, policy string, d time.Duration) *tally {
+func runClient(t *testing.T, l *Lab, target, policy string, d time.Duration) *loadtest.Tally {
 	t.Helper()
 	ip, err := l.Cluster.PodIPs().Allocate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var obs tally
+	var obs loadtest.Tally
 	c, err := load.New(load.Config{Name: "order-0", Source: ip, Target: fmt.Sprintf("dns://%s/%s", l.DNSAddr(), target), Policy: policy, Rate: 200, Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
@@ -122,11 +102,11 @@ func TestLabEndToEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := runClient(t, l, tt.target, tt.policy, 1500*time.Millisecond)
-			if got.codes["OK"] < 100 || len(got.codes) != 1 {
-				t.Fatalf("codes %v: want only OK and at least 100 calls", got.codes)
+			if got.Codes["OK"] < 100 || len(got.Codes) != 1 {
+				t.Fatalf("codes %v: want only OK and at least 100 calls", got.Codes)
 			}
-			if len(got.pods) != tt.wantPods {
-				t.Errorf("calls by pod %v: want %d pods", got.pods, tt.wantPods)
+			if len(got.Pods) != tt.wantPods {
+				t.Errorf("calls by pod %v: want %d pods", got.Pods, tt.wantPods)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/pinlab/pinlab/internal/load/loadtest"
 	"net/netip"
 	"sort"
 	"testing"
@@ -74,32 +75,32 @@ func TestWebPodsBehindAService(t *testing.T) {
 		return ip
 	}
 	t.Run("HTTP/1.1 without keep-alive spreads over the pods", func(t *testing.T) {
-		var obs tally
+		var obs loadtest.Tally
 		c, err := load.NewHTTPClient(load.HTTPConfig{Name: "order-0", Source: source(), URL: url, DNS: l.DNSAddr(), Rate: 100,
 			DisableKeepAlives: true, Observer: &obs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		labtest.RunFor(c.Run, time.Second)
-		if obs.codes["OK"] < 50 || len(obs.codes) != 1 {
-			t.Fatalf("codes %v: want only OK and at least 50 requests", obs.codes)
+		if obs.Codes["OK"] < 50 || len(obs.Codes) != 1 {
+			t.Fatalf("codes %v: want only OK and at least 50 requests", obs.Codes)
 		}
-		if len(obs.pods) != 3 {
-			t.Errorf("requests by pod %v: want all 3 pods over new connections", obs.pods)
+		if len(obs.Pods) != 3 {
+			t.Errorf("requests by pod %v: want all 3 pods over new connections", obs.Pods)
 		}
 	})
 	t.Run("WebSocket pins to one pod", func(t *testing.T) {
-		var obs tally
+		var obs loadtest.Tally
 		c, err := load.NewWSClient(load.WSConfig{Name: "order-1", Source: source(), URL: url, DNS: l.DNSAddr(), Rate: 100, Observer: &obs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		labtest.RunFor(c.Run, time.Second)
-		if obs.codes["OK"] < 50 || len(obs.codes) != 1 {
-			t.Fatalf("codes %v: want only OK and at least 50 messages", obs.codes)
+		if obs.Codes["OK"] < 50 || len(obs.Codes) != 1 {
+			t.Fatalf("codes %v: want only OK and at least 50 messages", obs.Codes)
 		}
-		if len(obs.pods) != 1 {
-			t.Errorf("messages by pod %v: want one pod", obs.pods)
+		if len(obs.Pods) != 1 {
+			t.Errorf("messages by pod %v: want one pod", obs.Pods)
 		}
 	})
 }

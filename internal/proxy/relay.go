@@ -103,16 +103,24 @@ func (p *Proxier) notify(c Conn, e ConnEvent) {
 }
 
 // run copies both ways until both are done, then closes both sockets.
-func (r *relay) run() {
+func (r *relay) run() { Relay(r.client, r.pod) }
+
+// Relay copies a to b and b to a until both directions are done, then
+// closes both sockets: an EOF is passed on as a half-close (FIN), an error
+// as a reset of both (RST), as a kernel's NAT would pass them. It is the
+// relay each kube-proxy connection runs; `lab up --control-plane
+// kubernetes` forwards the API server to the host with it too. It returns
+// when both directions have ended; closing either socket ends it.
+func Relay(a, b *net.TCPConn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pipe(r.pod, r.client)
+		pipe(b, a)
 	}()
-	pipe(r.client, r.pod)
+	pipe(a, b)
 	<-done
-	r.client.Close()
-	r.pod.Close()
+	a.Close()
+	b.Close()
 }
 
 // pipe copies src to dst (io.Copy splices on Linux). On EOF it half-closes
