@@ -89,6 +89,9 @@ func TestDiagnose(t *testing.T) {
 		// calls/s on them: no pod to measure, but the cause is plain.
 		{name: "every pod not ready, still serving", ev: allNotReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 250, 1: 250}}, {Calls: map[int]float64{2: 250, 3: 250}}, {Calls: map[int]float64{-1: 1}}}, 4, nil)), verdict: diagnose.Pinned, cause: "stale-addresses",
 			why: "none of the 3 pods of shop/pricing is ready (0 of 3 endpoints ready), yet pricing-0, pricing-1 served 1001 calls/s; 4 clients hold 1 busy connection each"},
+		// A fresh tester's pods turned not ready with no client calling:
+		// the kubelet's probes (1 call/s per pod) are no stale client.
+		{name: "every pod not ready, only probes", ev: allNotReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil)), verdict: diagnose.Unknown, cause: "no-samples", why: "none of the 3 pods of shop/pricing is ready"},
 		{name: "every pod not ready, idle", ev: allNotReady(evidencetest.Build(false, []pod{{}, {}}, 0, nil)), verdict: diagnose.Unknown, cause: "no-samples", why: "none of the 2 pods of shop/pricing is ready"},
 		{name: "scaled to 0", ev: scaledToZero(), verdict: diagnose.Unknown, cause: "no-pods", why: "Deployment shop/pricing scaled to 0 replicas: Service shop/pricing has no pods and 0 ready endpoints (0 in its EndpointSlices)"},
 		// MaxConnectionAge rotating each client's one connection: the same

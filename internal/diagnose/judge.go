@@ -17,7 +17,9 @@ func judge(r *Result) {
 	case len(ev.Pods) == 0:
 		r.set(Unknown, "no-pods", noPods(ev.Service))
 		return
-	case readyPods(ev) == 0 && notReadyRate(rt) > 0:
+	case readyPods(ev) == 0 && notReadyRate(rt) > 0 && len(directClients(r.Clients)) > 0:
+		// Clients still call pods that left the endpoints (probes alone
+		// do not count: the kubelet probes pods that are not ready too).
 		stale(r, svc)
 		return
 	case rt.Counted == 0:
