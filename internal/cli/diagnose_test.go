@@ -518,6 +518,35 @@ func TestLabLoad(t *testing.T) {
 	}
 }
 
+// TestLabLoadFailures: a lab load whose every call fails says so and
+// exits 1 (a fresh tester saw exit 0 and an empty table for a port nothing
+// serves); a negative --duration is a usage error.
+func TestLabLoadFailures(t *testing.T) {
+	d := startDiagLab(t, 1, 1, nil)
+	tests := []struct {
+		name           string
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{name: "port nothing serves", args: []string{"pricing-headless:9999", "--duration", "1s"}, code: ExitError,
+			stdout: "failed: Unavailable", stderr: "lab load: all "},
+		{name: "negative duration", args: []string{"pricing:8471", "--duration", "-1s"}, code: ExitUsage, stderr: "--duration -1s: want a positive duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"lab", "load", "-n", "shop", "--clients", "1", "--rate", "20", "--control", d.ctl.Addr, "--token-file", d.tokenFile}, tt.args...)
+			if code := Main(args, &out, &errb); code != tt.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errb.String())
+			}
+			if !strings.Contains(out.String(), tt.stdout) || !strings.Contains(errb.String(), tt.stderr) {
+				t.Errorf("stdout %q, stderr %q; want them to contain %q and %q", out.String(), errb.String(), tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
 // TestLabLoadLabStops: lab load, running until Ctrl-C, notices that the
 // lab stopped (its control API gone, its pods with it), stops its clients
 // and exits 1 saying so, within a bounded time.

@@ -85,9 +85,11 @@ pods (one client per pod), so that diagnose names them.`,
 
 // served counts calls per answering pod.
 type served struct {
-	mu     sync.Mutex
-	byPod  map[string]int64
-	failed int64
+	mu       sync.Mutex
+	byPod    map[string]int64
+	failed   int64
+	byCode   map[string]int64 // failed calls by gRPC code
+	lastFail string           // the last failed call's error
 }
 
 func (s *served) Called(r load.Result) {
@@ -95,13 +97,33 @@ func (s *served) Called(r load.Result) {
 	defer s.mu.Unlock()
 	if r.Err != nil || r.Pod == "" {
 		s.failed++
+		if s.byCode == nil {
+			s.byCode = map[string]int64{}
+		}
+		s.byCode[r.Code.String()]++
+		if r.Err != nil {
+			s.lastFail = r.Err.Error()
+		}
 		return
 	}
 	s.byPod[r.Pod]++
 }
+
+// allFailed returns an error when calls were made and none succeeded.
+func (s *served) allFailed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == 0 || len(s.byPod) > 0 {
+		return nil
+	}
+	return fmt.Errorf("lab load: all %d calls failed (the last: %s)", s.failed, s.lastFail)
+}
 func (s *served) Conn(load.ConnEvent) {}
 
 func labLoad(ctx context.Context, o *LoadOptions) error {
+	if o.Duration < 0 {
+		return usageError{fmt.Errorf("--duration %v: want a positive duration, or 0 to run until Ctrl-C", o.Duration)}
+	}
 	c := o.client()
 	info, err := c.Info(ctx)
 	if err != nil {
@@ -153,7 +175,7 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 	if err != nil {
 		return fmt.Errorf("lab load: the lab at %s stopped answering (%d checks %v apart failed, the last: %w); stopped the clients", c.Addr, labMisses, labCheckEvery, err)
 	}
-	return nil // Ctrl-C and --duration are the normal end
+	return s.allFailed() // else Ctrl-C and --duration are the normal end
 }
 
 // How lab load notices that the lab stopped: it asks the control API for
@@ -265,11 +287,27 @@ func printServed(w io.Writer, s *served, took time.Duration) {
 		pods = append(pods, p)
 	}
 	slices.Sort(pods)
-	fmt.Fprintf(w, "\ncalls answered per pod over %.1fs (%d failed):\n", took.Seconds(), s.failed)
+	fmt.Fprintf(w, "\ncalls answered per pod over %.1fs (%d failed%s):\n", took.Seconds(), s.failed, failedCodes(s.byCode))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tCALLS\tCALLS/S")
 	for _, p := range pods {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\n", p, s.byPod[p], float64(s.byPod[p])/took.Seconds())
 	}
 	tw.Flush()
+}
+
+// failedCodes lists failed calls by code (": DeadlineExceeded 3, ...").
+func failedCodes(byCode map[string]int64) string {
+	if len(byCode) == 0 {
+		return ""
+	}
+	codes := make([]string, 0, len(byCode))
+	for c := range byCode {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	for i, c := range codes {
+		codes[i] = fmt.Sprintf("%s %d", c, byCode[c])
+	}
+	return ": " + strings.Join(codes, ", ")
 }
