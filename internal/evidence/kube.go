@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 
 	"github.com/pinlab/pinlab/internal/loopback"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,9 @@ type Kube struct {
 func (k *Kube) Load() (string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = k.Kubeconfig
+	if err := checkKubeconfigFiles(rules); err != nil {
+		return "", err
+	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -138,4 +142,31 @@ func (k *Kube) String() string {
 		return "API server " + k.config.Host
 	}
 	return "kubeconfig"
+}
+
+// maxKubeconfig bounds a kubeconfig file's size: client-go reads a file
+// whole, so /dev/zero or a huge file would take all memory (a tester's run
+// reached 23.9 GB).
+const maxKubeconfig = 16 << 20
+
+// checkKubeconfigFiles refuses kubeconfig files client-go would load that
+// are not regular files or are larger than maxKubeconfig.
+func checkKubeconfigFiles(rules *clientcmd.ClientConfigLoadingRules) error {
+	paths := rules.GetLoadingPrecedence()
+	if rules.ExplicitPath != "" {
+		paths = []string{rules.ExplicitPath}
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			continue // a missing file is client-go's to report (or skip)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("kubeconfig %s: not a regular file (%v)", p, st.Mode().Type())
+		}
+		if st.Size() > maxKubeconfig {
+			return fmt.Errorf("kubeconfig %s: %d bytes, more than the %d MiB a kubeconfig may have", p, st.Size(), maxKubeconfig>>20)
+		}
+	}
+	return nil
 }

@@ -102,6 +102,10 @@ func TestKube(t *testing.T) {
 		{name: "current context is remote", kubeconfig: path, err: "pinlab only uses 127.0.0.0/8"},
 		{name: "unknown context", kubeconfig: path, context: "nope", err: `context "nope"`},
 		{name: "RBAC", kubeconfig: path, context: "denied", err: "forbids list services"},
+		// client-go reads a kubeconfig whole: /dev/zero took 23.9 GB.
+		{name: "a device", kubeconfig: "/dev/zero", err: "kubeconfig /dev/zero: not a regular file"},
+		{name: "a device through KUBECONFIG", env: "/dev/zero", err: "kubeconfig /dev/zero: not a regular file"},
+		{name: "too large", kubeconfig: bigFile(t), err: "more than the 16 MiB a kubeconfig may have"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,4 +123,18 @@ func TestKube(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bigFile is a sparse file one byte over the kubeconfig limit.
+func bigFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "big")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(16<<20 + 1); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
