@@ -78,7 +78,7 @@ pods (one client per pod), so that diagnose names them.`,
 	f.IntVar(&o.Clients, "clients", 4, "clients, one gRPC channel each")
 	f.Float64Var(&o.Rate, "rate", 100, "calls per second of each client")
 	f.StringVar(&o.Policy, "policy", "pick_first", "load balancing policy: pick_first or round_robin")
-	f.StringVar(&o.From, "from", "", "deployment/NAME: dial from the IPs of its pods (default 127.0.1.N, no pod's)")
+	f.StringVar(&o.From, "from", "", "deployment/NAME: dial from the IPs of its pods (default 127.0.1.N, no pod's; on a real control plane the top of the pod range, 10.244.254.N)")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	return cmd
 }
@@ -129,7 +129,7 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 	if err != nil {
 		return err
 	}
-	sources, err := o.sources(ctx)
+	sources, err := o.sources(ctx, info.PodCIDR)
 	if err != nil {
 		return err
 	}
@@ -218,11 +218,25 @@ func watchLab(ctx context.Context, c *control.Client, stop context.CancelFunc) e
 }
 
 // sources returns the IPs the clients dial from.
-func (o *LoadOptions) sources(ctx context.Context) ([]netip.Addr, error) {
+func (o *LoadOptions) sources(ctx context.Context, podCIDR string) ([]netip.Addr, error) {
 	if o.From == "" {
+		base := netip.AddrFrom4([4]byte{127, 0, 1, 0})
+		if p, err := netip.ParsePrefix(podCIDR); err == nil && !p.Addr().IsLoopback() && p.Addr().Is4() && p.Bits() <= 22 {
+			// On a real control plane the lab's pods are not on loopback,
+			// and a connection from loopback to a pod reads as an in-pod
+			// sidecar's: dial from the top of the pod range instead
+			// (10.244.254.1, ...), which no pod gets (they count up from
+			// its start).
+			a := p.Masked().Addr().As4()
+			n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+			n += 1<<(32-p.Bits()) - 512
+			base = netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+		}
 		var out []netip.Addr
 		for i := range o.Clients {
-			out = append(out, netip.AddrFrom4([4]byte{127, 0, 1, byte(1 + i%250)}))
+			a := base.As4()
+			a[3] = byte(1 + i%250)
+			out = append(out, netip.AddrFrom4(a))
 		}
 		return out, nil
 	}

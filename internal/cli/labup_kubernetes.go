@@ -165,7 +165,9 @@ type kubeBackend struct {
 	kubeconfig string
 	control    net.Listener // the control API's listener, bound on the host
 	kube       net.Listener // the forwarder's, until it starts
-	forward    *forwarder
+	forward    *forwarder // on the host
+	// forwardInside serves the same address inside the namespace.
+	forwardInside *forwarder
 }
 
 // inheritKube takes the listeners lab up's host side passed in.
@@ -209,6 +211,14 @@ func (b *kubeBackend) start(ctx context.Context, opts *LabUpOptions) (err error)
 	}
 	b.forward = newForwarder(b.kube, target)
 	b.kube = nil // the forwarder's now
+	// The same address inside the namespace, so that the kubeconfig
+	// serves commands lab exec runs there too (diagnose --kubeconfig,
+	// which reaches the pods at their IPs only there).
+	inside, err := loopback.Listen(ctx, b.forward.ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("lab up: the API server's address inside the namespace: %w", err)
+	}
+	b.forwardInside = newForwarder(inside, target)
 	dir, err := labFilesDir(opts, b.control.Addr().String())
 	if err != nil {
 		return err
@@ -233,8 +243,10 @@ func (b *kubeBackend) close() {
 	if b.kube != nil {
 		b.kube.Close()
 	}
-	if b.forward != nil {
-		b.forward.close()
+	for _, f := range []*forwarder{b.forward, b.forwardInside} {
+		if f != nil {
+			f.close()
+		}
 	}
 	if b.cp != nil {
 		b.cp.Close()

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -141,6 +142,13 @@ func TestLabUpKubernetes(t *testing.T) {
 	if !strings.Contains(out, "pricing-") {
 		t.Errorf("lab load through lab exec named no pod:\n%s", out)
 	}
+	// diagnose through the kubeconfig, inside the namespace where the pod
+	// IPs are: 2 clients through the ClusterIP on 4 pods leave 2 idle.
+	out, err = exec1("sh", "-c", fmt.Sprintf("%[1]s lab load pricing:8471 -n shop --clients 2 --rate 50 --duration 20s --control %[2]s --token-file %[3]s >/dev/null & "+
+		"sleep 2; KUBECONFIG=%[4]s %[1]s diagnose pricing -n shop --window 3s; code=$?; wait; exit $code", pinlab, ctl, tokenFile, kubeconfig))
+	if code := exitCodeOf(err); code != ExitPinned || !strings.Contains(out, "VERDICT PINNED: connection-level balancing through a ClusterIP") {
+		t.Errorf("diagnose --kubeconfig inside the lab's namespace: exit %d (%v), want %d and PINNED through the ClusterIP:\n%s", code, err, ExitPinned, out)
+	}
 	if _, err := exec1("true"); err != nil {
 		t.Errorf("lab exec -- true: %v", err)
 	}
@@ -244,4 +252,16 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// exitCodeOf is a command's exit code from its Run error.
+func exitCodeOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
