@@ -91,7 +91,13 @@ func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string,
 		for _, s := range vec {
 			name := string(s.Metric[model.LabelName(cmpOr(p.PodLabel, "pod"))])
 			c := out[name]
-			n := int64(math.Round(float64(s.Value)))
+			f := float64(s.Value)
+			if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxIncrease {
+				// increase() of a counter is finite and never negative:
+				// this is not a counter's (or not a real Prometheus).
+				return nil, []string{started, failed}, fmt.Errorf("prometheus %s: %s: pod %q has %v, not a counter's increase", p.URL, q, name, f)
+			}
+			n := int64(math.Round(f))
 			if q == started {
 				c.Started = n
 			} else {
@@ -106,6 +112,10 @@ func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string,
 	}
 	return out, []string{started, failed}, nil
 }
+
+// maxIncrease bounds a plausible increase of a call counter over a window
+// (10 minutes at most): 10^12 calls.
+const maxIncrease = 1e12
 
 // SeriesQuery returns the instant query that counts, by pod, the
 // grpc_server_started_total series of pods of namespace, whatever their

@@ -18,14 +18,25 @@ import (
 // fakePrometheus answers instant queries as Prometheus does when its
 // series have fewer than two samples in the window: increase() gives an
 // empty vector; the series query gives one sample per pod in series.
-func fakePrometheus(t *testing.T, series []string) string {
+func fakePrometheus(t *testing.T, series []string) string { return fakePrometheusIncrease(t, series, "") }
+
+// fakePrometheusIncrease is fakePrometheus whose increase() queries give
+// increase, if not empty, for every pod in series.
+func fakePrometheusIncrease(t *testing.T, series []string, increase string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		q := r.Form.Get("query")
 		result := []any{}
-		if strings.Contains(q, "last_over_time(grpc_server_started_total") {
-			for _, p := range series {
-				result = append(result, map[string]any{"metric": map[string]string{"pod": p}, "value": []any{float64(time.Now().Unix()), "1"}})
+		value := ""
+		switch {
+		case strings.Contains(q, "last_over_time(grpc_server_started_total"):
+			value = "1"
+		case strings.Contains(q, "increase("):
+			value = increase
+		}
+		for _, p := range series {
+			if value != "" {
+				result = append(result, map[string]any{"metric": map[string]string{"pod": p}, "value": []any{float64(time.Now().Unix()), value}})
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -62,6 +73,26 @@ func TestCollectPrometheusNoIncrease(t *testing.T) {
 			}
 			if len(ev.Queries) != 3 || !strings.HasPrefix(ev.Queries[2], "count by (pod) (last_over_time(grpc_server_started_total{") {
 				t.Errorf("queries %q, want the two rate queries and the series query", ev.Queries)
+			}
+		})
+	}
+}
+
+// TestCollectPrometheusNotCounters: values no counter's increase can have
+// (NaN, negative, infinite) are refused, and the rates stay channelz's (a
+// tester's fake Prometheus got -4611686018427387904 calls/s printed).
+func TestCollectPrometheusNotCounters(t *testing.T) {
+	podtest.Start(t, pod.Config{Name: "good", Addr: netip.MustParseAddrPort("127.203.212.1:8471")})
+	src := fakeSource{objects(readyPod("good", "127.203.212.1"))}
+	for _, v := range []string{"NaN", "-5000", "+Inf"} {
+		t.Run(v, func(t *testing.T) {
+			prom := &evidence.Prometheus{URL: fakePrometheusIncrease(t, []string{"good"}, v)}
+			ev, err := evidence.Collect(context.Background(), src, evidence.Request{Namespace: "shop", Service: "pricing", Window: 200 * time.Millisecond, Prometheus: prom})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.RatesFrom != "channelz" || ev.Pods[0].Calls.Started < 0 || !strings.Contains(strings.Join(ev.Problems, "\n"), "not a counter's increase") {
+				t.Errorf("rates from %q, pod calls %+v, problems %q; want channelz's rates and the values refused", ev.RatesFrom, ev.Pods[0].Calls, ev.Problems)
 			}
 		})
 	}
