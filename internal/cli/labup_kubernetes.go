@@ -165,7 +165,7 @@ type kubeBackend struct {
 	kubeconfig string
 	control    net.Listener // the control API's listener, bound on the host
 	kube       net.Listener // the forwarder's, until it starts
-	forward    *forwarder // on the host
+	forward    *forwarder   // on the host
 	// forwardInside serves the same address inside the namespace.
 	forwardInside *forwarder
 }

@@ -18,7 +18,9 @@ import (
 // fakePrometheus answers instant queries as Prometheus does when its
 // series have fewer than two samples in the window: increase() gives an
 // empty vector; the series query gives one sample per pod in series.
-func fakePrometheus(t *testing.T, series []string) string { return fakePrometheusIncrease(t, series, "") }
+func fakePrometheus(t *testing.T, series []string) string {
+	return fakePrometheusIncrease(t, series, "")
+}
 
 // fakePrometheusIncrease is fakePrometheus whose increase() queries give
 // increase, if not empty, for every pod in series.
