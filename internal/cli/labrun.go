@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
@@ -135,6 +136,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
 	onKube := opts.ControlPlane == controlPlaneKubernetes
 	if onKube && !netns.Inside() {
+		if _, err := controlplane.BinDir(); err != nil {
+			return err
+		}
 		return runInNetns(ctx, "lab run")
 	}
 	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {

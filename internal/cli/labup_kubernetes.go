@@ -80,12 +80,9 @@ func labUpOnHost(ctx context.Context, opts *LabUpOptions) error {
 }
 
 // runInNetns runs this pinlab command again, with the same arguments, in a
-// new private network namespace, after checking that the control plane is
-// built; its exit code is the command's.
+// new private network namespace; its exit code is the command's. Callers
+// check first that the control plane is built.
 func runInNetns(ctx context.Context, verb string, listeners ...*os.File) error {
-	if _, err := controlplane.BinDir(); err != nil {
-		return err
-	}
 	// Ctrl-C reaches the child (same process group, and forwarded): wait
 	// for it to stop its control plane rather than kill it after a bound.
 	code, err := netns.Run(context.WithoutCancel(ctx), netns.Config{Args: os.Args[1:], ExtraFiles: listeners})
@@ -117,7 +114,7 @@ func variantControlPlanes(logger *slog.Logger) (func(context.Context, int) (*lab
 		pods, err1 := subnet(kubePodCIDR, 20, i)
 		svcs, err2 := subnet(kubeServiceCIDR, 20, i)
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("--control-plane %s runs at most %d variants (a /20 of %v each): %w", controlPlaneKubernetes, 1<<(20-kubePodCIDR.Bits()), kubePodCIDR, err)
 		}
 		select {
 		case slots <- struct{}{}:
