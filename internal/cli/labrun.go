@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
