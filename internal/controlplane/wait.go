@@ -46,16 +46,9 @@ func (cp *ControlPlane) waitAPIServer(ctx context.Context, api, etcd *process) e
 				TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: tlsServerName},
 			}}
 		}
-		code, body, err := get(ctx, client, cp.host+"/readyz", cp.token)
-		switch {
-		case err != nil:
-			last = err.Error()
-		case code != http.StatusOK:
-			last = fmt.Sprintf("%d: %s", code, body)
-		default:
-			return true, nil
-		}
-		return false, nil
+		var ok bool
+		ok, last = answer(get(ctx, client, cp.host+"/readyz", cp.token))
+		return ok, nil
 	}, func(cause error) error {
 		return api.failure(fmt.Sprintf("was not ready (%v); its last /readyz answer: %s", cause, last))
 	})
@@ -73,19 +66,23 @@ func (cp *ControlPlane) waitHealthz(ctx context.Context, p *process, url string)
 		if p.exited() {
 			return false, p.exitFailure("before its /healthz answered ok")
 		}
-		code, body, err := get(ctx, client, url, "")
-		switch {
-		case err != nil:
-			last = err.Error()
-		case code != http.StatusOK:
-			last = fmt.Sprintf("%d: %s", code, body)
-		default:
-			return true, nil
-		}
-		return false, nil
+		var ok bool
+		ok, last = answer(get(ctx, client, url, ""))
+		return ok, nil
 	}, func(cause error) error {
 		return p.failure(fmt.Sprintf("was not healthy (%v); its last /healthz answer: %s", cause, last))
 	})
+}
+
+// answer reads one /readyz or /healthz reply: ok (200), or what it said.
+func answer(code int, body string, err error) (ok bool, said string) {
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case code != http.StatusOK:
+		return false, fmt.Sprintf("%d: %s", code, body)
+	}
+	return true, "ok"
 }
 
 // poll calls check every pollInterval until it returns true or an error,
