@@ -40,6 +40,22 @@ var interfaces = func() ([]string, error) {
 	return names, nil
 }
 
+// OnlyLo returns nil when this process's network namespace has no
+// interface but lo (no route can lead out of it), else an error naming
+// another interface, or why they could not be listed.
+func OnlyLo() error {
+	names, err := interfaces()
+	if err != nil {
+		return fmt.Errorf("listing interfaces: %w", err)
+	}
+	for _, n := range names {
+		if n != "lo" {
+			return fmt.Errorf("interface %q exists", n)
+		}
+	}
+	return nil
+}
+
 // Allow makes CheckIP (and so every dial and listen of this package)
 // accept p as well as Prefix, for the rest of the process. It refuses
 // unless the process's network namespace has no interface other than lo,
@@ -51,14 +67,8 @@ func Allow(p netip.Prefix) error {
 	if err := checkPrivate(p); err != nil {
 		return err
 	}
-	names, err := interfaces()
-	if err != nil {
-		return fmt.Errorf("loopback: allow %s: listing interfaces: %w", p, err)
-	}
-	for _, n := range names {
-		if n != "lo" {
-			return fmt.Errorf("loopback: refusing to allow %s: interface %q exists, so traffic could leave; only a network namespace with lo alone may use it", p, n)
-		}
+	if err := OnlyLo(); err != nil {
+		return fmt.Errorf("loopback: refusing to allow %s: %w, so traffic could leave; only a network namespace with lo alone may use it", p, err)
 	}
 	allowedMu.Lock()
 	defer allowedMu.Unlock()

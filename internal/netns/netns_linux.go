@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -145,19 +144,6 @@ func exitCode(ps *os.ProcessState, err error) (int, error) {
 	return ps.ExitCode(), nil
 }
 
-// interfaces lists the network namespace's interfaces by name; a test seam.
-var interfaces = func() ([]string, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(ifs))
-	for i, ifc := range ifs {
-		names[i] = ifc.Name
-	}
-	return names, nil
-}
-
 // Inside reports whether this process runs in a namespace Run created:
 // MarkerEnv is set and the network namespace has no interface but lo (so
 // the variable alone, set by hand, does not make a host with a network
@@ -168,14 +154,8 @@ func Inside() bool {
 
 // onlyLo returns an error naming an interface other than lo, if any.
 func onlyLo() error {
-	names, err := interfaces()
-	if err != nil {
-		return fmt.Errorf("netns: listing interfaces: %w", err)
-	}
-	for _, n := range names {
-		if n != "lo" {
-			return fmt.Errorf("netns: interface %q exists: this is not a private namespace with lo alone", n)
-		}
+	if err := loopback.OnlyLo(); err != nil {
+		return fmt.Errorf("netns: %w: this is not a private namespace with lo alone", err)
 	}
 	return nil
 }
