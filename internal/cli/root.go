@@ -8,14 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 )
 
 // Exit codes.
@@ -44,10 +42,6 @@ type overloadedError struct{ error }
 // the run on SIGINT, SIGTERM or SIGHUP (the terminal closed): each ends it
 // as Ctrl-C does, report written and token file removed.
 func Main(args []string, stdout, stderr io.Writer) int {
-	// client-go logs through klog to stderr ("Waited before sending
-	// request" when its rate limiter holds a request back, against a real
-	// API server); pinlab's own messages say what matters.
-	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return run(ctx, args, stdout, stderr)
