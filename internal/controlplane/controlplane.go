@@ -277,10 +277,10 @@ func (cp *ControlPlane) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// Token users: the admin, the controller-manager and the scheduler, all
-// in system:masters (the controller-manager runs every controller under
-// its own identity, --use-service-account-credentials=false).
-var tokenUsers = []string{"admin", "system:kube-controller-manager", "system:kube-scheduler"}
+// Token users: the admin, the controller-manager, the scheduler and
+// kube-proxy, all in system:masters (the controller-manager runs every
+// controller under its own identity, --use-service-account-credentials=false).
+var tokenUsers = []string{"admin", "system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy"}
 
 // writeSecrets writes the token file (one random token per user in
 // tokenUsers, 0600) and the service-account signing key.
@@ -518,10 +518,23 @@ func writeKubeconfig(path, server, name, token string, ca []byte) error {
 	return nil
 }
 
-// writeComponentKubeconfigs writes the controller-manager's and the
-// scheduler's kubeconfigs (each its own token user).
+// kubeProxyName names kube-proxy's kubeconfig; Start does not run
+// kube-proxy (package kubeproxy does, against KubeProxyKubeconfig).
+const kubeProxyName = "kube-proxy"
+
+// KubeProxyKubeconfig returns the path of the kubeconfig Start wrote for
+// kube-proxy (its own token user, system:kube-proxy, in system:masters;
+// the API server's own URL, reachable in this network namespace only).
+func (cp *ControlPlane) KubeProxyKubeconfig() string { return cp.path(kubeProxyName + ".kubeconfig") }
+
+// BinDir returns the directory the components' binaries (and kube-proxy's)
+// were started from.
+func (cp *ControlPlane) BinDir() string { return cp.cfg.BinDir }
+
+// writeComponentKubeconfigs writes the controller-manager's, the
+// scheduler's and kube-proxy's kubeconfigs (each its own token user).
 func (cp *ControlPlane) writeComponentKubeconfigs() error {
-	for name, user := range map[string]string{kcmName: tokenUsers[1], schedulerName: tokenUsers[2]} {
+	for name, user := range map[string]string{kcmName: tokenUsers[1], schedulerName: tokenUsers[2], kubeProxyName: tokenUsers[3]} {
 		tok, err := cp.componentToken(user)
 		if err != nil {
 			return err
