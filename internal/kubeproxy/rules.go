@@ -53,7 +53,7 @@ var (
 	nftDNAT = regexp.MustCompile(`dnat (?:ip )?to (\d+\.\d+\.\d+\.\d+:\d+)`)
 	// A service chain's inline DNAT map:
 	// "dnat ip to numgen random mod 2 map { 0 : 10.244.0.2 . 8080, ... }".
-	nftInline = regexp.MustCompile(`dnat ip to numgen random mod \d+ map \{([^}]*)\}`)
+	nftInline   = regexp.MustCompile(`dnat ip to numgen random mod \d+ map \{([^}]*)\}`)
 	nftInlineEP = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. (\d+)`)
 )
 
