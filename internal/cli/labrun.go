@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
@@ -47,6 +48,11 @@ type LabRunOptions struct {
 	// its own real control plane, in a private network namespace (see
 	// labup_kubernetes.go).
 	ControlPlane string
+	// Dataplane is what serves each variant's ClusterIPs on a real control
+	// plane: pinlab (its kube-proxy emulation), kube-proxy-nftables or
+	// kube-proxy-iptables (the real kube-proxy; see lab.API.Dataplane).
+	// Only with ControlPlane kubernetes.
+	Dataplane string
 	// Diagnose runs pinlab diagnose in each variant's lab while its load
 	// runs, on every Service its clients target: the first channelz
 	// reading at DiagnoseAt of load (0: DiagnoseWindow plus 2s before the
@@ -104,6 +110,9 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			default:
 				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
 			}
+			if err := checkDataplane(opts.Dataplane, cmd.Flags().Changed("dataplane"), opts.ControlPlane); err != nil {
+				return err
+			}
 			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
 				return usageError{fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", opts.UIAddr, err)}
 			}
@@ -126,6 +135,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
+	f.StringVar(&opts.Dataplane, "dataplane", string(lab.DataplanePinlab), dataplaneUsage)
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
 	f.DurationVar(&opts.DiagnoseAt, "diagnose-at", 0, "time of load at which --diagnose takes its first reading (default: --diagnose-window plus 2s before the end); implies --diagnose")
@@ -138,6 +148,9 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if onKube && !netns.Inside() {
 		if _, err := controlplane.BinDir(); err != nil {
 			return err
+		}
+		if err := lab.Dataplane(opts.Dataplane).Check(); err != nil {
+			return fmt.Errorf("--dataplane %s: %w", opts.Dataplane, err)
 		}
 		return runInNetns(ctx, "lab run")
 	}
@@ -182,7 +195,7 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
 	if onKube {
-		if ro.ControlPlane, err = variantControlPlanes(ro.Logger); err != nil {
+		if ro.ControlPlane, err = variantControlPlanes(ro.Logger, lab.Dataplane(opts.Dataplane)); err != nil {
 			html.discard()
 			return err
 		}

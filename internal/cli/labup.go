@@ -61,6 +61,12 @@ type LabUpOptions struct {
 	// labup_kubernetes.go). KubeAPI is where the host reaches that API
 	// server (inside 127.0.0.0/8; port 0 picks one).
 	ControlPlane, KubeAPI string
+	// Dataplane is what serves ClusterIPs on the real control plane:
+	// pinlab, kube-proxy-nftables or kube-proxy-iptables (see
+	// lab.API.Dataplane); DataplaneSet when the flag was given (it is
+	// valid only with ControlPlane kubernetes).
+	Dataplane    string
+	DataplaneSet bool
 
 	dnsCache *clusterdns.CacheConfig // DNSCache* parsed by check
 
@@ -97,6 +103,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.DNSTTLSet = cmd.Flags().Changed("dns-ttl")
+			opts.DataplaneSet = cmd.Flags().Changed("dataplane")
 			opts.In = cmd.InOrStdin()
 			if err := opts.check(); err != nil {
 				return err
@@ -117,6 +124,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	addDNSCacheFlags(f, opts)
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler in a private network namespace, served to kubectl; build them first with build/controlplane/build.sh)")
+	f.StringVar(&opts.Dataplane, "dataplane", string(lab.DataplanePinlab), dataplaneUsage)
 	f.StringVar(&opts.KubeAPI, "kube-api", "127.0.0.1:0", "with --control-plane kubernetes: where kubectl reaches the API server (inside 127.0.0.0/8; port 0 picks a free one)")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard (objects, calls/s per pod, events, the control verbs) from the control API's address; its address, with the token, is printed")
 	return cmd
@@ -145,6 +153,9 @@ func (o *LabUpOptions) check() error {
 	case controlPlaneEmbedded, controlPlaneKubernetes:
 	default:
 		return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", o.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
+	}
+	if err := checkDataplane(o.Dataplane, o.DataplaneSet, o.ControlPlane); err != nil {
+		return err
 	}
 	if err := loopback.CheckAddr(o.KubeAPI); err != nil {
 		return usageError{fmt.Errorf("--kube-api %q: expected IP:port inside 127.0.0.0/8 such as 127.0.0.1:6443 (%v)", o.KubeAPI, err)}
@@ -200,6 +211,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		if kube, err = inheritKube(); err != nil {
 			return err
 		}
+		kube.dataplane = lab.Dataplane(opts.Dataplane)
 		defer kube.close()
 		ctl = kube.control
 	}
@@ -245,7 +257,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	}
 	printUp(opts.Out, l, api, f, via)
 	if kube != nil {
-		kube.print(opts.Out, api.srv.Addr(), api.tokenFile)
+		kube.print(opts.Out, l, api.srv.Addr(), api.tokenFile)
 	}
 	<-ctx.Done()
 	fmt.Fprintln(opts.Err, "stopping")

@@ -54,6 +54,9 @@ func TestLabUpFlags(t *testing.T) {
 		{name: "control not loopback", args: []string{"--control", "192.0.2.1:7471"}, wantErr: "refusing 192.0.2.1"},
 		{name: "control host name", args: []string{"--control", "localhost:7471"}, wantErr: "expected IP:port"},
 		{name: "bad pods mode", args: []string{"--dns-pods", "all"}, wantErr: `--dns-pods "all"`},
+		{name: "real kube-proxy", args: []string{"--control-plane", "kubernetes", "--dataplane", "kube-proxy-iptables"}},
+		{name: "dataplane on the embedded control plane", args: []string{"--dataplane", "kube-proxy-nftables"}, wantErr: "--dataplane kube-proxy-nftables needs --control-plane kubernetes"},
+		{name: "unknown dataplane", args: []string{"--control-plane", "kubernetes", "--dataplane", "cilium"}, wantErr: `dataplane "cilium": expected pinlab,`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

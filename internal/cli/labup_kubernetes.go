@@ -17,6 +17,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/kubeproxy"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
@@ -40,6 +41,21 @@ var (
 	kubeServiceCIDR = netns.ServicePrefix
 )
 
+// dataplaneUsage is --dataplane's help, on lab up and lab run.
+const dataplaneUsage = "with --control-plane kubernetes: what serves ClusterIPs: pinlab (its kube-proxy emulation), kube-proxy-nftables or kube-proxy-iptables (the real kube-proxy, built with the control plane; needs Debian's nftables or iptables, and conntrack); the cluster DNS stays pinlab's"
+
+// checkDataplane checks --dataplane: a known name, given only with
+// --control-plane kubernetes. Its errors are usage errors.
+func checkDataplane(name string, set bool, controlPlane string) error {
+	if _, err := lab.ParseDataplane(name); err != nil {
+		return usageError{fmt.Errorf("--dataplane: %w", err)}
+	}
+	if set && controlPlane != controlPlaneKubernetes {
+		return usageError{fmt.Errorf("--dataplane %s needs --control-plane %s: the embedded control plane always runs pinlab's dataplane", name, controlPlaneKubernetes)}
+	}
+	return nil
+}
+
 // The descriptors of the host listeners lab up hands to itself in its
 // network namespace: sockets stay in the namespace they were bound in, so
 // the copy inside accepts connections made on the host's loopback.
@@ -56,6 +72,9 @@ const (
 func labUpOnHost(ctx context.Context, opts *LabUpOptions) error {
 	if _, err := controlplane.BinDir(); err != nil {
 		return err // before binding anything
+	}
+	if err := lab.Dataplane(opts.Dataplane).Check(); err != nil {
+		return fmt.Errorf("--dataplane %s: %w", opts.Dataplane, err)
 	}
 	ctl, err := loopback.Listen(ctx, opts.Control)
 	if err != nil {
@@ -104,7 +123,7 @@ const maxControlPlanes = 4
 // control plane per variant, with the variant's own /20 of the pod and
 // Service ranges (variant i: pods 10.244.16i.0/20, Services
 // 10.96.16i.0/20), at most maxControlPlanes at once.
-func variantControlPlanes(logger *slog.Logger) (func(context.Context, int) (*lab.API, func() error, error), error) {
+func variantControlPlanes(logger *slog.Logger, dp lab.Dataplane) (func(context.Context, int) (*lab.API, func() error, error), error) {
 	bin, err := controlplane.BinDir()
 	if err != nil {
 		return nil, err
@@ -136,7 +155,7 @@ func variantControlPlanes(logger *slog.Logger) (func(context.Context, int) (*lab
 			defer func() { <-slots }()
 			return cp.Close()
 		}
-		return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs}, stop, nil
+		return apiFor(cp, client, pods, svcs, dp), stop, nil
 	}, nil
 }
 
@@ -157,6 +176,7 @@ func subnet(p netip.Prefix, bits, i int) (netip.Prefix, error) {
 // kubectl and lab exec read.
 type kubeBackend struct {
 	cp         *controlplane.ControlPlane
+	dataplane  lab.Dataplane
 	binDir     string
 	stateDir   string
 	kubeconfig string
@@ -231,7 +251,16 @@ func (b *kubeBackend) api() (*lab.API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lab.API{Client: client, PodCIDR: kubePodCIDR, ServiceCIDR: kubeServiceCIDR}, nil
+	return apiFor(b.cp, client, kubePodCIDR, kubeServiceCIDR, b.dataplane), nil
+}
+
+// apiFor is a lab's view of cp with dataplane dp: the real kube-proxy
+// gets the binaries beside the control plane's, its kubeconfig and a log
+// in the control plane's state directory.
+func apiFor(cp *controlplane.ControlPlane, client kubernetes.Interface, pods, svcs netip.Prefix, dp lab.Dataplane) *lab.API {
+	return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
+		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
+	}}
 }
 
 // close stops the forwarder and the control plane and removes the files
@@ -258,12 +287,23 @@ func (b *kubeBackend) close() {
 
 // print tells how to reach the lab from the host: kubectl with the
 // kubeconfig, and lab exec for what only the namespace can reach.
-func (b *kubeBackend) print(w io.Writer, ctl string, tokenFile string) {
+func (b *kubeBackend) print(w io.Writer, l *lab.Lab, ctl string, tokenFile string) {
+	fmt.Fprintf(w, "\ndataplane: %s\n", dataplaneLine(l))
 	fmt.Fprintf(w, "\nKubernetes API (kube-apiserver %s) for kubectl:\n", controlplane.KubernetesVersion)
 	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", b.kubeconfig)
 	fmt.Fprintf(w, "  %s get pods -o wide -A\n", filepath.Join(b.binDir, "kubectl"))
 	fmt.Fprintf(w, "pod IPs, ClusterIPs and the cluster DNS are reachable only inside the lab's network namespace:\n")
 	fmt.Fprintf(w, "  pinlab lab exec%s -- CMD ARGS...\n", controlFlags(ctl, tokenFile))
+}
+
+// dataplaneLine says what serves l's ClusterIPs, for lab up.
+func dataplaneLine(l *lab.Lab) string {
+	dp := l.Dataplane()
+	if dp == lab.DataplanePinlab {
+		return "pinlab (its kube-proxy emulation, a relay on each ClusterIP port)"
+	}
+	return fmt.Sprintf("%s (the real kube-proxy %s in %s mode, log %s; the cluster DNS is pinlab's, at %s, kube-dns's endpoint); dial ClusterIPs from pod addresses, other sources are masqueraded and fail on lo",
+		dp, controlplane.KubernetesVersion, dp.KubeProxyMode(), l.KubeProxyLog(), l.DNSAddr())
 }
 
 // inheritedListener is the listener lab up's host side passed at fd.

@@ -21,6 +21,7 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/kubeproxy"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/proxy"
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +78,8 @@ type Config struct {
 	// API, if not nil, runs the lab on a real control plane instead of the
 	// embedded API and controllers; see API. Range is then ignored.
 	API *API
+
+	dnsIP netip.Addr // the DNS's address when not the kube-dns ClusterIP
 }
 
 // API is a real Kubernetes API server for a lab (package controlplane
@@ -92,18 +95,42 @@ type API struct {
 	// addresses the kubelet hands out and --service-cluster-ip-range);
 	// both must be local addresses of this network namespace, and neither
 	// may be loopback (the API server refuses loopback endpoints). The
-	// node's address is the last but one of PodCIDR; the cluster DNS is at
-	// the tenth address of ServiceCIDR.
+	// node's address is the last but one of PodCIDR; the kube-dns
+	// ClusterIP is the tenth address of ServiceCIDR.
 	PodCIDR, ServiceCIDR netip.Prefix
+	// Dataplane chooses what serves ClusterIPs: "" or DataplanePinlab for
+	// pinlab's kube-proxy emulation (Config.Proxy), or the real kube-proxy
+	// in nftables or iptables mode, run by the lab (package kubeproxy) with
+	// --hostname-override the kubelet's node and --cluster-cidr PodCIDR.
+	// Under the real kube-proxy the lab runs no Proxier (Lab.Proxy is nil)
+	// and binds no ClusterIP; Config.Proxy.OnConn then reports the
+	// kernel's conntrack entries of the Service range (conntrack -E), and
+	// WaitReady reads kube-proxy's rules back from the kernel. Clients must
+	// connect to ClusterIPs from pod addresses: kube-proxy marks other
+	// sources for masquerade, which fails on lo. The cluster DNS stays
+	// pinlab's (package clusterdns); under the real kube-proxy it listens
+	// on DNSPodIP(PodCIDR), port 53, and the lab publishes that address as
+	// kube-dns's EndpointSlice, since the kernel drops new connections to
+	// Service addresses kube-proxy does not DNAT.
+	Dataplane Dataplane
+	// KubeProxy configures the real kube-proxy for a kube-proxy Dataplane:
+	// BinDir and Kubeconfig are required (controlplane.ControlPlane's
+	// BinDir and KubeProxyKubeconfig), Log and ReadyTimeout optional; the
+	// lab sets Mode, NodeName, ClusterCIDR and (if nil) Logger.
+	KubeProxy kubeproxy.Config
 }
 
 // Lab is a running mini-cluster.
 type Lab struct {
 	Cluster *cluster.Cluster
 	DNS     *clusterdns.Server
+	// Proxy is pinlab's kube-proxy emulation; nil under the real
+	// kube-proxy (API.Dataplane).
 	Proxy   *proxy.Proxier
 	Kubelet *kubelet.Kubelet
 
+	real   *realDataplane // the real kube-proxy, if API.Dataplane asks for it
+	logger *slog.Logger
 	nodeIP netip.Addr
 	cancel context.CancelFunc
 	runCtx context.Context // ends when the lab stops
@@ -215,7 +242,37 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
+	if a.Dataplane.KubeProxyMode() == "" {
+		return run(ctx, cfg, c, nil)
+	}
+	if err := checkRealDataplane(cfg); err != nil {
+		return nil, err
+	}
+	dnsIP := DNSPodIP(a.PodCIDR)
+	if err := c.PodIPs().Reserve(dnsIP); err != nil {
+		return nil, err
+	}
+	cfg.dnsIP = dnsIP
 	return run(ctx, cfg, c, nil)
+}
+
+// checkRealDataplane checks a real kube-proxy Dataplane's configuration
+// and tools before anything starts.
+func checkRealDataplane(cfg Config) error {
+	a := cfg.API
+	if _, err := ParseDataplane(string(a.Dataplane)); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if m := cfg.Proxy.Mode; m != "" && string(m) != string(a.Dataplane.KubeProxyMode()) {
+		return fmt.Errorf("lab: proxy mode %s asked for, but the dataplane is the real kube-proxy in %s mode", m, a.Dataplane.KubeProxyMode())
+	}
+	if a.KubeProxy.BinDir == "" || a.KubeProxy.Kubeconfig == "" {
+		return fmt.Errorf("lab: dataplane %s needs API.KubeProxy.BinDir and Kubeconfig", a.Dataplane)
+	}
+	if err := a.Dataplane.Check(); err != nil {
+		return fmt.Errorf("lab: dataplane %s: %w", a.Dataplane, err)
+	}
+	return nil
 }
 
 // NodeIP is the node's address on a real control plane: the last but one
@@ -241,7 +298,11 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		port = cfg.DNSPort
 	}
 	dc := cfg.DNS
-	dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(c.DNSIP(), uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
+	dnsIP := c.DNSIP()
+	if cfg.dnsIP.IsValid() {
+		dnsIP = cfg.dnsIP
+	}
+	dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(dnsIP, uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
 	dns, err := clusterdns.New(c.Factory(), dc)
 	if err != nil {
 		return nil, err
@@ -252,16 +313,23 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	if !kc.NodeIP.IsValid() {
 		kc.NodeIP = netip.MustParseAddr("127.0.0.1") // the node is the host's loopback
 	}
+	if kc.NodeName == "" {
+		kc.NodeName = DefaultNodeName
+	}
+	realDP := cfg.API != nil && cfg.API.Dataplane.KubeProxyMode() != ""
 	runCtx, cancel := context.WithCancel(context.Background())
 	l := &Lab{
 		Cluster: c,
 		DNS:     dns,
-		Proxy:   proxy.New(c.Factory(), pc),
 		Kubelet: kubelet.New(c.Client(), c.Factory(), kc),
+		logger:  cfg.Logger,
 		nodeIP:  kc.NodeIP,
-		errs:    make(chan error, 3),
+		errs:    make(chan error, 8),
 		cancel:  cancel,
 		runCtx:  runCtx,
+	}
+	if !realDP {
+		l.Proxy = proxy.New(c.Factory(), pc)
 	}
 	// The informers the lab itself reads (waitCached, WaitReady); on the
 	// embedded API the controllers register them too, on a real one nothing
@@ -290,10 +358,27 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		return nil, err
 	}
 	l.goRun(func() error { return c.Run(runCtx, ctrls) })
-	l.goRun(func() error { return l.Proxy.Run(runCtx) })
+	if l.Proxy != nil {
+		l.goRun(func() error { return l.Proxy.Run(runCtx) })
+	}
 	l.goRun(func() error { return l.Kubelet.Run(runCtx) })
+	if realDP {
+		err := l.publishDNSEndpoints(ctx)
+		if err == nil {
+			err = l.startKubeProxy(ctx, cfg.API, kc.NodeName, pc.OnConn)
+		}
+		if err != nil {
+			l.DNS.Shutdown(context.Background())
+			l.stop()
+			return nil, err
+		}
+	}
 	return l, nil
 }
+
+// DefaultNodeName is the kubelet's node name when Config.Kubelet.NodeName
+// is empty.
+const DefaultNodeName = "pinlab-node"
 
 func (l *Lab) goRun(f func() error) {
 	l.wg.Add(1)
@@ -481,7 +566,7 @@ func (l *Lab) WaitReady(ctx context.Context, skip ...WorkloadRef) error {
 func (l *Lab) dataplaneShort() string {
 	f := l.Cluster.Factory()
 	svcs, _ := f.Core().V1().Services().Lister().List(labels.Everything())
-	rules := l.Proxy.Rules()
+	var served map[netip.AddrPort]servedVIP
 	for _, s := range svcs {
 		if len(s.Spec.Selector) == 0 {
 			continue
@@ -517,12 +602,13 @@ func (l *Lab) dataplaneShort() string {
 				continue
 			}
 			vip := netip.AddrPortFrom(netip.MustParseAddr(s.Spec.ClusterIP), uint16(sp.Port))
-			n, listening := 0, false
-			for _, r := range rules {
-				if r.VIP == vip {
-					n, listening = len(r.Endpoints), r.Listening
+			if served == nil {
+				var err error
+				if served, err = l.served(); err != nil {
+					return err.Error()
 				}
 			}
+			n, listening := served[vip].endpoints, served[vip].accepting
 			// What kube-proxy makes of every slice of the Service: the
 			// controller's, now matching the ready pods, and any
 			// hand-written one.
