@@ -273,20 +273,22 @@ func Connect(ctx context.Context, client kubernetes.Interface, cfg Config) (*Clu
 		streams:   map[string]*rand.Rand{},
 		factory:   informers.NewSharedInformerFactory(client, 0),
 	}
+	// A lab that ran on this API server before left its kube-dns Service:
+	// read it first (creating it again is refused as "IP already
+	// allocated", not as already existing).
 	svcs := client.CoreV1().Services(metav1.NamespaceSystem)
-	_, err = svcs.Create(ctx, kubeDNSService(cfg.DNSIP), metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		s, gerr := svcs.Get(ctx, "kube-dns", metav1.GetOptions{})
-		if gerr != nil {
-			return nil, fmt.Errorf("cluster: read kube-dns Service: %w", gerr)
+	s, err := svcs.Get(ctx, "kube-dns", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		s, err = svcs.Create(ctx, kubeDNSService(cfg.DNSIP), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			s, err = svcs.Get(ctx, "kube-dns", metav1.GetOptions{})
 		}
-		if s.Spec.ClusterIP != cfg.DNSIP.String() {
-			return nil, fmt.Errorf("cluster: the API server's kube-system/kube-dns Service has ClusterIP %s; the lab's DNS serves %s", s.Spec.ClusterIP, cfg.DNSIP)
-		}
-		err = nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: create kube-dns Service: %w", err)
+	}
+	if s.Spec.ClusterIP != cfg.DNSIP.String() {
+		return nil, fmt.Errorf("cluster: the API server's kube-system/kube-dns Service has ClusterIP %s; the lab's DNS serves %s", s.Spec.ClusterIP, cfg.DNSIP)
 	}
 	return c, nil
 }

@@ -264,7 +264,7 @@ const dnsSliceName = "kube-dns-pinlab"
 
 // dnsManagedBy marks that slice as the lab's (the EndpointSlice controller
 // leaves slices with another manager alone).
-const dnsManagedBy = "pinlab.dev/lab"
+const dnsManagedBy = "lab.pinlab.dev"
 
 // publishDNSEndpoints writes kube-dns's EndpointSlice: the cluster DNS's
 // own address, which under the real kube-proxy is a pod address (the
