@@ -263,7 +263,10 @@ func checkRealDataplane(cfg Config) error {
 	if _, err := ParseDataplane(string(a.Dataplane)); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	if m := cfg.Proxy.Mode; m != "" && string(m) != string(a.Dataplane.KubeProxyMode()) {
+	// iptables and nftables pick alike (uniformly at random per new
+	// connection; see proxy.ModeNFTables), so a plan's iptables or
+	// nftables runs on either real mode; ipvs's round robin would not.
+	if m := cfg.Proxy.Mode; m == proxy.ModeIPVS {
 		return fmt.Errorf("lab: proxy mode %s asked for, but the dataplane is the real kube-proxy in %s mode", m, a.Dataplane.KubeProxyMode())
 	}
 	if a.KubeProxy.BinDir == "" || a.KubeProxy.Kubeconfig == "" {

@@ -159,6 +159,9 @@ func setup(v Variant) []term {
 	if v.DNS != "" {
 		out = append(out, term{"cluster DNS", v.DNS})
 	}
+	if v.Dataplane != "" {
+		out = append(out, term{"dataplane", v.dataplaneText()})
+	}
 	for _, d := range v.Diagnoses {
 		line := fmt.Sprintf("at %.1fs: not collected: %s", d.At, d.Error)
 		if d.Result != nil {

@@ -40,7 +40,7 @@ func New(p *plan.Plan, run *runner.Result, verdicts []verdict.Verdict) *Result {
 func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
 	out := Variant{
 		Name: v.Name, Description: v.Description, Servers: v.Servers, Patches: v.Patches,
-		DNS: o.DNS, PodCIDR: o.PodCIDR, Summary: o.Summary, State: o.State, Error: o.Error,
+		DNS: o.DNS, PodCIDR: o.PodCIDR, Dataplane: o.Dataplane, Summary: o.Summary, State: o.State, Error: o.Error,
 		CPUPer1000: o.CPUPer1000, Checks: vd.Checks, Overloaded: vd.Overloaded,
 	}
 	if o.State == "interrupted" && o.Started {

@@ -60,10 +60,13 @@ type Variant struct {
 	Groups      []Group `json:"groups"`
 	Servers     string  `json:"servers,omitempty"`
 	// Patches describes the variant's object patches.
-	Patches string        `json:"patches,omitempty"`
-	DNS     string        `json:"dns_addr,omitempty"`
-	PodCIDR string        `json:"pod_cidr,omitempty"`
-	Summary stats.Summary `json:"summary"`
+	Patches string `json:"patches,omitempty"`
+	DNS     string `json:"dns_addr,omitempty"`
+	PodCIDR string `json:"pod_cidr,omitempty"`
+	// Dataplane is what served ClusterIPs on a real control plane
+	// (runner.Outcome.Dataplane); "" on the embedded one.
+	Dataplane string        `json:"dataplane,omitempty"`
+	Summary   stats.Summary `json:"summary"`
 	// Why says why the numbers look as they do: the line of the one
 	// client group, or each group's line ("group: line") one per line.
 	Why string `json:"why,omitempty"`

@@ -154,6 +154,9 @@ func (p *printer) variant(v Variant, alone bool, duration float64) {
 		}
 		p.f("\n")
 	}
+	if v.Dataplane != "" {
+		p.f("   dataplane %s\n", v.dataplaneText())
+	}
 	if v.Error != "" {
 		p.f("   FAILED: %s\n", v.Error)
 		return
@@ -623,7 +626,11 @@ func (p *printer) conntrack(v Variant, stop float64) {
 	if len(open) == 0 {
 		return
 	}
-	p.f("\n   kube-proxy connections open when load stopped (client -> VIP -> pod):\n")
+	from := ""
+	if v.realKubeProxy() {
+		from = ", from the kernel's conntrack table"
+	}
+	p.f("\n   kube-proxy connections open when load stopped (client -> VIP -> pod%s):\n", from)
 	for i, c := range open {
 		if i == MaxConntrackRows {
 			p.f("     ... %d more (see -o json)\n", len(open)-i)
@@ -635,6 +642,18 @@ func (p *printer) conntrack(v Variant, stop float64) {
 		}
 		p.f("     %s -> %s -> %s (%s) since %.1fs\n", who, c.VIP, c.Pod, c.Endpoint, c.Opened.Seconds())
 	}
+}
+
+// realKubeProxy reports whether the real kube-proxy served the variant's
+// ClusterIPs.
+func (v Variant) realKubeProxy() bool { return strings.HasPrefix(v.Dataplane, "kube-proxy-") }
+
+// dataplaneText says what served the variant's ClusterIPs.
+func (v Variant) dataplaneText() string {
+	if v.realKubeProxy() {
+		return v.Dataplane + " (the real kube-proxy; connections through ClusterIPs read from conntrack)"
+	}
+	return v.Dataplane + " (pinlab's kube-proxy emulation)"
 }
 
 func (v Variant) viaClusterIP() bool {

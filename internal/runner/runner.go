@@ -80,6 +80,11 @@ type Outcome struct {
 	Error string
 	// DNS is the cluster DNS address ("IP:port"); PodCIDR the pod network.
 	DNS, PodCIDR string
+	// Dataplane is what served ClusterIPs on a real control plane
+	// (lab.Dataplane: pinlab, kube-proxy-nftables, kube-proxy-iptables);
+	// "" on the embedded one. Under the real kube-proxy the Summary's
+	// proxy connections are the kernel's conntrack entries.
+	Dataplane string
 	// ClusterIPs maps each target Service ("namespace/name") with a
 	// ClusterIP to it.
 	ClusterIPs map[string]string

@@ -114,6 +114,9 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	defer l.Close()
 	r.outcome.DNS, r.outcome.PodCIDR = l.DNSAddr(), l.PodCIDR().String()
+	if cfg.API != nil {
+		r.outcome.Dataplane = string(l.Dataplane())
+	}
 	if err := l.WatchPods(newPodPhases(rec, t, r.tap).handlers()); err != nil {
 		return err
 	}
