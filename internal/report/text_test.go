@@ -125,3 +125,44 @@ func TestJSONRoundTrip(t *testing.T) {
 		t.Errorf("JSON round trip (-want +got):\n%s", diff)
 	}
 }
+
+// TestTextDataplane: a variant on a real control plane names its
+// dataplane, and under the real kube-proxy its connections through the
+// VIP read as the kernel's conntrack entries.
+func TestTextDataplane(t *testing.T) {
+	tests := []struct {
+		name      string
+		dataplane string
+		want      []string
+		wantNot   []string
+	}{
+		{name: "embedded", dataplane: "", wantNot: []string{"dataplane", "conntrack table"},
+			want: []string{"kube-proxy connections open when load stopped (client -> VIP -> pod):"}},
+		{name: "pinlab on a real control plane", dataplane: "pinlab", want: []string{"   dataplane pinlab (pinlab's kube-proxy emulation)\n"}, wantNot: []string{"conntrack table"}},
+		{name: "real kube-proxy", dataplane: "kube-proxy-nftables", want: []string{
+			"   dataplane kube-proxy-nftables (the real kube-proxy; connections through ClusterIPs read from conntrack)\n",
+			"kube-proxy connections open when load stopped (client -> VIP -> pod, from the kernel's conntrack table):",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := sample()
+			r.Variants = r.Variants[:1]
+			r.Variants[0].Dataplane = tt.dataplane
+			var buf bytes.Buffer
+			if err := Text(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !bytes.Contains(buf.Bytes(), []byte(w)) {
+					t.Errorf("report lacks %q:\n%s", w, buf.String())
+				}
+			}
+			for _, w := range tt.wantNot {
+				if bytes.Contains(buf.Bytes(), []byte(w)) {
+					t.Errorf("report has %q:\n%s", w, buf.String())
+				}
+			}
+		})
+	}
+}
