@@ -188,6 +188,12 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		return err
 	}
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
+	if onKube && lab.Dataplane(opts.Dataplane).KubeProxyMode() != "" && !opts.Sequential && len(p.Variants) > 1 {
+		// Every variant's kube-proxy would own the same kernel tables (table
+		// ip kube-proxy, the KUBE-* chains) of the one network namespace.
+		fmt.Fprintf(opts.Err, "--dataplane %s: running the variants one after another (each variant's kube-proxy programs the same kernel tables of the lab's network namespace)\n", opts.Dataplane)
+		ro.Sequential = true
+	}
 	if opts.Diagnose {
 		ro.Diagnose = &runner.Diagnose{At: opts.DiagnoseAt, Window: opts.DiagnoseWindow}
 	}
