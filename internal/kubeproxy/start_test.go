@@ -72,15 +72,22 @@ func TestServesClusterIP(t *testing.T) {
 	for _, mode := range []Mode{ModeNFTables, ModeIPTables} {
 		t.Run(string(mode), func(t *testing.T) {
 			need(t, mode)
+			began := time.Now()
 			kp, err := Start(ctx, Config{BinDir: bin, Kubeconfig: cp.KubeProxyKubeconfig(), Mode: mode, NodeName: nodeName, ClusterCIDR: netns.PodPrefix})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer kp.Close()
+			t.Logf("%s: started and synced in %v", mode, time.Since(began).Round(time.Millisecond))
 			if os.Getenv("KUBEPROXY_DUMP") != "" {
 				defer dump(t, mode)
 			}
 			waitRule(t, ctx, kp, vip, 2)
+			read := time.Now()
+			if _, err := kp.Rules(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: one Rules read took %v", mode, time.Since(read).Round(100*time.Microsecond))
 			for _, b := range backends {
 				hits[b].Store(0)
 			}
@@ -92,6 +99,7 @@ func TestServesClusterIP(t *testing.T) {
 			for _, b := range backends {
 				got[b] = hits[b].Load()
 			}
+			t.Logf("%s: %d connections to %v from 10.244.0.9: %v", mode, conns, vip, got)
 			if got[backends[0]]+got[backends[1]] != conns || got[backends[0]] == 0 || got[backends[1]] == 0 {
 				t.Errorf("%d connections to %v from a pod address reached %v; want all, on both servers", conns, vip, got)
 			}
