@@ -223,8 +223,11 @@ func TestChannelPinsToOnePod(t *testing.T) {
 	}
 	vip := netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIP), 8471)
 	want := netip.AddrPortFrom(netip.MustParseAddr(pods[pod]), 8471)
+	// conntrack -E reports within milliseconds; 15 s is ample.
+	seen, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	var opened []string
-	err = labtest.Poll(ctx, 50*time.Millisecond, func() bool {
+	err = labtest.Poll(seen, 50*time.Millisecond, func() bool {
 		o, _ := conns.from(chs[0].ip)
 		opened = nil
 		for _, c := range o {
