@@ -222,3 +222,43 @@ func dialOnce(t *testing.T, ctx context.Context, vip netip.AddrPort, i int) {
 		t.Fatalf("connection %d to %v: the server did not close it: %v", i, vip, err)
 	}
 }
+
+// TestStartFailureSaysWhy: kube-proxy that cannot reach an API server
+// exits, and Start's error names its command line (the healthz and
+// metrics ports among the flags) and quotes its log.
+func TestStartFailureSaysWhy(t *testing.T) {
+	bin := need(t, ModeNFTables)
+	dir := t.TempDir()
+	kubeconfig := dir + "/missing.kubeconfig"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kp, err := Start(ctx, Config{BinDir: bin, Kubeconfig: kubeconfig, NodeName: nodeName, ClusterCIDR: netns.PodPrefix, Log: dir + "/kube-proxy.log", ReadyTimeout: 20 * time.Second})
+	if err == nil {
+		kp.Close()
+		t.Fatal("Start with a missing kubeconfig succeeded")
+	}
+	for _, want := range []string{"kubeproxy: kube-proxy ", "--kubeconfig=" + kubeconfig, "--healthz-bind-address=127.0.0.1:", "--metrics-bind-address=127.0.0.1:", "log " + dir + "/kube-proxy.log, last lines:", `"Error running ProxyServer"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfigChecked(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{name: "empty", cfg: Config{}, want: "Config needs BinDir, Kubeconfig, NodeName and ClusterCIDR"},
+		{name: "ipvs", cfg: Config{BinDir: "/x", Kubeconfig: "/k", NodeName: "n", ClusterCIDR: netns.PodPrefix, Mode: "ipvs"}, want: `mode "ipvs": expected nftables or iptables`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Start(context.Background(), tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -242,6 +242,9 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
+	if _, err := ParseDataplane(string(a.Dataplane)); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
 	if a.Dataplane.KubeProxyMode() == "" {
 		return run(ctx, cfg, c, nil)
 	}
