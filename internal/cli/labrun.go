@@ -182,6 +182,7 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
 	if onKube {
+		ro.AtOnce = maxControlPlanes
 		if ro.ControlPlane, err = variantControlPlanes(ro.Logger); err != nil {
 			html.discard()
 			return err
