@@ -39,11 +39,7 @@ func TestLabUpKubernetes(t *testing.T) {
 		t.Skip("builds pinlab and starts a control plane")
 	}
 	dir := t.TempDir()
-	pinlab := filepath.Join(dir, "pinlab")
-	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	pinlab := buildPinlab(t)
 	ctl := freeAddr(t)
 	tokenFile := filepath.Join(dir, "token")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
