@@ -138,6 +138,14 @@ func TestLabUpKubernetes(t *testing.T) {
 	if !strings.Contains(out, "pricing-") {
 		t.Errorf("lab load through lab exec named no pod:\n%s", out)
 	}
+	// lab targets from the host lists the pods' metrics ports at their
+	// 10.244 addresses and says those exist only inside the namespace.
+	targets := exec.CommandContext(ctx, pinlab, "lab", "targets", "-n", "shop", "--control", ctl, "--token-file", tokenFile)
+	var targetsErr strings.Builder
+	targets.Stderr = &targetsErr
+	if tout, err := targets.Output(); err != nil || !strings.Contains(string(tout), `"10.244.`) || !strings.Contains(targetsErr.String(), "only inside the lab's network namespace") {
+		t.Errorf("lab targets on a real control plane: %v; want 10.244 targets and a note on where to scrape them\nstdout:\n%s\nstderr:\n%s", err, tout, targetsErr.String())
+	}
 	// diagnose through the kubeconfig, inside the namespace where the pod
 	// IPs are: 2 clients through the ClusterIP on 4 pods leave 2 idle.
 	out, err = exec1("sh", "-c", fmt.Sprintf("%[1]s lab load pricing:8471 -n shop --clients 2 --rate 50 --duration 20s --control %[2]s --token-file %[3]s >/dev/null & "+
