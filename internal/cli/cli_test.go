@@ -33,7 +33,6 @@ func TestLabRunFlags(t *testing.T) {
 		{name: "diagnose-window too short", args: []string{"--diagnose-window", "10ms"}, wantErr: "--diagnose-window 10ms: want 100ms to 10m"},
 		{name: "real control plane", args: []string{"--control-plane", "kubernetes"}, want: LabRunOptions{File: "scale-out", Output: "table", Progress: "auto", LogLevel: "off", UIAddr: DefaultUIAddr, ControlPlane: "kubernetes", DiagnoseWindow: evidence.DefaultWindow}},
 		{name: "unknown control plane", args: []string{"--control-plane", "kind"}, wantErr: `--control-plane "kind": expected embedded or kubernetes`},
-		{name: "dashboard on a real control plane", args: []string{"--control-plane", "kubernetes", "--ui"}, wantErr: "--ui: the dashboard is not served with --control-plane kubernetes"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `--log-level "loud"`},
 		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `-o "xml"`},
 		{name: "two files", args: []string{"a.yaml", "b.yaml"}, wantErr: "at most one scenario"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -98,9 +99,6 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			switch opts.ControlPlane {
 			case controlPlaneEmbedded:
 			case controlPlaneKubernetes:
-				if opts.UI {
-					return usageError{errors.New("--ui: the dashboard is not served with --control-plane kubernetes; write the report with --html instead")}
-				}
 			default:
 				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
 			}
@@ -139,7 +137,23 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		if _, err := controlplane.BinDir(); err != nil {
 			return err
 		}
-		return runInNetns(ctx, "lab run")
+		if !opts.UI {
+			return runInNetns(ctx, "lab run")
+		}
+		// The dashboard's listener is bound here, on the host's loopback,
+		// and served by the run inside (a socket stays in the namespace it
+		// was bound in).
+		ln, err := listenUI(ctx, opts.UIAddr)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		f, err := ln.(*net.TCPListener).File()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return runInNetns(ctx, "lab run", f)
 	}
 	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {
 		if opts.File != "-" {

@@ -258,12 +258,12 @@ func (b *kubeBackend) print(w io.Writer, ctl string, tokenFile string) {
 func inheritedListener(fd int, what string) (net.Listener, error) {
 	f := os.NewFile(uintptr(fd), what)
 	if f == nil {
-		return nil, fmt.Errorf("lab up: no %s listener at descriptor %d", what, fd)
+		return nil, fmt.Errorf("no %s listener handed over at descriptor %d", what, fd)
 	}
 	defer f.Close()
 	ln, err := net.FileListener(f)
 	if err != nil {
-		return nil, fmt.Errorf("lab up: %s listener at descriptor %d: %w", what, fd, err)
+		return nil, fmt.Errorf("the %s listener handed over at descriptor %d: %w", what, fd, err)
 	}
 	return ln, nil
 }
