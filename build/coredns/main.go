@@ -1,6 +1,7 @@
 // Command coredns is CoreDNS v1.15.0 with only the plugins the Corefile of a
 // kubeadm cluster uses (errors, health, ready, kubernetes, cache,
-// loadbalance, log, prometheus), built the way CoreDNS documents for custom
+// loadbalance, log, prometheus, and bind, so that it listens on one
+// address rather than every one), built the way CoreDNS documents for custom
 // builds: import the plugins, set core/dnsserver.Directives in their
 // plugin.cfg order, call coremain.Run. Fewer plugins than the stock binary
 // (which links every cloud backend) keep the cold build short; the
@@ -11,6 +12,7 @@ import (
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
 
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
@@ -25,6 +27,7 @@ import (
 // the plugins imported above, in the same relative order (the order of
 // the lines in a Corefile does not matter; this list decides).
 var directives = []string{
+	"bind",
 	"ready",
 	"health",
 	"prometheus",
