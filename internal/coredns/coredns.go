@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -88,6 +89,7 @@ type Server struct {
 	cfg     Config
 	tmpDir  bool
 	ready   string // the /ready URL
+	zone    string // the cluster domain, without the trailing dot
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{} // closed when the process has exited
@@ -96,8 +98,8 @@ type Server struct {
 }
 
 // Start writes the Corefile and kubeconfig (see the package comment),
-// starts CoreDNS and returns once its /ready answers 200, that is once
-// the kubernetes plugin has listed the API's objects, within
+// starts CoreDNS and returns once its /ready answers 200 (the kubernetes
+// plugin has listed the API's objects) and it answers a DNS query, within
 // cfg.ReadyTimeout and ctx. On failure it stops CoreDNS and returns an
 // error with the command, the Corefile's path and the log's last lines.
 // ctx bounds only the start.
@@ -150,7 +152,7 @@ func prepare(cfg Config) (*Server, corefile, error) {
 		s.removeDir()
 		return nil, corefile{}, err
 	}
-	s.ready = "http://" + cf.Ready.String() + "/ready"
+	s.ready, s.zone = "http://"+cf.Ready.String()+"/ready", cf.Zone
 	s.logPath = filepath.Join(s.cfg.Dir, "coredns.log")
 	return s, cf, nil
 }
@@ -262,10 +264,12 @@ func (s *Server) waitReady(ctx context.Context) error {
 	for {
 		if code, body, err := get(ctx, c, s.ready); err != nil {
 			said = err.Error()
-		} else if code == http.StatusOK {
-			return nil
-		} else {
+		} else if code != http.StatusOK {
 			said = fmt.Sprintf("%d %s", code, body)
+		} else if err := s.answers(); err != nil {
+			said = "200, but DNS: " + err.Error()
+		} else {
+			return nil
 		}
 		select {
 		case <-s.done:
@@ -275,6 +279,18 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// answers asks CoreDNS the zone's SOA over UDP: /ready answers 200 once
+// the kubernetes plugin has synced, a little before CoreDNS binds its DNS
+// port (the plugins' startup, which includes the wait for the API, comes
+// first), so a 200 alone does not mean it serves.
+func (s *Server) answers() error {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(s.zone), dns.TypeSOA)
+	c := &dns.Client{Timeout: time.Second}
+	_, _, err := c.Exchange(m, s.cfg.Addr.String())
+	return err
 }
 
 // get GETs url and returns the status and the body's first 2 KB.
