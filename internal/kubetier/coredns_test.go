@@ -1,0 +1,342 @@
+package kubetier
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/coredns"
+	"github.com/pinlab/pinlab/internal/labtest"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The two DNS servers compared: the real CoreDNS and pinlab's clusterdns
+// with kubeadm's settings, on addresses of the Service range inside the
+// tier's namespace (not 10.96.0.10, the lab's own DNS). The API server
+// allocates ClusterIPs at random in 10.96.0.0/16; a Service given one of
+// these two would only share the address, not the port 53 listener.
+var (
+	coreDNSAddr = netip.MustParseAddrPort("10.96.255.201:53")
+	oursAddr    = netip.MustParseAddrPort("10.96.255.202:53")
+)
+
+// kubeadmTTL is the kubernetes plugin's ttl in kubeadm's Corefile, which
+// both servers use.
+const kubeadmTTL = 30 * time.Second
+
+// dnsPair is CoreDNS and pinlab's DNS, both reading the tier's API server.
+type dnsPair struct {
+	core, ours string
+	coreSrv    *coredns.Server
+}
+
+// startDNSPair starts CoreDNS (coredns.Start: kubeadm's Corefile and RBAC)
+// and a clusterdns.Server with the same settings (pods insecure, ttl 30,
+// "cache 30 { disable success cluster.local; disable denial cluster.local }")
+// on its own informers. It skips t when the
+// CoreDNS binary is not built, unless PINLAB_REQUIRE_CONTROL_PLANE=1.
+func startDNSPair(t *testing.T, ctx context.Context) dnsPair {
+	t.Helper()
+	needTier(t)
+	bin, err := coredns.BinDir()
+	if err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	core, err := coredns.Start(ctx, coredns.Config{BinDir: bin, REST: cp.RESTConfig(), Addr: coreDNSAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("CoreDNS's log, last lines:\n%s", core.LogTail(30))
+		}
+		if err := core.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	cache := clusterdns.KubeadmCache()
+	cache.Success.Disable, cache.Denial.Disable = []string{"cluster.local"}, []string{"cluster.local"}
+	ours, err := clusterdns.New(factory, clusterdns.Config{TTL: kubeadmTTL, Pods: clusterdns.PodsInsecure, Cache: cache, Addr: oursAddr.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		factory.Shutdown()
+	})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	if err := ours.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ours.Shutdown(context.Background()) })
+	return dnsPair{core: coreDNSAddr.String(), ours: ours.Addr(), coreSrv: core}
+}
+
+// reply is a DNS reply in a comparable form: sections as sorted RR
+// strings, the SOA serial (CoreDNS's is a time) as "*", OPT left out.
+type reply struct {
+	Rcode      string
+	AA, TC     bool
+	Answer, Ns []string
+	Extra      []string
+}
+
+// query asks addr for qname/qtype over network ("udp" or "tcp"), with an
+// EDNS0 OPT of size edns when not zero.
+func query(t *testing.T, addr, network, qname string, qtype, edns uint16) *dns.Msg {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(qname, qtype)
+	if edns != 0 {
+		m.SetEdns0(edns, false)
+	}
+	c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+	for try := 0; ; try++ {
+		r, _, err := c.Exchange(m, addr)
+		if err == nil {
+			return r
+		}
+		if try == 2 {
+			t.Fatalf("%s %s %s to %s: %v", network, qname, dns.TypeToString[qtype], addr, err)
+		}
+	}
+}
+
+// comparable turns r into a reply.
+func comparable(r *dns.Msg) reply {
+	return reply{Rcode: dns.RcodeToString[r.Rcode], AA: r.Authoritative, TC: r.Truncated,
+		Answer: rrStrings(r.Answer), Ns: rrStrings(r.Ns), Extra: rrStrings(r.Extra)}
+}
+
+// rrStrings returns rrs as sorted strings, without OPT, SOA serials as "*".
+func rrStrings(rrs []dns.RR) []string {
+	var out []string
+	for _, rr := range rrs {
+		switch v := rr.(type) {
+		case *dns.OPT:
+			continue
+		case *dns.SOA:
+			c := *v
+			c.Serial = 0
+			out = append(out, strings.Replace(c.String(), " 0 ", " * ", 1))
+			continue
+		}
+		out = append(out, rr.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// rrs parses zone-file lines into sorted RR strings, as rrStrings prints
+// them; a SOA's serial is written "*" and must be "*".
+func rrs(t *testing.T, lines ...string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range lines {
+		star := strings.Contains(l, " * ")
+		rr, err := dns.NewRR(strings.Replace(l, " * ", " 0 ", 1))
+		if err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if star {
+			out = append(out, rrStrings([]dns.RR{rr})...)
+			continue
+		}
+		out = append(out, rr.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dnsCase is one question of the conformance table. want, when not nil,
+// is the expectation of /work/shared/k8s-dns.md section 5 (case number in
+// the name), checked against both servers; every case also compares the
+// two servers' replies.
+type dnsCase struct {
+	name  string
+	qname string
+	qtype uint16
+	want  *reply
+}
+
+// knownDiffs says, by case name, why the two servers answer differently
+// there (NOTES.md, issue 16): such a difference is logged, not failed, and
+// the test fails if it is gone.
+var knownDiffs = map[string]string{
+	"14 NS":                                nsBind,
+	"PTR unknown address in the pod range": noForward,
+	"name outside the zones":               noForward,
+	"search-path expansion is the client's: svc1.dnsconf": noForward,
+}
+
+// Known differences between CoreDNS and pinlab's DNS in this setup.
+const (
+	// noForward: without forward (no query may leave the namespace)
+	// CoreDNS's kubernetes plugin has no next plugin for a name it lets
+	// through (fallthrough in the reverse zones, any name outside them,
+	// as the server block is "."): SERVFAIL "no next plugin found".
+	// pinlab's DNS says NXDOMAIN in the reverse zones and REFUSED outside
+	// the zones. A kubeadm cluster forwards both to the node's resolver.
+	noForward = "no forward: CoreDNS SERVFAILs what it would forward; pinlab answers NXDOMAIN (reverse zones) or REFUSED"
+	// nsBind: CoreDNS names its NS after the Service whose endpoint it is
+	// (kube-dns in kubeadm, as pinlab's DNS does), else ns.dns.ZONE with
+	// its own IPs. With "bind IP" it knows none: boundIPs
+	// (plugin/kubernetes/local.go) parses the bind addresses with
+	// net.ParseCIDR, which refuses a plain IP, so the NS answer is empty.
+	nsBind = "CoreDNS behind bind does not know its own IP (boundIPs parses plain IPs as CIDRs) and answers NS with NODATA"
+)
+
+// t30 is a name in the fixture's namespace: t30("svc1") is
+// svc1.dnsconf.svc.cluster.local.
+func t30(name string) string { return name + "." + dnsNS + ".svc.cluster.local." }
+
+// soa is the zone's SOA as both servers should give it with ttl 30.
+const soa = "cluster.local. 30 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. * 7200 1800 86400 30"
+
+// dnsCases returns the conformance table for the fixture.
+func dnsCases(t *testing.T) []dnsCase {
+	noerror := func(answer []string, extra ...string) *reply {
+		return &reply{Rcode: "NOERROR", AA: true, Answer: answer, Extra: rrs(t, extra...)}
+	}
+	nodata := &reply{Rcode: "NOERROR", AA: true, Ns: rrs(t, soa)}
+	nxdomain := &reply{Rcode: "NXDOMAIN", AA: true, Ns: rrs(t, soa)}
+	a := func(name, ip string) string { return name + " 30 IN A " + ip }
+	hdlsSRV := func(target string) string { return t30("_http._tcp.hdls") + " 30 IN SRV 0 25 80 " + target }
+	return []dnsCase{
+		{"1 ClusterIP A", t30("svc1"), dns.TypeA, noerror(rrs(t, a(t30("svc1"), svc1IP)))},
+		{"2 IPv4-only AAAA", t30("svc1"), dns.TypeAAAA, nodata},
+		{"3 ClusterIP without endpoints", t30("svc2"), dns.TypeA, noerror(rrs(t, a(t30("svc2"), svc2IP)))},
+		{"8 unknown Service", t30("svc0"), dns.TypeA, nxdomain},
+		{"9 unknown namespace", "svc1.nons.svc.cluster.local.", dns.TypeA, nxdomain},
+		{"12 not svc or pod", "foo.cluster.local.", dns.TypeA, nxdomain},
+		{"13 SOA", "cluster.local.", dns.TypeSOA, noerror(rrs(t, soa))},
+		{"14 NS", "cluster.local.", dns.TypeNS, nil},
+		{"15 dns-version", "dns-version.cluster.local.", dns.TypeTXT, noerror(rrs(t, `dns-version.cluster.local. 30 IN TXT "1.1.0"`))}, // the kubernetes plugin's 28800, capped by cache 30
+		{"18 SRV named port", t30("_http._tcp.svc1"), dns.TypeSRV,
+			noerror(rrs(t, t30("_http._tcp.svc1")+" 30 IN SRV 0 100 80 "+t30("svc1")), a(t30("svc1"), svc1IP))},
+		{"19 SRV every port", t30("svc2"), dns.TypeSRV,
+			noerror(rrs(t, t30("svc2")+" 30 IN SRV 0 50 80 "+t30("svc2"), t30("svc2")+" 30 IN SRV 0 50 53 "+t30("svc2")), a(t30("svc2"), svc2IP))},
+		{"20 SRV UDP port", t30("_dns._udp.svc2"), dns.TypeSRV,
+			noerror(rrs(t, t30("_dns._udp.svc2")+" 30 IN SRV 0 100 53 "+t30("svc2")), a(t30("svc2"), svc2IP))},
+		{"22 SRV no such port", t30("_bogus._tcp.svc1"), dns.TypeSRV, nxdomain},
+		{"24+35 headless A: ready only, not the not-ready or terminating", t30("hdls"), dns.TypeA,
+			noerror(rrs(t, a(t30("hdls"), "10.244.200.2"), a(t30("hdls"), "10.244.200.3"), a(t30("hdls"), "10.244.200.4")))},
+		{"25 headless AAAA", t30("hdls"), dns.TypeAAAA, noerror(rrs(t, t30("hdls")+" 30 IN AAAA "+hdlsV6))},
+		{"26 endpoint hostname", t30("web-0.hdls"), dns.TypeA, noerror(rrs(t, a(t30("web-0.hdls"), "10.244.200.4")))},
+		{"27 endpoint IP label", t30("10-244-200-2.hdls"), dns.TypeA, noerror(rrs(t, a(t30("10-244-200-2.hdls"), "10.244.200.2")))},
+		{"28 endpoint IPv6 label", t30("fd00-abcd--1.hdls"), dns.TypeAAAA, noerror(rrs(t, t30("fd00-abcd--1.hdls")+" 30 IN AAAA "+hdlsV6))},
+		{"31 headless SRV", t30("_http._tcp.hdls"), dns.TypeSRV, noerror(
+			rrs(t, hdlsSRV(t30("10-244-200-2.hdls")), hdlsSRV(t30("10-244-200-3.hdls")), hdlsSRV(t30("web-0.hdls")), hdlsSRV(t30("fd00-abcd--1.hdls"))),
+			a(t30("10-244-200-2.hdls"), "10.244.200.2"), a(t30("10-244-200-3.hdls"), "10.244.200.3"), a(t30("web-0.hdls"), "10.244.200.4"),
+			t30("fd00-abcd--1.hdls")+" 30 IN AAAA "+hdlsV6)},
+		{"32 headless without ready endpoints", t30("hdlsempty"), dns.TypeA, nxdomain},
+		{"33 SRV without ready endpoints", t30("_http._tcp.hdlsempty"), dns.TypeSRV, nxdomain},
+		{"34 publishNotReadyAddresses", t30("hdlspnr"), dns.TypeA, noerror(rrs(t, a(t30("hdlspnr"), "10.244.200.11")))},
+		{"34 publishNotReadyAddresses hostname", t30("db-0.hdlspnr"), dns.TypeA, noerror(rrs(t, a(t30("db-0.hdlspnr"), "10.244.200.11")))},
+		{"39 ExternalName CNAME", t30("ext"), dns.TypeCNAME, noerror(rrs(t, t30("ext")+" 30 IN CNAME ext.example.com."))},
+		{"40 ExternalName A, no upstream", t30("ext"), dns.TypeA, nil},
+		{"41 ExternalName to a cluster name", t30("ext2svc"), dns.TypeA,
+			noerror(rrs(t, t30("ext2svc")+" 30 IN CNAME "+t30("svc1"), a(t30("svc1"), svc1IP)))},
+		{"43 PTR ClusterIP", "1.200.96.10.in-addr.arpa.", dns.TypePTR,
+			noerror(rrs(t, "1.200.96.10.in-addr.arpa. 30 IN PTR "+t30("svc1")))},
+		{"44 PTR endpoint hostname", "4.200.244.10.in-addr.arpa.", dns.TypePTR,
+			noerror(rrs(t, "4.200.244.10.in-addr.arpa. 30 IN PTR "+t30("web-0.hdls")))},
+		{"48 pod A, pods insecure", "10-244-200-77." + dnsNS + ".pod.cluster.local.", dns.TypeA,
+			noerror(rrs(t, "10-244-200-77."+dnsNS+".pod.cluster.local. 30 IN A 10.244.200.77"))},
+		// Beyond the table: compared only.
+		{"ClusterIP endpoint hostname", t30("ep1a.svc1"), dns.TypeA, nil},
+		{"SRV of an unnamed port", t30("unnamed"), dns.TypeSRV, nil},
+		{"PTR endpoint without hostname", "2.200.244.10.in-addr.arpa.", dns.TypePTR, nil},
+		{"PTR IPv6 endpoint", dns.Fqdn(mustReverse(hdlsV6)), dns.TypePTR, nil},
+		{"PTR unknown address in the pod range", "99.200.244.10.in-addr.arpa.", dns.TypePTR, nil},
+		{"pod A in an unknown namespace", "10-244-200-77.nons.pod.cluster.local.", dns.TypeA, nil},
+		{"not-ready endpoint hostname", t30("web-9.hdls"), dns.TypeA, nil},
+		{"name outside the zones", "example.com.", dns.TypeA, nil},
+		{"search-path expansion is the client's: svc1.dnsconf", "svc1." + dnsNS + ".", dns.TypeA, nil},
+	}
+}
+
+func mustReverse(ip string) string {
+	r, err := dns.ReverseAddr(ip)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// TestCoreDNSConformance asks the real CoreDNS and pinlab's DNS the
+// conformance cases about objects created through the real API server:
+// each server against the spec's expectation where the table has one, and
+// the two servers against each other on every case.
+func TestCoreDNSConformance(t *testing.T) {
+	needTier(t)
+	ctx := labtest.Context(t, 2*time.Minute)
+	pair := startDNSPair(t, ctx)
+	createDNSFixture(t, ctx)
+	pair.waitFor(t, ctx, t30("hdlspnr"), dns.TypeA)
+	cases := dnsCases(t)
+	for name := range knownDiffs {
+		if !slices.ContainsFunc(cases, func(c dnsCase) bool { return c.name == name }) {
+			t.Errorf("knownDiffs names %q, which is no case", name)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			core := comparable(query(t, pair.core, "udp", tc.qname, tc.qtype, 0))
+			ours := comparable(query(t, pair.ours, "udp", tc.qname, tc.qtype, 0))
+			if tc.want != nil {
+				if diff := cmp.Diff(*tc.want, core); diff != "" {
+					t.Errorf("CoreDNS against the expectation (-want +got):\n%s", diff)
+				}
+			}
+			diff, known := cmp.Diff(core, ours), knownDiffs[tc.name]
+			switch {
+			case diff != "" && known == "":
+				t.Errorf("pinlab's DNS against CoreDNS (-coredns +pinlab):\n%s", diff)
+			case diff != "":
+				t.Logf("known difference (%s) (-coredns +pinlab):\n%s", known, diff)
+			case known != "":
+				t.Errorf("the known difference %q is gone: both answer %+v; update the table and NOTES.md", known, core)
+			}
+		})
+	}
+}
+
+// waitFor waits until both servers answer qname/qtype with NOERROR and an
+// answer: both have seen the fixture's last object.
+func (p dnsPair) waitFor(t *testing.T, ctx context.Context, qname string, qtype uint16) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for _, addr := range []string{p.core, p.ours} {
+		for {
+			r := query(t, addr, "udp", qname, qtype, 0)
+			if r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never answered %s %s: last %s", addr, qname, dns.TypeToString[qtype], dns.RcodeToString[r.Rcode])
+			case <-tick.C:
+			}
+		}
+	}
+}
