@@ -14,6 +14,8 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/labtest"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 )
@@ -335,6 +337,100 @@ func (p dnsPair) waitFor(t *testing.T, ctx context.Context, qname string, qtype 
 			select {
 			case <-ctx.Done():
 				t.Fatalf("%s never answered %s %s: last %s", addr, qname, dns.TypeToString[qtype], dns.RcodeToString[r.Rcode])
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// TestCoreDNSHeadless300: a headless Service with 300 ready pods (a
+// Deployment run by the lab's kubelet; the real EndpointSlice controller
+// splits them over several slices). Over TCP both servers give one A per
+// ready pod; over UDP both set TC and send as many records as fit in 512
+// bytes (no EDNS0) or in the client's EDNS0 size (1232).
+func TestCoreDNSHeadless300(t *testing.T) {
+	const n = 300
+	ns := "dns300"
+	ctx := setUp(t, ns, n)
+	pair := startDNSPair(t, ctx)
+	_, ips := readyPods(t, ctx, ns)
+	if len(ips) != n {
+		t.Fatalf("%d ready pods, want %d\n%s", len(ips), n, state(ns))
+	}
+	qname := "pricing-headless." + ns + ".svc.cluster.local."
+	pair.waitForCount(t, ctx, qname, n)
+	got := map[string][]int{} // transport -> [CoreDNS count, pinlab count]
+	for _, tr := range []struct {
+		name    string
+		network string
+		edns    uint16
+		tc      bool
+	}{
+		{"tcp", "tcp", 0, false},
+		{"udp", "udp", 0, true},
+		{"udp-edns1232", "udp", 1232, true},
+	} {
+		for _, server := range []struct{ name, addr string }{{"CoreDNS", pair.core}, {"pinlab", pair.ours}} {
+			r := query(t, server.addr, tr.network, qname, dns.TypeA, tr.edns)
+			addrs := aRecords(r)
+			got[tr.name] = append(got[tr.name], len(addrs))
+			if r.Rcode != dns.RcodeSuccess || r.Truncated != tr.tc {
+				t.Errorf("%s over %s: %s TC=%v, want NOERROR TC=%v", server.name, tr.name, dns.RcodeToString[r.Rcode], r.Truncated, tr.tc)
+			}
+			for _, a := range addrs {
+				if !slices.Contains(ips, a) {
+					t.Errorf("%s over %s: A %s is no ready pod", server.name, tr.name, a)
+				}
+			}
+			if tr.network == "tcp" {
+				slices.Sort(addrs)
+				if diff := cmp.Diff(ips, addrs); diff != "" {
+					t.Errorf("%s over TCP: A records against the ready pods (-pods +answer):\n%s", server.name, diff)
+				}
+			}
+			r.Compress = true // both compress names; Len is then the wire size
+			if size := r.Len(); tr.network == "udp" && size > max(int(tr.edns), dns.MinMsgSize) {
+				t.Errorf("%s over %s: a %d-byte reply", server.name, tr.name, size)
+			}
+		}
+		if c := got[tr.name]; c[0] != c[1] {
+			t.Errorf("over %s CoreDNS sent %d A records, pinlab %d", tr.name, c[0], c[1])
+		}
+	}
+	slices, err := theLab.Cluster.Client().DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=pricing-headless"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("A records sent (CoreDNS, pinlab): %v; %d EndpointSlices", got, len(slices.Items))
+}
+
+// aRecords returns the addresses of r's A records.
+func aRecords(r *dns.Msg) []string {
+	var out []string
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			out = append(out, a.A.String())
+		}
+	}
+	return out
+}
+
+// waitForCount waits until both servers give n A records for qname over
+// TCP: the EndpointSlice controller may publish the last pods a little
+// after the lab saw them Ready.
+func (p dnsPair) waitForCount(t *testing.T, ctx context.Context, qname string, n int) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for _, addr := range []string{p.core, p.ours} {
+		for {
+			r := query(t, addr, "tcp", qname, dns.TypeA, 0)
+			if len(aRecords(r)) == n {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never gave %d A records for %s: last %d", addr, n, qname, len(aRecords(r)))
 			case <-tick.C:
 			}
 		}
