@@ -2,8 +2,10 @@ package kubetier
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +16,13 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/labtest"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The two DNS servers compared: the real CoreDNS and pinlab's clusterdns
@@ -397,11 +402,11 @@ func TestCoreDNSHeadless300(t *testing.T) {
 			t.Errorf("over %s CoreDNS sent %d A records, pinlab %d", tr.name, c[0], c[1])
 		}
 	}
-	slices, err := theLab.Cluster.Client().DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=pricing-headless"})
+	es, err := theLab.Cluster.Client().DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=pricing-headless"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("A records sent (CoreDNS, pinlab): %v; %d EndpointSlices", got, len(slices.Items))
+	t.Logf("A records sent (CoreDNS, pinlab): %v; %d EndpointSlices", got, len(es.Items))
 }
 
 // aRecords returns the addresses of r's A records.
@@ -434,5 +439,89 @@ func (p dnsPair) waitForCount(t *testing.T, ctx context.Context, qname string, n
 			case <-tick.C:
 			}
 		}
+	}
+}
+
+// TestCoreDNSClose: Close stops the process, which then no longer
+// answers, and a second Close is an error; CoreDNS reads the API as
+// kubeadm's ServiceAccount, whose ClusterRole allows list and watch of
+// what it reads and nothing else.
+func TestCoreDNSClose(t *testing.T) {
+	needTier(t)
+	ctx := labtest.Context(t, time.Minute)
+	bin, err := coredns.BinDir()
+	if err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	addr := netip.MustParseAddrPort("10.96.255.203:53")
+	s, err := coredns.Start(ctx, coredns.Config{BinDir: bin, REST: cp.RESTConfig(), Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := query(t, addr.String(), "udp", "cluster.local.", dns.TypeSOA, 0); r.Rcode != dns.RcodeSuccess {
+		t.Errorf("SOA: %s", dns.RcodeToString[r.Rcode])
+	}
+	role, err := theLab.Cluster.Client().RbacV1().ClusterRoles().Get(ctx, "system:coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, r := range role.Rules {
+		rules = append(rules, fmt.Sprint(r.APIGroups, r.Resources, r.Verbs))
+	}
+	want := []string{"[] [endpoints services pods namespaces] [list watch]", "[discovery.k8s.io] [endpointslices] [list watch]"}
+	if diff := cmp.Diff(want, rules); diff != "" {
+		t.Errorf("system:coredns rules (-want +got):\n%s", diff)
+	}
+	checkIdentity(t, ctx, filepath.Join(s.Dir(), "kubeconfig"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Error("Close returned before the process exited")
+	}
+	if _, err := os.Stat(s.Dir()); !os.IsNotExist(err) {
+		t.Errorf("Close left its temporary directory %s: %v", s.Dir(), err)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("cluster.local.", dns.TypeSOA)
+	if _, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(m, addr.String()); err == nil {
+		t.Error("CoreDNS still answers after Close")
+	}
+	if err := s.Close(); err == nil {
+		t.Error("a second Close returned no error")
+	}
+}
+
+// checkIdentity asks the API server who the kubeconfig CoreDNS reads
+// authenticates as (kubeadm's ServiceAccount) and checks that it may list
+// Services but not Secrets.
+func checkIdentity(t *testing.T, ctx context.Context, kubeconfig string) {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := c.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := review.Status.UserInfo.Username, "system:serviceaccount:kube-system:coredns"; got != want {
+		t.Errorf("CoreDNS reads the API as %q, want %q", got, want)
+	}
+	if _, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		t.Errorf("CoreDNS's identity cannot list Services: %v", err)
+	}
+	if _, err := c.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1}); !apierrors.IsForbidden(err) {
+		t.Errorf("CoreDNS's identity listing Secrets: %v, want Forbidden", err)
 	}
 }
