@@ -191,6 +191,7 @@ var knownDiffs = map[string]string{
 	"14 NS":                                nsBind,
 	"PTR unknown address in the pod range": noForward,
 	"name outside the zones":               noForward,
+	"PTR not-ready endpoint":               noForward,
 	"search-path expansion is the client's: svc1.dnsconf": noForward,
 }
 
@@ -278,6 +279,25 @@ func dnsCases(t *testing.T) []dnsCase {
 		{"not-ready endpoint hostname", t30("web-9.hdls"), dns.TypeA, nil},
 		{"name outside the zones", "example.com.", dns.TypeA, nil},
 		{"search-path expansion is the client's: svc1.dnsconf", "svc1." + dnsNS + ".", dns.TypeA, nil},
+		{"mixed case", "SVC1." + strings.ToUpper(dnsNS) + ".Svc.Cluster.Local.", dns.TypeA, nil},
+		{"namespace name", dnsNS + ".svc.cluster.local.", dns.TypeA, nil},
+		{"svc apex", "svc.cluster.local.", dns.TypeA, nil},
+		{"wildcard service", "*." + dnsNS + ".svc.cluster.local.", dns.TypeA, nil},
+		{"wildcard SRV", t30("_http._tcp.*"), dns.TypeSRV, nil},
+		{"ANY", t30("svc1"), dns.TypeANY, nil},
+		{"TXT of a Service", t30("svc1"), dns.TypeTXT, nil},
+		{"ExternalName AAAA", t30("ext"), dns.TypeAAAA, nil},
+		{"ExternalName SRV", t30("ext"), dns.TypeSRV, nil},
+		{"SRV publishNotReadyAddresses", t30("_http._tcp.hdlspnr"), dns.TypeSRV, nil},
+		{"PTR publishNotReadyAddresses endpoint", "11.200.244.10.in-addr.arpa.", dns.TypePTR, nil},
+		{"PTR not-ready endpoint", "9.200.244.10.in-addr.arpa.", dns.TypePTR, nil},
+		{"PTR ClusterIP endpoint with hostname", "1.200.244.10.in-addr.arpa.", dns.TypePTR, nil},
+		{"pod A with a bad IP", "10-244-200-300." + dnsNS + ".pod.cluster.local.", dns.TypeA, nil},
+		{"pod AAAA", "10-244-200-77." + dnsNS + ".pod.cluster.local.", dns.TypeAAAA, nil},
+		{"SRV proto without service", t30("_http._tcp"), dns.TypeSRV, nil},
+		{"SOA below the apex", t30("svc1"), dns.TypeSOA, nil},
+		{"NS below the apex", t30("svc1"), dns.TypeNS, nil},
+		{"reverse zone apex SOA", "in-addr.arpa.", dns.TypeSOA, nil},
 	}
 }
 
