@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 )
 
 // The two DNS servers compared: the real CoreDNS and pinlab's clusterdns
@@ -318,7 +319,8 @@ func TestCoreDNSConformance(t *testing.T) {
 	ctx := labtest.Context(t, 2*time.Minute)
 	pair := startDNSPair(t, ctx)
 	createDNSFixture(t, ctx)
-	pair.waitFor(t, ctx, t30("hdlspnr"), dns.TypeA)
+	// Both have seen the fixture's last object.
+	pair.waitUntil(t, ctx, t30("hdlspnr"), dns.TypeA, func(r *dns.Msg) bool { return len(r.Answer) > 0 })
 	cases := dnsCases(t)
 	for name := range knownDiffs {
 		if !slices.ContainsFunc(cases, func(c dnsCase) bool { return c.name == name }) {
@@ -345,28 +347,83 @@ func TestCoreDNSConformance(t *testing.T) {
 			}
 		})
 	}
+	t.Run("35 an endpoint starts terminating", func(t *testing.T) { testTerminating(t, ctx, pair) })
+	t.Run("a deleted Service: gone from the zone at once, its PTR still cached", func(t *testing.T) { testDeletedService(t, ctx, pair) })
 }
 
-// waitFor waits until both servers answer qname/qtype with NOERROR and an
-// answer: both have seen the fixture's last object.
-func (p dnsPair) waitFor(t *testing.T, ctx context.Context, qname string, qtype uint16) {
+// testTerminating marks hdls's 10.244.200.3 terminating (ready false,
+// serving true, as the EndpointSlice controller does when its pod is
+// deleted) and waits until both servers leave it out.
+func testTerminating(t *testing.T, ctx context.Context, pair dnsPair) {
+	c := theLab.Cluster.Client().DiscoveryV1().EndpointSlices(dnsNS)
+	es, err := c.Get(ctx, "hdls-v4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ep := range es.Endpoints {
+		if ep.Addresses[0] == "10.244.200.3" {
+			es.Endpoints[i].Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
+		}
+	}
+	if _, err := c.Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.244.200.2", "10.244.200.4"}
+	pair.waitUntil(t, ctx, t30("hdls"), dns.TypeA, func(r *dns.Msg) bool {
+		got := aRecords(r)
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+}
+
+// testDeletedService deletes svc2 after asking its ClusterIP's PTR. Behind
+// kubeadm's "cache 30 { disable success cluster.local; disable denial
+// cluster.local }" the zone is not cached: both servers say NXDOMAIN for
+// svc2 as soon as they see the deletion. The reverse zones are cached:
+// both still answer the PTR from the reply kept 30 s.
+func testDeletedService(t *testing.T, ctx context.Context, pair dnsPair) {
+	const ptrName = "2.200.96.10.in-addr.arpa."
+	asked := time.Now()
+	for _, addr := range []string{pair.core, pair.ours} {
+		if r := query(t, addr, "udp", ptrName, dns.TypePTR, 0); len(r.Answer) != 1 {
+			t.Fatalf("%s: PTR %s before the deletion: %v", addr, ptrName, r.Answer)
+		}
+	}
+	if err := theLab.Cluster.Client().CoreV1().Services(dnsNS).Delete(ctx, "svc2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pair.waitUntil(t, ctx, t30("svc2"), dns.TypeA, func(r *dns.Msg) bool { return r.Rcode == dns.RcodeNameError })
+	if d := time.Since(asked); d > 20*time.Second {
+		t.Skipf("the deletion took %v to show: the cached PTR replies (30 s) may have expired", d)
+	}
+	for _, server := range []struct{ name, addr string }{{"CoreDNS", pair.core}, {"pinlab", pair.ours}} {
+		r := query(t, server.addr, "udp", ptrName, dns.TypePTR, 0)
+		if len(r.Answer) != 1 || r.Answer[0].(*dns.PTR).Ptr != t30("svc2") {
+			t.Errorf("%s: PTR %s after svc2's deletion: %s %v, want the cached PTR to svc2", server.name, ptrName, dns.RcodeToString[r.Rcode], r.Answer)
+		}
+	}
+}
+
+// waitUntil waits until both servers' replies to qname/qtype satisfy ok.
+func (p dnsPair) waitUntil(t *testing.T, ctx context.Context, qname string, qtype uint16, ok func(*dns.Msg) bool) {
 	t.Helper()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for _, addr := range []string{p.core, p.ours} {
 		for {
 			r := query(t, addr, "udp", qname, qtype, 0)
-			if r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+			if ok(r) {
 				break
 			}
 			select {
 			case <-ctx.Done():
-				t.Fatalf("%s never answered %s %s: last %s", addr, qname, dns.TypeToString[qtype], dns.RcodeToString[r.Rcode])
+				t.Fatalf("%s: %s %s never as wanted; last %s %v", addr, qname, dns.TypeToString[qtype], dns.RcodeToString[r.Rcode], r.Answer)
 			case <-tick.C:
 			}
 		}
 	}
 }
+
 
 // TestCoreDNSHeadless300: a headless Service with 300 ready pods (a
 // Deployment run by the lab's kubelet; the real EndpointSlice controller
