@@ -424,7 +424,6 @@ func (p dnsPair) waitUntil(t *testing.T, ctx context.Context, qname string, qtyp
 	}
 }
 
-
 // TestCoreDNSHeadless300: a headless Service with 300 ready pods (a
 // Deployment run by the lab's kubelet; the real EndpointSlice controller
 // splits them over several slices). Over TCP both servers give one A per
