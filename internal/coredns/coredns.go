@@ -318,6 +318,9 @@ func (s *Server) Dir() string { return s.cfg.Dir }
 // LogTail returns the last n lines of CoreDNS's log.
 func (s *Server) LogTail(n int) string { return tail(s.logPath, n) }
 
+// PID returns CoreDNS's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 

@@ -61,10 +61,12 @@ func startDNSPair(t *testing.T, ctx context.Context) dnsPair {
 		}
 		t.Skip(err)
 	}
+	began := time.Now()
 	core, err := coredns.Start(ctx, coredns.Config{BinDir: bin, REST: cp.RESTConfig(), Addr: coreDNSAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("CoreDNS ready in %v", time.Since(began).Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("CoreDNS's log, last lines:\n%s", core.LogTail(30))
@@ -482,7 +484,7 @@ func TestCoreDNSHeadless300(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("A records sent (CoreDNS, pinlab): %v; %d EndpointSlices", got, len(es.Items))
+	t.Logf("A records sent (CoreDNS, pinlab): %v; %d EndpointSlices; CoreDNS's RSS %s", got, len(es.Items), vmRSS(pair.coreSrv.PID()))
 }
 
 // aRecords returns the addresses of r's A records.
@@ -600,4 +602,18 @@ func checkIdentity(t *testing.T, ctx context.Context, kubeconfig string) {
 	if _, err := c.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1}); !apierrors.IsForbidden(err) {
 		t.Errorf("CoreDNS's identity listing Secrets: %v, want Forbidden", err)
 	}
+}
+
+// vmRSS returns the VmRSS line of pid's /proc status, or why not.
+func vmRSS(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
