@@ -535,12 +535,20 @@ func TestCoreDNSClose(t *testing.T) {
 		t.Skip(err)
 	}
 	addr := netip.MustParseAddrPort("10.96.255.203:53")
-	s, err := coredns.Start(ctx, coredns.Config{BinDir: bin, REST: cp.RESTConfig(), Addr: addr})
+	s, err := coredns.Start(ctx, coredns.Config{BinDir: bin, REST: cp.RESTConfig(), Addr: addr, Log: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := query(t, addr.String(), "udp", "cluster.local.", dns.TypeSOA, 0); r.Rcode != dns.RcodeSuccess {
 		t.Errorf("SOA: %s", dns.RcodeToString[r.Rcode])
+	}
+	// Config.Log: the log plugin writes a line per query, after the reply.
+	for !strings.Contains(s.LogTail(5), `"SOA IN cluster.local. udp`) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no query line in CoreDNS's log:\n%s", s.LogTail(5))
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	role, err := theLab.Cluster.Client().RbacV1().ClusterRoles().Get(ctx, "system:coredns", metav1.GetOptions{})
 	if err != nil {
@@ -616,4 +624,30 @@ func vmRSS(pid int) string {
 		}
 	}
 	return "unknown"
+}
+
+// TestCoreDNSStartFailure: a CoreDNS that exits at once makes Start fail
+// with the exit status and the log's last lines, and leave nothing behind.
+func TestCoreDNSStartFailure(t *testing.T) {
+	needTier(t)
+	ctx := labtest.Context(t, time.Minute)
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho 'plugin/kubernetes: pretend failure' >&2\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(bin, "coredns"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := coredns.Start(ctx, coredns.Config{BinDir: bin, REST: cp.RESTConfig(), Addr: netip.MustParseAddrPort("10.96.255.204:53"), Dir: dir})
+	if err == nil {
+		s.Close()
+		t.Fatal("Start succeeded with a coredns that exits")
+	}
+	for _, want := range []string{"exited (exit status 3) before it was ready", "pretend failure", filepath.Join(dir, "Corefile")} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start's error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "Corefile")); err != nil {
+		t.Errorf("a given Dir is kept, with its Corefile: %v", err)
+	}
 }
