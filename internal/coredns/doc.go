@@ -16,6 +16,10 @@
 //   - no reload: the Corefile never changes while CoreDNS runs.
 //   - bind: CoreDNS listens on Config.Addr only, not on every address; its
 //     health, ready and prometheus endpoints listen on 127.0.0.1 ports.
+//     Behind bind the kubernetes plugin does not learn its own IP
+//     (boundIPs in plugin/kubernetes/local.go parses bind's plain IPs as
+//     CIDRs), so the zone's NS query gets NODATA; in a kubeadm cluster it
+//     names kube-dns, the Service whose endpoint CoreDNS is.
 //   - health's lameduck is Config.Lameduck (kubeadm: 5s), zero by default.
 //   - the kubernetes plugin reads the API through a kubeconfig holding a
 //     token of the ServiceAccount kube-system/coredns, bound to kubeadm's
@@ -26,8 +30,9 @@
 // Everything else is kubeadm's: errors; ready; kubernetes ZONE
 // in-addr.arpa ip6.arpa { pods insecure; fallthrough in-addr.arpa
 // ip6.arpa; ttl 30 }; prometheus; cache 30 { disable success ZONE; disable
-// denial ZONE } (so answers in the cluster zone are never cached, only
-// reverse ones); loadbalance.
+// denial ZONE } (answers in the cluster zone are never cached, though
+// their TTLs are capped at 30 s; reverse ones are cached); loadbalance.
+// Config.TTL changes the ttl, Config.Log adds the log plugin.
 //
 // The package does not touch a lab: the caller chooses the address (not
 // the lab's DNS address, where pinlab's server listens) and points
