@@ -313,7 +313,8 @@ func mustReverse(ip string) string {
 }
 
 // TestCoreDNSConformance asks the real CoreDNS and pinlab's DNS the
-// conformance cases about objects created through the real API server:
+// conformance cases, over UDP and TCP, about objects created through the
+// real API server:
 // each server against the spec's expectation where the table has one, and
 // the two servers against each other on every case.
 func TestCoreDNSConformance(t *testing.T) {
@@ -331,21 +332,23 @@ func TestCoreDNSConformance(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			core := comparable(query(t, pair.core, "udp", tc.qname, tc.qtype, 0))
-			ours := comparable(query(t, pair.ours, "udp", tc.qname, tc.qtype, 0))
-			if tc.want != nil {
-				if diff := cmp.Diff(*tc.want, core); diff != "" {
-					t.Errorf("CoreDNS against the expectation (-want +got):\n%s", diff)
+			for _, network := range []string{"udp", "tcp"} {
+				core := comparable(query(t, pair.core, network, tc.qname, tc.qtype, 0))
+				ours := comparable(query(t, pair.ours, network, tc.qname, tc.qtype, 0))
+				if tc.want != nil {
+					if diff := cmp.Diff(*tc.want, core); diff != "" {
+						t.Errorf("%s: CoreDNS against the expectation (-want +got):\n%s", network, diff)
+					}
 				}
-			}
-			diff, known := cmp.Diff(core, ours), knownDiffs[tc.name]
-			switch {
-			case diff != "" && known == "":
-				t.Errorf("pinlab's DNS against CoreDNS (-coredns +pinlab):\n%s", diff)
-			case diff != "":
-				t.Logf("known difference (%s) (-coredns +pinlab):\n%s", known, diff)
-			case known != "":
-				t.Errorf("the known difference %q is gone: both answer %+v; update the table and NOTES.md", known, core)
+				diff, known := cmp.Diff(core, ours), knownDiffs[tc.name]
+				switch {
+				case diff != "" && known == "":
+					t.Errorf("%s: pinlab's DNS against CoreDNS (-coredns +pinlab):\n%s", network, diff)
+				case diff != "":
+					t.Logf("%s: known difference (%s) (-coredns +pinlab):\n%s", network, known, diff)
+				case known != "":
+					t.Errorf("%s: the known difference %q is gone: both answer %+v; update the table and NOTES.md", network, known, core)
+				}
 			}
 		})
 	}
