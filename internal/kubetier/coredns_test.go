@@ -474,6 +474,9 @@ func TestCoreDNSHeadless300(t *testing.T) {
 					t.Errorf("%s over TCP: A records against the ready pods (-pods +answer):\n%s", server.name, diff)
 				}
 			}
+			if opt := r.IsEdns0(); (opt != nil) != (tr.edns != 0) || (opt != nil && opt.UDPSize() != tr.edns) {
+				t.Errorf("%s over %s: OPT %v, want one echoing size %d only when asked with EDNS0", server.name, tr.name, opt, tr.edns)
+			}
 			r.Compress = true // both compress names; Len is then the wire size
 			if size := r.Len(); tr.network == "udp" && size > max(int(tr.edns), dns.MinMsgSize) {
 				t.Errorf("%s over %s: a %d-byte reply", server.name, tr.name, size)
