@@ -130,8 +130,8 @@ func query(t *testing.T, addr, network, qname string, qtype, edns uint16) *dns.M
 	}
 }
 
-// comparable turns r into a reply.
-func comparable(r *dns.Msg) reply {
+// replyOf turns r into a reply.
+func replyOf(r *dns.Msg) reply {
 	return reply{Rcode: dns.RcodeToString[r.Rcode], AA: r.Authoritative, TC: r.Truncated,
 		Answer: rrStrings(r.Answer), Ns: rrStrings(r.Ns), Extra: rrStrings(r.Extra)}
 }
@@ -333,8 +333,8 @@ func TestCoreDNSConformance(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, network := range []string{"udp", "tcp"} {
-				core := comparable(query(t, pair.core, network, tc.qname, tc.qtype, 0))
-				ours := comparable(query(t, pair.ours, network, tc.qname, tc.qtype, 0))
+				core := replyOf(query(t, pair.core, network, tc.qname, tc.qtype, 0))
+				ours := replyOf(query(t, pair.ours, network, tc.qname, tc.qtype, 0))
 				if tc.want != nil {
 					if diff := cmp.Diff(*tc.want, core); diff != "" {
 						t.Errorf("%s: CoreDNS against the expectation (-want +got):\n%s", network, diff)
