@@ -147,6 +147,7 @@ type kubeBackend struct {
 	cp         *controlplane.ControlPlane
 	binDir     string
 	stateDir   string
+	keepLogs   bool // a component failed to start: close keeps the logs
 	kubeconfig string
 	control    net.Listener // the control API's listener, bound on the host
 	kube       net.Listener // the forwarder's, until it starts
@@ -187,6 +188,12 @@ func (b *kubeBackend) start(ctx context.Context, opts *LabUpOptions) (err error)
 		BinDir: b.binDir, Dir: b.stateDir, ServiceCIDR: kubeServiceCIDR, AdvertiseAddress: lab.NodeIP(kubePodCIDR),
 	})
 	if err != nil {
+		if ctx.Err() == nil {
+			// A component failed: its whole log is worth reading; the
+			// rest (etcd's data, keys, tokens) goes.
+			b.keepLogs = true
+			return fmt.Errorf("%w\n(the components' logs are kept in %s; remove it when done)", err, b.stateDir)
+		}
 		return err
 	}
 	fmt.Fprintf(opts.Err, "control plane ready in %.1fs\n", time.Since(started).Seconds())
@@ -240,7 +247,22 @@ func (b *kubeBackend) close() {
 		os.Remove(b.kubeconfig)
 	}
 	if b.stateDir != "" {
-		os.RemoveAll(b.stateDir)
+		removeState(b.stateDir, b.keepLogs)
+	}
+}
+
+// removeState removes a control plane's state directory, or, with
+// keepLogs, everything in it but the components' logs (*.log).
+func removeState(dir string, keepLogs bool) {
+	if !keepLogs {
+		os.RemoveAll(dir)
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".log" {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
 	}
 }
 

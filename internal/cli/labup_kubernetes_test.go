@@ -81,12 +81,14 @@ func TestLabUpKubernetes(t *testing.T) {
 	}()
 	kubeconfig := ""
 	exportLine := regexp.MustCompile(`export KUBECONFIG=(\S+)`)
+	var upOut strings.Builder // what lab up printed until its kubeconfig line
 	for kubeconfig == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-exited, stderr.String())
 			}
+			upOut.WriteString(l + "\n")
 			if m := exportLine.FindStringSubmatch(l); m != nil {
 				kubeconfig = m[1]
 			}
@@ -141,6 +143,15 @@ func TestLabUpKubernetes(t *testing.T) {
 	}
 	if !strings.Contains(out, "pricing-") {
 		t.Errorf("lab load through lab exec named no pod:\n%s", out)
+	}
+	// From the host, a client of the lab's pods is refused with the
+	// command that works; lab up's own hint runs pinlab by its path.
+	hostLoad := exec.CommandContext(ctx, pinlab, "lab", "load", "pricing:8471", "-n", "shop", "--duration", "1s", "--control", ctl, "--token-file", tokenFile)
+	if out, err := hostLoad.CombinedOutput(); exitCodeOf(err) != ExitError || !strings.Contains(string(out), "run it there: pinlab lab exec -- pinlab lab load") {
+		t.Errorf("lab load from the host of a lab in its namespace: %v, want exit 1 naming lab exec:\n%s", err, out)
+	}
+	if !strings.Contains(upOut.String(), pinlab+" lab exec --control "+ctl) || !strings.Contains(upOut.String(), "-- "+pinlab+" lab load") {
+		t.Errorf("lab up's hints do not run pinlab by its path %s:\n%s", pinlab, upOut.String())
 	}
 	// lab targets from the host lists the pods' metrics ports at their
 	// 10.244 addresses and says those exist only inside the namespace.
@@ -346,5 +357,57 @@ func TestLabRunKubernetesUI(t *testing.T) {
 	res, err := report.ReadJSON(&stdout)
 	if err != nil || len(res.Variants) != 1 {
 		t.Fatalf("lab run's JSON: %v, %d variants; want one", err, len(res.Variants))
+	}
+}
+
+// TestLabUpKubernetesComponentFails: a control plane component that exits
+// at start makes lab up fail with its log's last lines, and keeps the
+// components' logs (only) where the error says, with nothing left running.
+func TestLabUpKubernetesComponentFails(t *testing.T) {
+	bin, err := controlplane.BinDir()
+	if err != nil {
+		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds pinlab and starts a control plane")
+	}
+	pinlab := buildPinlab(t)
+	fake := t.TempDir()
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-proxy", "kubectl"} {
+		if err := os.Symlink(filepath.Join(bin, c), filepath.Join(fake, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(fake, "kube-controller-manager"), []byte("#!/bin/sh\necho refusing to start: test\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	up := exec.CommandContext(ctx, pinlab, "lab", "up", "--control-plane", "kubernetes", "--control", freeAddr(t), "--token-file", filepath.Join(t.TempDir(), "token"))
+	up.Env = append(os.Environ(), "PINLAB_CONTROL_PLANE_BIN="+fake)
+	out, err := up.CombinedOutput()
+	if exitCodeOf(err) != ExitError || !strings.Contains(string(out), "kube-controller-manager exited") || !strings.Contains(string(out), "refusing to start: test") {
+		t.Fatalf("lab up with a failing kube-controller-manager: %v, want exit 1 quoting its log:\n%s", err, out)
+	}
+	kept := regexp.MustCompile(`logs are kept in (\S+);`).FindStringSubmatch(string(out))
+	if kept == nil {
+		t.Fatalf("lab up did not say where the logs are kept:\n%s", out)
+	}
+	defer os.RemoveAll(kept[1])
+	log, err := os.ReadFile(filepath.Join(kept[1], "kube-controller-manager.log"))
+	if err != nil || !strings.Contains(string(log), "refusing to start: test") {
+		t.Errorf("kept log: %v, %q", err, log)
+	}
+	ents, _ := os.ReadDir(kept[1])
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) != ".log" {
+			t.Errorf("kept %s beside the logs; want only *.log", e.Name())
+		}
+	}
+	if left := processesWith(kept[1]); len(left) > 0 {
+		t.Errorf("processes left after lab up failed: %v", left)
 	}
 }
