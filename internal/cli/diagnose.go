@@ -146,8 +146,17 @@ func (s labSource) Objects(ctx context.Context) (evidence.Objects, error) {
 func (s labSource) String() string { return "lab at " + s.c.Addr }
 
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
-	var src evidence.Source = labSource{&control.Client{Addr: o.Control, TokenFile: o.TokenFile}}
-	if !o.Lab {
+	lc := &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
+	var src evidence.Source = labSource{lc}
+	if o.Lab {
+		info, err := lc.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if err := reachable(info, "diagnose"); err != nil {
+			return err
+		}
+	} else {
 		k := &evidence.Kube{Kubeconfig: o.Kubeconfig, Context: o.Context, Namespace: o.Namespace}
 		if _, err := k.Load(); err != nil {
 			return err

@@ -136,7 +136,17 @@ func TestDiagnosePythonClient(t *testing.T) {
 	if c.IP != "127.0.0.1" || c.Name != "node 127.0.0.1" || c.Busy != 1 || c.Rate < 0.7*rate || c.Rate > 1.3*rate || len(c.BusyPods) != 1 || c.BusyPods[0] != py.first {
 		t.Errorf("step 2: client %+v; want 127.0.0.1 (named as the node's address) with 1 busy connection to %s at about %d calls/s", c, py.first, rate)
 	}
-	if r.Rates.Idle != 3 || r.Rates.Counted != 4 {
-		t.Errorf("step 1: %d idle of %d counted, want 3 of 4", r.Rates.Idle, r.Rates.Counted)
+	// The scale-out's two pods are idle; the other first pod is idle too
+	// but for the kubelet's readiness probes, which can lift it over the
+	// idle line (10% of a fair share, 1.35 calls/s here) when they bunch
+	// under load: seen once in CI, 2 of 4 idle with 4 calls/s on it.
+	newIdle := 0
+	for _, p := range r.Rates.Pods {
+		if p.Newest && p.Idle {
+			newIdle++
+		}
+	}
+	if r.Rates.Counted != 4 || newIdle != 2 || r.Rates.Idle < 2 {
+		t.Errorf("step 1: %d idle of %d counted, %d of them the scale-out's; want the 2 added pods idle of 4", r.Rates.Idle, r.Rates.Counted, newIdle)
 	}
 }

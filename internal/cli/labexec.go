@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/spf13/cobra"
 )
@@ -77,4 +78,15 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 		return fmt.Errorf("lab exec: %w", err)
 	}
 	return nil
+}
+
+// reachable refuses, with the command that works, to run what as a client
+// of a lab whose pods are in its own network namespace (lab up
+// --control-plane kubernetes) from outside that namespace: their 10.244
+// addresses exist only inside it.
+func reachable(info control.Info, what string) error {
+	if info.NetnsPID == 0 || netns.Inside() {
+		return nil
+	}
+	return fmt.Errorf("%s: this lab runs on a real control plane in its own network namespace, where its pod and Service addresses (%s, %s) are; run it there: pinlab lab exec -- pinlab %s ...", what, info.PodCIDR, info.ServiceCIDR, what)
 }

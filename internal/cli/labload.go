@@ -129,6 +129,9 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := reachable(info, "lab load"); err != nil {
+		return err
+	}
 	sources, err := o.sources(ctx, info.PodCIDR)
 	if err != nil {
 		return err

@@ -67,6 +67,7 @@ type LabUpOptions struct {
 	// valid only with ControlPlane kubernetes).
 	Dataplane    string
 	DataplaneSet bool
+	kubeAPISet   bool // --kube-api was given
 
 	dnsCache *clusterdns.CacheConfig // DNSCache* parsed by check
 
@@ -105,6 +106,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 			opts.DNSTTLSet = cmd.Flags().Changed("dns-ttl")
 			opts.DataplaneSet = cmd.Flags().Changed("dataplane")
 			opts.In = cmd.InOrStdin()
+			opts.kubeAPISet = cmd.Flags().Changed("kube-api")
 			if err := opts.check(); err != nil {
 				return err
 			}
@@ -156,6 +158,9 @@ func (o *LabUpOptions) check() error {
 	}
 	if err := checkDataplane(o.Dataplane, o.DataplaneSet, o.ControlPlane); err != nil {
 		return err
+	}
+	if o.kubeAPISet && o.ControlPlane != controlPlaneKubernetes {
+		return usageError{fmt.Errorf("--kube-api %s: only with --control-plane %s (the embedded control plane serves no Kubernetes API)", o.KubeAPI, controlPlaneKubernetes)}
 	}
 	if err := loopback.CheckAddr(o.KubeAPI); err != nil {
 		return usageError{fmt.Errorf("--kube-api %q: expected IP:port inside 127.0.0.0/8 such as 127.0.0.1:6443 (%v)", o.KubeAPI, err)}
@@ -251,11 +256,16 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if board != nil {
 		board.lab.Store(l)
 	}
-	via := ""
+	via, prog := "", "pinlab"
 	if kube != nil {
-		via = "pinlab lab exec" + controlFlags(api.srv.Addr(), api.tokenFile) + " -- "
+		// Commands inside the namespace run with nsenter, which finds
+		// "pinlab" only on PATH: name this executable by its path.
+		if exe, err := os.Executable(); err == nil {
+			prog = exe
+		}
+		via = prog + " lab exec" + controlFlags(api.srv.Addr(), api.tokenFile) + " -- "
 	}
-	printUp(opts.Out, l, api, f, via)
+	printUp(opts.Out, l, api, f, via, prog)
 	if kube != nil {
 		kube.print(opts.Out, l, api.srv.Addr(), api.tokenFile)
 	}
@@ -497,8 +507,9 @@ func plural(n int, noun string) string {
 
 // printUp says the lab is up and how to use it; via prefixes the commands
 // that must run inside the lab's network namespace (on a real control
-// plane: its pod IPs and ClusterIPs are reachable only there).
-func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File, via string) {
+// plane: its pod IPs and ClusterIPs are reachable only there), and prog
+// names pinlab in them.
+func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File, via, prog string) {
 	o := control.Snapshot(l)
 	dns := l.DNSAddr()
 	host, port := splitHostPort(dns)
@@ -519,8 +530,8 @@ func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File, via str
 		fmt.Fprintf(w, "  pinlab lab targets -A%s > targets.json   # Prometheus file_sd targets of the pods' metrics ports\n", controlFlags(ctl, api.tokenFile))
 	}
 	if s, ok := exampleService(o.Services); ok && len(s.Spec.Selector) > 0 && len(s.Spec.Ports) > 0 {
-		fmt.Fprintf(w, "  %spinlab lab load %s:%d -n %s%s &   # gRPC clients calling it\n", via, s.Name, s.Spec.Ports[0].Port, s.Namespace, controlFlags(ctl, api.tokenFile))
-		fmt.Fprintf(w, "  %spinlab diagnose %s -n %s --lab%s     # pinned or balanced, and why\n", via, s.Name, s.Namespace, controlFlags(ctl, api.tokenFile))
+		fmt.Fprintf(w, "  %s%s lab load %s:%d -n %s%s &   # gRPC clients calling it\n", via, prog, s.Name, s.Spec.Ports[0].Port, s.Namespace, controlFlags(ctl, api.tokenFile))
+		fmt.Fprintf(w, "  %s%s diagnose %s -n %s --lab%s     # pinned or balanced, and why\n", via, prog, s.Name, s.Namespace, controlFlags(ctl, api.tokenFile))
 	}
 	fmt.Fprintf(w, "stop with Ctrl-C\n")
 }

@@ -47,6 +47,7 @@ func TestLabUpFlags(t *testing.T) {
 		{name: "ttl 30s", args: []string{"--dns-ttl", "30s"}, wantTTL: 30 * time.Second},
 		{name: "ttl 3600s", args: []string{"--dns-ttl", "1h"}, wantTTL: time.Hour},
 		{name: "negative ttl", args: []string{"--dns-ttl", "-5s"}, wantErr: "--dns-ttl -5s: must not be negative"},
+		{name: "kube-api without a real control plane", args: []string{"--kube-api", "127.0.0.1:6443"}, wantErr: "--kube-api 127.0.0.1:6443: only with --control-plane kubernetes"},
 		{name: "ttl below a second", args: []string{"--dns-ttl", "1ms"}, wantErr: "--dns-ttl 1ms: DNS TTLs are whole seconds"},
 		{name: "ttl with a fraction", args: []string{"--dns-ttl", "1.5s"}, wantErr: "whole seconds"},
 		{name: "ttl above the maximum", args: []string{"--dns-ttl", "2h"}, wantErr: "above the maximum 1h0m0s"},

@@ -115,47 +115,35 @@ func runInNetns(ctx context.Context, verb string, listeners ...*os.File) error {
 }
 
 // maxControlPlanes bounds the control planes lab run runs at once (about
-// 500 MB and a few percent of a core each when idle); variants beyond it
-// wait for one to stop.
+// 500 MB and a few percent of a core each when idle): the runner runs
+// side-by-side variants in batches of this many (runner.Options.AtOnce).
 const maxControlPlanes = 4
 
 // variantControlPlanes returns lab run's runner.Options.ControlPlane: a
 // control plane per variant, with the variant's own /20 of the pod and
 // Service ranges (variant i: pods 10.244.16i.0/20, Services
-// 10.96.16i.0/20), at most maxControlPlanes at once.
+// 10.96.16i.0/20).
 func variantControlPlanes(logger *slog.Logger, dp lab.Dataplane) (func(context.Context, int) (*lab.API, func() error, error), error) {
 	bin, err := controlplane.BinDir()
 	if err != nil {
 		return nil, err
 	}
-	slots := make(chan struct{}, maxControlPlanes)
 	return func(ctx context.Context, i int) (*lab.API, func() error, error) {
 		pods, err1 := subnet(kubePodCIDR, 20, i)
 		svcs, err2 := subnet(kubeServiceCIDR, 20, i)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, nil, fmt.Errorf("--control-plane %s runs at most %d variants (a /20 of %v each): %w", controlPlaneKubernetes, 1<<(20-kubePodCIDR.Bits()), kubePodCIDR, err)
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
 		cp, err := controlplane.Start(ctx, controlplane.Config{BinDir: bin, ServiceCIDR: svcs, AdvertiseAddress: lab.NodeIP(pods), Logger: logger})
 		if err != nil {
-			<-slots
 			return nil, nil, err
 		}
 		client, err := kubernetes.NewForConfig(cp.RESTConfig())
 		if err != nil {
 			cp.Close()
-			<-slots
 			return nil, nil, err
 		}
-		stop := func() error {
-			defer func() { <-slots }()
-			return cp.Close()
-		}
-		return apiFor(cp, client, pods, svcs, dp), stop, nil
+		return apiFor(cp, client, pods, svcs, dp), cp.Close, nil
 	}, nil
 }
 
@@ -179,6 +167,7 @@ type kubeBackend struct {
 	dataplane  lab.Dataplane
 	binDir     string
 	stateDir   string
+	keepLogs   bool // a component failed to start: close keeps the logs
 	kubeconfig string
 	control    net.Listener // the control API's listener, bound on the host
 	kube       net.Listener // the forwarder's, until it starts
@@ -219,6 +208,12 @@ func (b *kubeBackend) start(ctx context.Context, opts *LabUpOptions) (err error)
 		BinDir: b.binDir, Dir: b.stateDir, ServiceCIDR: kubeServiceCIDR, AdvertiseAddress: lab.NodeIP(kubePodCIDR),
 	})
 	if err != nil {
+		if ctx.Err() == nil {
+			// A component failed: its whole log is worth reading; the
+			// rest (etcd's data, keys, tokens) goes.
+			b.keepLogs = true
+			return fmt.Errorf("%w\n(the components' logs are kept in %s; remove it when done)", err, b.stateDir)
+		}
 		return err
 	}
 	fmt.Fprintf(opts.Err, "control plane ready in %.1fs\n", time.Since(started).Seconds())
@@ -281,7 +276,22 @@ func (b *kubeBackend) close() {
 		os.Remove(b.kubeconfig)
 	}
 	if b.stateDir != "" {
-		os.RemoveAll(b.stateDir)
+		removeState(b.stateDir, b.keepLogs)
+	}
+}
+
+// removeState removes a control plane's state directory, or, with
+// keepLogs, everything in it but the components' logs (*.log).
+func removeState(dir string, keepLogs bool) {
+	if !keepLogs {
+		os.RemoveAll(dir)
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".log" {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
 	}
 }
 
@@ -310,12 +320,12 @@ func dataplaneLine(l *lab.Lab) string {
 func inheritedListener(fd int, what string) (net.Listener, error) {
 	f := os.NewFile(uintptr(fd), what)
 	if f == nil {
-		return nil, fmt.Errorf("lab up: no %s listener at descriptor %d", what, fd)
+		return nil, fmt.Errorf("no %s listener handed over at descriptor %d", what, fd)
 	}
 	defer f.Close()
 	ln, err := net.FileListener(f)
 	if err != nil {
-		return nil, fmt.Errorf("lab up: %s listener at descriptor %d: %w", what, fd, err)
+		return nil, fmt.Errorf("the %s listener handed over at descriptor %d: %w", what, fd, err)
 	}
 	return ln, nil
 }

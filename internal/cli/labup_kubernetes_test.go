@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,6 +21,8 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/dashboard"
+	"github.com/pinlab/pinlab/internal/report"
 )
 
 // TestLabUpKubernetes runs the pinlab binary as a user does: lab up
@@ -39,11 +43,7 @@ func TestLabUpKubernetes(t *testing.T) {
 		t.Skip("builds pinlab and starts a control plane")
 	}
 	dir := t.TempDir()
-	pinlab := filepath.Join(dir, "pinlab")
-	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	pinlab := buildPinlab(t)
 	ctl := freeAddr(t)
 	tokenFile := filepath.Join(dir, "token")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -81,12 +81,14 @@ func TestLabUpKubernetes(t *testing.T) {
 	}()
 	kubeconfig := ""
 	exportLine := regexp.MustCompile(`export KUBECONFIG=(\S+)`)
+	var upOut strings.Builder // what lab up printed until its kubeconfig line
 	for kubeconfig == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-exited, stderr.String())
 			}
+			upOut.WriteString(l + "\n")
 			if m := exportLine.FindStringSubmatch(l); m != nil {
 				kubeconfig = m[1]
 			}
@@ -141,6 +143,23 @@ func TestLabUpKubernetes(t *testing.T) {
 	}
 	if !strings.Contains(out, "pricing-") {
 		t.Errorf("lab load through lab exec named no pod:\n%s", out)
+	}
+	// From the host, a client of the lab's pods is refused with the
+	// command that works; lab up's own hint runs pinlab by its path.
+	hostLoad := exec.CommandContext(ctx, pinlab, "lab", "load", "pricing:8471", "-n", "shop", "--duration", "1s", "--control", ctl, "--token-file", tokenFile)
+	if out, err := hostLoad.CombinedOutput(); exitCodeOf(err) != ExitError || !strings.Contains(string(out), "run it there: pinlab lab exec -- pinlab lab load") {
+		t.Errorf("lab load from the host of a lab in its namespace: %v, want exit 1 naming lab exec:\n%s", err, out)
+	}
+	if !strings.Contains(upOut.String(), pinlab+" lab exec --control "+ctl) || !strings.Contains(upOut.String(), "-- "+pinlab+" lab load") {
+		t.Errorf("lab up's hints do not run pinlab by its path %s:\n%s", pinlab, upOut.String())
+	}
+	// lab targets from the host lists the pods' metrics ports at their
+	// 10.244 addresses and says those exist only inside the namespace.
+	targets := exec.CommandContext(ctx, pinlab, "lab", "targets", "-n", "shop", "--control", ctl, "--token-file", tokenFile)
+	var targetsErr strings.Builder
+	targets.Stderr = &targetsErr
+	if tout, err := targets.Output(); err != nil || !strings.Contains(string(tout), `"10.244.`) || !strings.Contains(targetsErr.String(), "only inside the lab's network namespace") {
+		t.Errorf("lab targets on a real control plane: %v; want 10.244 targets and a note on where to scrape them\nstdout:\n%s\nstderr:\n%s", err, tout, targetsErr.String())
 	}
 	// diagnose through the kubeconfig, inside the namespace where the pod
 	// IPs are: 2 clients through the ClusterIP on 4 pods leave 2 idle.
@@ -264,4 +283,131 @@ func exitCodeOf(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// TestLabRunKubernetesUI: lab run --control-plane kubernetes --ui serves
+// its dashboard on the host's loopback while the run goes inside the
+// lab's network namespace (the listener is bound on the host and handed
+// over), and the run still reports.
+func TestLabRunKubernetesUI(t *testing.T) {
+	if _, err := controlplane.BinDir(); err != nil {
+		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds pinlab and starts a control plane")
+	}
+	pinlab := buildPinlab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pinlab, "lab", "run", writeScenario(t, 6*time.Second, 2*time.Second), "--variant", "clusterip",
+		"--control-plane", "kubernetes", "--ui", "--ui-addr", "127.0.0.1:0", "--progress", "off", "-o", "json")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	url := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(stderrPipe)
+		for sc.Scan() {
+			stderr.Write([]byte(sc.Text() + "\n"))
+			if u, ok := strings.CutPrefix(sc.Text(), "dashboard: "); ok {
+				select {
+				case url <- u:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case u := <-url:
+		// The page, then its panels with the token, as the page's script
+		// fetches them: the variant's panel is there.
+		page, token, _ := strings.Cut(u, "/#token=")
+		req, _ := http.NewRequestWithContext(ctx, "GET", page+dashboard.PanelsPath, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s from the host: %v", req.URL, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "clusterip") {
+			t.Errorf("GET %s: %s, want 200 and the variant's panel:\n%.300s", req.URL, resp.Status, body)
+		}
+	case <-copied:
+		t.Fatalf("lab run printed no dashboard address:\n%s", stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("no dashboard address in time:\n%s", stderr.String())
+	}
+	<-copied
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("lab run --control-plane kubernetes --ui: %v\n%s", err, stderr.String())
+	}
+	res, err := report.ReadJSON(&stdout)
+	if err != nil || len(res.Variants) != 1 {
+		t.Fatalf("lab run's JSON: %v, %d variants; want one", err, len(res.Variants))
+	}
+}
+
+// TestLabUpKubernetesComponentFails: a control plane component that exits
+// at start makes lab up fail with its log's last lines, and keeps the
+// components' logs (only) where the error says, with nothing left running.
+func TestLabUpKubernetesComponentFails(t *testing.T) {
+	bin, err := controlplane.BinDir()
+	if err != nil {
+		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds pinlab and starts a control plane")
+	}
+	pinlab := buildPinlab(t)
+	fake := t.TempDir()
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-proxy", "kubectl"} {
+		if err := os.Symlink(filepath.Join(bin, c), filepath.Join(fake, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(fake, "kube-controller-manager"), []byte("#!/bin/sh\necho refusing to start: test\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	up := exec.CommandContext(ctx, pinlab, "lab", "up", "--control-plane", "kubernetes", "--control", freeAddr(t), "--token-file", filepath.Join(t.TempDir(), "token"))
+	up.Env = append(os.Environ(), "PINLAB_CONTROL_PLANE_BIN="+fake)
+	out, err := up.CombinedOutput()
+	if exitCodeOf(err) != ExitError || !strings.Contains(string(out), "kube-controller-manager exited") || !strings.Contains(string(out), "refusing to start: test") {
+		t.Fatalf("lab up with a failing kube-controller-manager: %v, want exit 1 quoting its log:\n%s", err, out)
+	}
+	kept := regexp.MustCompile(`logs are kept in (\S+);`).FindStringSubmatch(string(out))
+	if kept == nil {
+		t.Fatalf("lab up did not say where the logs are kept:\n%s", out)
+	}
+	defer os.RemoveAll(kept[1])
+	log, err := os.ReadFile(filepath.Join(kept[1], "kube-controller-manager.log"))
+	if err != nil || !strings.Contains(string(log), "refusing to start: test") {
+		t.Errorf("kept log: %v, %q", err, log)
+	}
+	ents, _ := os.ReadDir(kept[1])
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) != ".log" {
+			t.Errorf("kept %s beside the logs; want only *.log", e.Name())
+		}
+	}
+	if left := processesWith(kept[1]); len(left) > 0 {
+		t.Errorf("processes left after lab up failed: %v", left)
+	}
 }
