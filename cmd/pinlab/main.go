@@ -5,6 +5,8 @@ package main
 import (
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"k8s.io/klog/v2"
 
@@ -18,5 +20,12 @@ func main() {
 	// process-wide, so it is set here, once, before anything runs, and not
 	// in cli.Main, which tests call concurrently with informers running.
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
+	// A reader that goes away (`pinlab lab up | head -3`) must not kill
+	// pinlab by SIGPIPE before it has stopped its lab, control plane and
+	// token files: with SIGPIPE ignored a write to the closed pipe fails
+	// with EPIPE instead, and the command goes on until Ctrl-C or its end.
+	// (Notify would be wrong: it also delivers the SIGPIPEs of sockets
+	// whose peer went away.)
+	signal.Ignore(syscall.SIGPIPE)
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -37,7 +37,6 @@ func TestLabRunFlags(t *testing.T) {
 		{name: "dataplane pinlab named on the embedded control plane", args: []string{"--dataplane", "pinlab"}, wantErr: "--dataplane pinlab needs --control-plane kubernetes"},
 		{name: "unknown dataplane", args: []string{"--control-plane", "kubernetes", "--dataplane", "ipvs"}, wantErr: `--dataplane: dataplane "ipvs": expected pinlab, kube-proxy-nftables, kube-proxy-iptables`},
 		{name: "unknown control plane", args: []string{"--control-plane", "kind"}, wantErr: `--control-plane "kind": expected embedded or kubernetes`},
-		{name: "dashboard on a real control plane", args: []string{"--control-plane", "kubernetes", "--ui"}, wantErr: "--ui: the dashboard is not served with --control-plane kubernetes"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `--log-level "loud"`},
 		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `-o "xml"`},
 		{name: "two files", args: []string{"a.yaml", "b.yaml"}, wantErr: "at most one scenario"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -104,9 +105,6 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			switch opts.ControlPlane {
 			case controlPlaneEmbedded:
 			case controlPlaneKubernetes:
-				if opts.UI {
-					return usageError{errors.New("--ui: the dashboard is not served with --control-plane kubernetes; write the report with --html instead")}
-				}
 			default:
 				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
 			}
@@ -152,7 +150,23 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		if err := lab.Dataplane(opts.Dataplane).Check(); err != nil {
 			return fmt.Errorf("--dataplane %s: %w", opts.Dataplane, err)
 		}
-		return runInNetns(ctx, "lab run")
+		if !opts.UI {
+			return runInNetns(ctx, "lab run")
+		}
+		// The dashboard's listener is bound here, on the host's loopback,
+		// and served by the run inside (a socket stays in the namespace it
+		// was bound in).
+		ln, err := listenUI(ctx, opts.UIAddr)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		f, err := ln.(*net.TCPListener).File()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return runInNetns(ctx, "lab run", f)
 	}
 	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {
 		if opts.File != "-" {
@@ -201,6 +215,7 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
 	}
 	if onKube {
+		ro.AtOnce = maxControlPlanes
 		if ro.ControlPlane, err = variantControlPlanes(ro.Logger, lab.Dataplane(opts.Dataplane)); err != nil {
 			html.discard()
 			return err

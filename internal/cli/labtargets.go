@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/spf13/cobra"
@@ -102,6 +104,20 @@ func labTargets(ctx context.Context, o *TargetsOptions) error {
 	if len(groups) == 0 {
 		fmt.Fprintf(o.Err, "no pod serves metrics here (give pods --metrics-port or a containerPort named %q)\n", kubelet.MetricsPortName)
 	}
+	if len(groups) > 0 {
+		info, err := o.client().Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NetnsPID != 0 {
+			// lab up --control-plane kubernetes: pod addresses are local
+			// to the lab's private network namespace only.
+			fmt.Fprintf(o.Err, "note: these pod addresses exist only inside the lab's network namespace; run Prometheus there, e.g.\n"+
+				"  pinlab lab exec%s -- prometheus --config.file=prometheus.yml --web.listen-address=127.0.0.1:9090\n"+
+				"and query it from there too (pinlab lab exec ... -- pinlab diagnose --prometheus http://127.0.0.1:9090 ...)\n",
+				controlFlags(o.Control, cmp.Or(o.TokenFile, defaultTokenPath(o.Control))))
+		}
+	}
 	if o.Format == "file_sd" {
 		if groups == nil {
 			groups = []TargetGroup{}
@@ -129,4 +145,10 @@ func writeScrapeConfig(w io.Writer, groups []TargetGroup, interval string) error
 		fmt.Fprintf(w, "  - %s\n", b)
 	}
 	return nil
+}
+
+// defaultTokenPath is control.TokenPath of addr, or "" when it has none.
+func defaultTokenPath(addr string) string {
+	p, _ := control.TokenPath(addr)
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/dashboard"
 	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/report"
@@ -62,12 +65,24 @@ func startUI(ctx context.Context, opts *LabRunOptions, p *plan.Plan) (*liveUI, e
 		cfg.Panels = append(cfg.Panels, panel)
 	}
 	ui := &liveUI{board: dashboard.New(cfg)}
-	token := control.NewToken()
-	srv, err := control.Listen(ctx, control.Config{Addr: opts.UIAddr, Token: token, UI: ui.board.Handler()})
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			err = fmt.Errorf("%w (pass --ui-addr 127.0.0.1:0 for a free port)", err)
+	var ln net.Listener
+	if netns.Inside() {
+		// lab run --control-plane kubernetes: the pinlab on the host bound
+		// the dashboard's address (listenUI) and handed it over.
+		var err error
+		if ln, err = inheritedListener(uiFD, "dashboard"); err != nil {
+			return nil, err
 		}
+	} else {
+		var err error
+		if ln, err = listenUI(ctx, opts.UIAddr); err != nil {
+			return nil, err
+		}
+	}
+	token := control.NewToken()
+	srv, err := control.Listen(ctx, control.Config{Addr: ln.Addr().String(), Listener: ln, Token: token, UI: ui.board.Handler()})
+	if err != nil {
+		ln.Close()
 		return nil, fmt.Errorf("--ui-addr %s: %w", opts.UIAddr, err)
 	}
 	ui.srv = srv
@@ -76,6 +91,22 @@ func startUI(ctx context.Context, opts *LabRunOptions, p *plan.Plan) (*liveUI, e
 	ui.wg.Go(func() { ui.board.Run(bctx) })
 	fmt.Fprintf(opts.Err, "dashboard: %s\n", dashboardURL(srv.Addr(), token))
 	return ui, nil
+}
+
+// uiFD is the descriptor of the dashboard's listener that lab run
+// --control-plane kubernetes hands to itself in its network namespace.
+const uiFD = 3
+
+// listenUI binds lab run's dashboard address on the host's loopback.
+func listenUI(ctx context.Context, addr string) (net.Listener, error) {
+	ln, err := loopback.Listen(ctx, addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w (pass --ui-addr 127.0.0.1:0 for a free port)", err)
+		}
+		return nil, fmt.Errorf("--ui-addr %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // finish shows the result's headlines, ends the page's stream and stops

@@ -115,47 +115,35 @@ func runInNetns(ctx context.Context, verb string, listeners ...*os.File) error {
 }
 
 // maxControlPlanes bounds the control planes lab run runs at once (about
-// 500 MB and a few percent of a core each when idle); variants beyond it
-// wait for one to stop.
+// 500 MB and a few percent of a core each when idle): the runner runs
+// side-by-side variants in batches of this many (runner.Options.AtOnce).
 const maxControlPlanes = 4
 
 // variantControlPlanes returns lab run's runner.Options.ControlPlane: a
 // control plane per variant, with the variant's own /20 of the pod and
 // Service ranges (variant i: pods 10.244.16i.0/20, Services
-// 10.96.16i.0/20), at most maxControlPlanes at once.
+// 10.96.16i.0/20).
 func variantControlPlanes(logger *slog.Logger, dp lab.Dataplane) (func(context.Context, int) (*lab.API, func() error, error), error) {
 	bin, err := controlplane.BinDir()
 	if err != nil {
 		return nil, err
 	}
-	slots := make(chan struct{}, maxControlPlanes)
 	return func(ctx context.Context, i int) (*lab.API, func() error, error) {
 		pods, err1 := subnet(kubePodCIDR, 20, i)
 		svcs, err2 := subnet(kubeServiceCIDR, 20, i)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, nil, fmt.Errorf("--control-plane %s runs at most %d variants (a /20 of %v each): %w", controlPlaneKubernetes, 1<<(20-kubePodCIDR.Bits()), kubePodCIDR, err)
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
 		cp, err := controlplane.Start(ctx, controlplane.Config{BinDir: bin, ServiceCIDR: svcs, AdvertiseAddress: lab.NodeIP(pods), Logger: logger})
 		if err != nil {
-			<-slots
 			return nil, nil, err
 		}
 		client, err := kubernetes.NewForConfig(cp.RESTConfig())
 		if err != nil {
 			cp.Close()
-			<-slots
 			return nil, nil, err
 		}
-		stop := func() error {
-			defer func() { <-slots }()
-			return cp.Close()
-		}
-		return apiFor(cp, client, pods, svcs, dp), stop, nil
+		return apiFor(cp, client, pods, svcs, dp), cp.Close, nil
 	}, nil
 }
 
@@ -310,12 +298,12 @@ func dataplaneLine(l *lab.Lab) string {
 func inheritedListener(fd int, what string) (net.Listener, error) {
 	f := os.NewFile(uintptr(fd), what)
 	if f == nil {
-		return nil, fmt.Errorf("lab up: no %s listener at descriptor %d", what, fd)
+		return nil, fmt.Errorf("no %s listener handed over at descriptor %d", what, fd)
 	}
 	defer f.Close()
 	ln, err := net.FileListener(f)
 	if err != nil {
-		return nil, fmt.Errorf("lab up: %s listener at descriptor %d: %w", what, fd, err)
+		return nil, fmt.Errorf("the %s listener handed over at descriptor %d: %w", what, fd, err)
 	}
 	return ln, nil
 }

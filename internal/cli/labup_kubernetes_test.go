@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,6 +21,8 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/dashboard"
+	"github.com/pinlab/pinlab/internal/report"
 )
 
 // TestLabUpKubernetes runs the pinlab binary as a user does: lab up
@@ -39,11 +43,7 @@ func TestLabUpKubernetes(t *testing.T) {
 		t.Skip("builds pinlab and starts a control plane")
 	}
 	dir := t.TempDir()
-	pinlab := filepath.Join(dir, "pinlab")
-	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	pinlab := buildPinlab(t)
 	ctl := freeAddr(t)
 	tokenFile := filepath.Join(dir, "token")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -141,6 +141,14 @@ func TestLabUpKubernetes(t *testing.T) {
 	}
 	if !strings.Contains(out, "pricing-") {
 		t.Errorf("lab load through lab exec named no pod:\n%s", out)
+	}
+	// lab targets from the host lists the pods' metrics ports at their
+	// 10.244 addresses and says those exist only inside the namespace.
+	targets := exec.CommandContext(ctx, pinlab, "lab", "targets", "-n", "shop", "--control", ctl, "--token-file", tokenFile)
+	var targetsErr strings.Builder
+	targets.Stderr = &targetsErr
+	if tout, err := targets.Output(); err != nil || !strings.Contains(string(tout), `"10.244.`) || !strings.Contains(targetsErr.String(), "only inside the lab's network namespace") {
+		t.Errorf("lab targets on a real control plane: %v; want 10.244 targets and a note on where to scrape them\nstdout:\n%s\nstderr:\n%s", err, tout, targetsErr.String())
 	}
 	// diagnose through the kubeconfig, inside the namespace where the pod
 	// IPs are: 2 clients through the ClusterIP on 4 pods leave 2 idle.
@@ -264,4 +272,79 @@ func exitCodeOf(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// TestLabRunKubernetesUI: lab run --control-plane kubernetes --ui serves
+// its dashboard on the host's loopback while the run goes inside the
+// lab's network namespace (the listener is bound on the host and handed
+// over), and the run still reports.
+func TestLabRunKubernetesUI(t *testing.T) {
+	if _, err := controlplane.BinDir(); err != nil {
+		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds pinlab and starts a control plane")
+	}
+	pinlab := buildPinlab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pinlab, "lab", "run", writeScenario(t, 6*time.Second, 2*time.Second), "--variant", "clusterip",
+		"--control-plane", "kubernetes", "--ui", "--ui-addr", "127.0.0.1:0", "--progress", "off", "-o", "json")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	url := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(stderrPipe)
+		for sc.Scan() {
+			stderr.Write([]byte(sc.Text() + "\n"))
+			if u, ok := strings.CutPrefix(sc.Text(), "dashboard: "); ok {
+				select {
+				case url <- u:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case u := <-url:
+		// The page, then its panels with the token, as the page's script
+		// fetches them: the variant's panel is there.
+		page, token, _ := strings.Cut(u, "/#token=")
+		req, _ := http.NewRequestWithContext(ctx, "GET", page+dashboard.PanelsPath, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s from the host: %v", req.URL, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "clusterip") {
+			t.Errorf("GET %s: %s, want 200 and the variant's panel:\n%.300s", req.URL, resp.Status, body)
+		}
+	case <-copied:
+		t.Fatalf("lab run printed no dashboard address:\n%s", stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("no dashboard address in time:\n%s", stderr.String())
+	}
+	<-copied
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("lab run --control-plane kubernetes --ui: %v\n%s", err, stderr.String())
+	}
+	res, err := report.ReadJSON(&stdout)
+	if err != nil || len(res.Variants) != 1 {
+		t.Fatalf("lab run's JSON: %v, %d variants; want one", err, len(res.Variants))
+	}
 }

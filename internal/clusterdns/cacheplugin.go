@@ -39,7 +39,8 @@ type cacheSettings struct {
 // classSettings is a CacheClass with defaults applied.
 type classSettings struct {
 	shardSize      int
-	maxTTL, minTTL uint32 // seconds
+	maxTTL, minTTL uint32   // seconds
+	disable        []string // zones not kept, lower case, fully qualified
 }
 
 // settings applies the defaults; nil stays nil (no cache plugin).
@@ -74,6 +75,9 @@ func (c CacheClass) settings(name string, defaultMax uint32) (classSettings, err
 	}
 	if c.MaxTTL == 0 {
 		st.maxTTL = defaultMax
+	}
+	for _, z := range c.Disable {
+		st.disable = append(st.disable, dns.CanonicalName(z))
 	}
 	if c.MinTTL == 0 {
 		st.minTTL = defaultCacheMinTTL
@@ -128,7 +132,7 @@ func (c *pluginCache) through(q question, build func() (answerSet, bool)) (answe
 	kind, keep := classify(set, q.qtype)
 	ttl := c.keepFor(set, kind)
 	set = withTTL(set, ttl)
-	if keep && ttl > 0 {
+	if keep && ttl > 0 && !c.disabled(kind, q.name) {
 		r := &cachedReply{set: set, name: q.name, qtype: q.qtype, qclass: q.qclass, ttl: ttl, stored: t}
 		switch kind {
 		case replyPositive:
@@ -138,6 +142,23 @@ func (c *pluginCache) through(q question, build func() (answerSet, bool)) (answe
 		}
 	}
 	return set, true
+}
+
+// disabled reports whether name is in a zone whose replies of kind are
+// not kept ("disable success|denial ZONES": cache.go's set checks
+// pexcept for NOERROR replies, nexcept for NXDOMAIN, NODATA and
+// SERVFAIL, after WriteMsg has capped the TTLs).
+func (c *pluginCache) disabled(kind replyKind, name string) bool {
+	zones := c.cfg.success.disable
+	if kind == replyNegative || kind == replyFailure {
+		zones = c.cfg.denial.disable
+	}
+	for _, z := range zones {
+		if dns.IsSubDomain(z, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup returns the unexpired reply stored for q, looking in the denial

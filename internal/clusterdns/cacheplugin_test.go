@@ -334,3 +334,42 @@ func TestCachePluginGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestCachePluginDisable: kubeadm v1.37.2's "cache 30 { disable success
+// cluster.local; disable denial cluster.local }" keeps nothing in the
+// zone, so a removed endpoint leaves the answer at once, but the TTLs are
+// still capped at 30 (the dns-version TXT's 28800 too), as CoreDNS caps
+// before it decides not to keep; the reverse zones are still cached.
+func TestCachePluginDisable(t *testing.T) {
+	useFakeClock(t)
+	cfg := kubeadmDNS
+	cfg.Cache = clusterdns.KubeadmCache()
+	cfg.Cache.Success.Disable = []string{"Cluster.Local"}
+	cfg.Cache.Denial.Disable = []string{"cluster.local."}
+	fx := newFixture(t, cfg, referenceObjects()...)
+	checkA(t, fx, tn("hdls"), 30, []string{"172.0.0.2", "172.0.0.3", "172.0.0.4"})
+	es := endpointSlice("testns", "hdls", "hdls-v4", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{httpSlicePort},
+		endpoint("172.0.0.2", "", isReady), endpoint("172.0.0.4", "web-0", isReady))
+	if _, err := fx.client.DiscoveryV1().EndpointSlices("testns").Update(t.Context(), es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fx.untilStored(t, &discoveryv1.EndpointSlice{}, "testns/hdls-v4", func(obj any) bool {
+		return obj != nil && len(obj.(*discoveryv1.EndpointSlice).Endpoints) == 2
+	})
+	checkA(t, fx, tn("hdls"), 30, []string{"172.0.0.2", "172.0.0.4"})
+	txt := fx.ask(t, "dns-version.cluster.local.", dns.TypeTXT, true, 0)
+	if len(txt.Answer) != 1 || txt.Answer[0].Header().Ttl != 30 {
+		t.Errorf("dns-version TXT: %s, want one record with TTL 30 (capped)", describe(txt))
+	}
+
+	// In-addr.arpa is not disabled: svc1's PTR is kept after svc1 moves.
+	ptr := func() string {
+		r := fx.ask(t, "1.0.0.10.in-addr.arpa.", dns.TypePTR, true, 0)
+		return describe(r)
+	}
+	before := ptr()
+	changeClusterIP(t, fx, "10.0.0.99")
+	if after := ptr(); after != before {
+		t.Errorf("PTR 10.0.0.1 after svc1 moved: %s, want the kept reply %s", after, before)
+	}
+}

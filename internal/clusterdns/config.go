@@ -125,7 +125,7 @@ type Config struct {
 // default; REFUSED is never kept. The zero value is "cache" with the
 // plugin's defaults. Not modelled: prefetch and serve_stale (they refresh
 // or stretch entries against an upstream that fails or is slow; the
-// kubernetes plugin answers at once from memory), servfail and disable.
+// kubernetes plugin answers at once from memory) and servfail.
 type CacheConfig struct {
 	// Success is the cache of positive replies (NOERROR with an answer),
 	// Denial that of NXDOMAIN and NODATA replies (and SERVFAIL).
@@ -154,15 +154,25 @@ type CacheClass struct {
 	// default, 5s; negative means 0, no minimum (a reply with TTL 0 is
 	// then not kept).
 	MinTTL time.Duration
+	// Disable lists zones (trailing dot optional, any case) whose replies
+	// this cache does not keep, as "disable success|denial ZONES...": a
+	// name at or below one is answered afresh every time, but its records
+	// are still sent with the capped TTL (CoreDNS caps before it decides
+	// to keep). Nil keeps replies in every zone.
+	Disable []string
 }
 
 // KubeadmCacheTTL is the cap of kubeadm's Corefile, "cache 30".
 const KubeadmCacheTTL = 30 * time.Second
 
-// KubeadmCache returns the cache plugin as kubeadm's Corefile configures
-// it, "cache 30": both caches capped at 30s, the rest the plugin's
-// defaults. kubeadm also sets the kubernetes plugin's "ttl 30"
-// (Config.TTL); with the default TTL of 5s, replies are kept 5s.
+// KubeadmCache returns the cache plugin as kubeadm's Corefile long
+// configured it, "cache 30": both caches capped at 30s, the rest the
+// plugin's defaults. kubeadm also sets the kubernetes plugin's "ttl 30"
+// (Config.TTL); with the default TTL of 5s, replies are kept 5s. kubeadm
+// v1.37.2's Corefile adds "disable success cluster.local" and "disable
+// denial cluster.local" (cmd/kubeadm/app/phases/addons/dns/manifests.go):
+// there, answers in the cluster zone are not cached at all, only capped
+// at 30s; set both classes' Disable to the zone for that Corefile.
 func KubeadmCache() *CacheConfig {
 	return &CacheConfig{
 		Success: CacheClass{MaxTTL: KubeadmCacheTTL},

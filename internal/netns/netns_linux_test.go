@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,6 +44,21 @@ func TestMain(m *testing.M) {
 // talks to its test.
 var helpers = map[string]func() int{
 	"exit7": func() int { return 7 },
+	// run calls Run (to run "exit7" in a namespace) and prints its
+	// error, or "ok": the test that started it checks what Run said where
+	// the kernel refuses namespaces.
+	"run": func() int {
+		code, err := Run(context.Background(), Config{Env: append(os.Environ(), helperEnv+"=exit7")})
+		if err != nil {
+			fmt.Println(err)
+			if errors.Is(err, ErrUnavailable) {
+				fmt.Println("ErrUnavailable")
+			}
+			return 0
+		}
+		fmt.Println("ok", code)
+		return 0
+	},
 	// inside checks the namespace, sets it up and serves on a pod
 	// address, dialling itself from another pod address.
 	"inside": func() int {
@@ -369,5 +386,71 @@ func TestWithMarker(t *testing.T) {
 	got := withMarker([]string{"A=1", MarkerEnv + "=0", "B=2"})
 	if diff := cmp.Diff([]string{"A=1", "B=2", MarkerEnv + "=1"}, got); diff != "" {
 		t.Errorf("withMarker (-want +got):\n%s", diff)
+	}
+}
+
+// TestUnavailableForReal: where the kernel refuses a namespace, Run says
+// so with ErrUnavailable and what to change, on this kernel rather than
+// with a made-up errno (TestStartError): root without CAP_SYS_ADMIN (a
+// bounding set without it, as some containers run), and an unprivileged
+// user whose user namespaces are capped at 0 (user.max_user_namespaces,
+// set to 0 in a user namespace of the test's own, which caps every
+// namespace below it and leaves the machine's setting alone). Needs root
+// and setpriv (util-linux).
+func TestUnavailableForReal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop capabilities and map users")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux)")
+	}
+	// The test binary, where user 65534 can run it.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "netns.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
+	tests := []struct {
+		name string
+		cmd  func(ctx context.Context) *exec.Cmd
+		says string
+	}{
+		{name: "root without CAP_SYS_ADMIN", says: "CAP_SYS_ADMIN", cmd: func(ctx context.Context) *exec.Cmd {
+			return exec.CommandContext(ctx, setpriv, "--bounding-set", "-sys_admin", bin)
+		}},
+		{name: "user namespaces capped at 0", says: "user.max_user_namespaces", cmd: func(ctx context.Context) *exec.Cmd {
+			c := exec.CommandContext(ctx, "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" --reuid 65534 --regid 65534 --clear-groups "$1"`, setpriv, bin)
+			c.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: uids, GidMappings: uids, GidMappingsEnableSetgroups: true}
+			return c
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := tt.cmd(ctx)
+			c.Env = append(os.Environ(), helperEnv+"=run")
+			out, err := c.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %v\n%s", c.Args, err, out)
+			}
+			t.Logf("%s", out)
+			if !strings.Contains(string(out), "ErrUnavailable") || !strings.Contains(string(out), tt.says) {
+				t.Errorf("Run where the kernel refuses: %q; want ErrUnavailable saying %q", out, tt.says)
+			}
+		})
 	}
 }

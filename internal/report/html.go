@@ -106,10 +106,7 @@ func newView(r *Result) view {
 		Overloaded: overloadLines(r), Verdict: verdictLine(r), Compare: cc,
 		CmpHeader: comparisonHeader, RunHeader: runHeader,
 	}
-	how := "side by side"
-	if !r.SideBySide {
-		how = "one after another"
-	}
+	how := runHow(r)
 	v.Header = []term{
 		{"source", r.Source},
 		{"run", fmt.Sprintf("%gs per variant, %d variant(s) %s, seed %d", r.Duration, len(r.Variants), how, r.Seed)},

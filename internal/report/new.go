@@ -20,6 +20,9 @@ func New(p *plan.Plan, run *runner.Result, verdicts []verdict.Verdict) *Result {
 		MinResolve: p.MinResolutionInterval.Seconds(), DNSTTL: p.DNS.TTL.Seconds(),
 		Steps: p.Timeline,
 	}
+	if run.SideBySide && run.Batch > 0 && run.Batch < len(run.Variants) {
+		r.Batch = run.Batch
+	}
 	if p.DNS.Cache != nil {
 		r.DNSCache = p.DNS.Cache.String()
 	}

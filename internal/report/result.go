@@ -19,8 +19,12 @@ type Result struct {
 	Duration    float64 `json:"duration_s"`
 	Seed        uint64  `json:"seed"`
 	SideBySide  bool    `json:"side_by_side"`
-	MinResolve  float64 `json:"grpc_min_resolution_interval_s"`
-	DNSTTL      float64 `json:"dns_ttl_s"`
+	// Batch, when side by side in batches, is how many variants ran at
+	// once (each batch after the previous one ended); 0 when all ran at
+	// once or one after another.
+	Batch      int     `json:"batch,omitempty"`
+	MinResolve float64 `json:"grpc_min_resolution_interval_s"`
+	DNSTTL     float64 `json:"dns_ttl_s"`
 	// DNSCache is CoreDNS's cache plugin in front of the cluster DNS, in
 	// Corefile form ("cache 30"); empty for none.
 	DNSCache string       `json:"dns_cache,omitempty"`

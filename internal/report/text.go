@@ -104,15 +104,24 @@ func (p *printer) f(format string, args ...any) {
 	}
 }
 
+// runHow says how the variants ran: "side by side", "side by side, 4 at
+// a time" or "one after another".
+func runHow(r *Result) string {
+	switch {
+	case !r.SideBySide:
+		return "one after another"
+	case r.Batch > 0:
+		return fmt.Sprintf("side by side, %d at a time", r.Batch)
+	}
+	return "side by side"
+}
+
 func (p *printer) header(r *Result) {
 	p.f("pinlab lab run: %s (%s)\n", r.Scenario, r.Source)
 	if r.Description != "" {
 		p.f("  %s\n", r.Description)
 	}
-	how := "side by side"
-	if !r.SideBySide {
-		how = "one after another"
-	}
+	how := runHow(r)
 	dnsCache := ""
 	if r.DNSCache != "" {
 		dnsCache = " behind " + r.DNSCache

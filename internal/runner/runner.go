@@ -27,6 +27,12 @@ const setupTimeout = 60 * time.Second
 type Options struct {
 	// Sequential runs variants one after another instead of side by side.
 	Sequential bool
+	// AtOnce, when side by side, runs the variants in batches of at most
+	// this many (each batch starts when the previous one has ended): 0
+	// means lab.Ranges, the most labs one machine holds at once; larger
+	// values are lowered to it. `lab run --control-plane kubernetes` sets
+	// 4, one real control plane per variant.
+	AtOnce int
 	// Seed makes pod names, ClusterIPs and random picks repeatable; 0 picks
 	// one (reported in the result).
 	Seed uint64
@@ -63,11 +69,16 @@ type Progress struct {
 }
 
 // Result is what Run did: the seed it used, whether the variants ran side
-// by side, and each variant's outcome in the plan's order.
+// by side and in batches of how many, and each variant's outcome in the
+// plan's order.
 type Result struct {
 	Seed       uint64
 	SideBySide bool
-	Variants   []Outcome
+	// Batch is how many variants ran at once when side by side: the
+	// number of variants, or fewer when Options.AtOnce (or lab.Ranges)
+	// split them into batches, one after another. 1 when sequential.
+	Batch    int
+	Variants []Outcome
 }
 
 // Outcome is how one variant's run went and what it measured.
@@ -106,7 +117,8 @@ type Outcome struct {
 var ErrTooMuch = errors.New("too much for one run side by side")
 
 // Run runs the plan's variants and returns their outcomes. Variants run side
-// by side in separate labs (up to lab.Ranges at a time) unless
+// by side in separate labs (in batches of up to opts.AtOnce or
+// lab.Ranges, whichever is smaller) unless
 // opts.Sequential or the plan is sequential. A variant that fails to start
 // is reported in its outcome; Run itself fails only when the variants side
 // by side would be too much (ErrTooMuch) or when ctx ends (with the
@@ -140,7 +152,10 @@ func Run(ctx context.Context, p *plan.Plan, opts Options) (*Result, error) {
 		runs[i].state.Store("waiting")
 	}
 	stopProgress := startProgress(opts.Progress, runs)
-	batch := lab.Ranges
+	batch := min(len(runs), lab.Ranges)
+	if opts.AtOnce > 0 {
+		batch = min(batch, opts.AtOnce)
+	}
 	if opts.Sequential {
 		batch = 1
 	}
@@ -152,7 +167,7 @@ func Run(ctx context.Context, p *plan.Plan, opts Options) (*Result, error) {
 		wg.Wait()
 	}
 	stopProgress()
-	res := &Result{Seed: opts.Seed, SideBySide: !opts.Sequential}
+	res := &Result{Seed: opts.Seed, SideBySide: !opts.Sequential, Batch: batch}
 	for _, r := range runs {
 		o := r.outcome
 		if o.State == "" {
