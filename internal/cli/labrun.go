@@ -54,6 +54,11 @@ type LabRunOptions struct {
 	// kube-proxy-iptables (the real kube-proxy; see lab.API.Dataplane).
 	// Only with ControlPlane kubernetes.
 	Dataplane string
+	// CompareDataplanes runs the scenario twice on real control planes,
+	// on pinlab's dataplane and then on the real one (Dataplane, default
+	// kube-proxy-nftables), variants one after another in both, and
+	// prints the figures side by side (report.CompareDataplanes).
+	CompareDataplanes bool
 	// Diagnose runs pinlab diagnose in each variant's lab while its load
 	// runs, on every Service its clients target: the first channelz
 	// reading at DiagnoseAt of load (0: DiagnoseWindow plus 2s before the
@@ -108,7 +113,12 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 			default:
 				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
 			}
-			if err := checkDataplane(opts.Dataplane, cmd.Flags().Changed("dataplane"), opts.ControlPlane); err != nil {
+			if opts.CompareDataplanes {
+				if err := opts.checkCompare(cmd.Flags().Changed("control-plane"), cmd.Flags().Changed("dataplane")); err != nil {
+					return err
+				}
+			}
+			if err := checkDataplane(opts.Dataplane, cmd.Flags().Changed("dataplane") || opts.CompareDataplanes, opts.ControlPlane); err != nil {
 				return err
 			}
 			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
@@ -134,6 +144,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.Dataplane, "dataplane", string(lab.DataplanePinlab), dataplaneUsage)
+	f.BoolVar(&opts.CompareDataplanes, "compare-dataplanes", false, "run the scenario on real control planes twice, on pinlab's dataplane and on the real one (--dataplane, default kube-proxy-nftables), variants one after another, and print the figures side by side with the differences beyond tolerance marked (implies --control-plane kubernetes; exit 6 when they differ)")
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
 	f.DurationVar(&opts.DiagnoseAt, "diagnose-at", 0, "time of load at which --diagnose takes its first reading (default: --diagnose-window plus 2s before the end); implies --diagnose")
@@ -200,6 +211,9 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if err != nil {
 		html.discard()
 		return err
+	}
+	if opts.CompareDataplanes {
+		return compareDataplanes(ctx, opts, p)
 	}
 	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
 	if onKube && lab.Dataplane(opts.Dataplane).KubeProxyMode() != "" && !opts.Sequential && len(p.Variants) > 1 {

@@ -29,8 +29,13 @@ type Fidelity struct {
 	// Rows are in the order of A's variants, then each variant's windows,
 	// then the variant-wide figures.
 	Rows []FidelityRow `json:"rows"`
-	// Differences counts the rows that differ beyond their tolerance.
+	// Differences counts the rows that differ beyond their tolerance,
+	// except those that rest on chance (FidelityRow.Chance).
 	Differences int `json:"differences"`
+	// ChanceDifferences counts the rows that differ beyond their
+	// tolerance where the figure rests on kube-proxy's random pick per
+	// connection: two runs on one dataplane differ as much.
+	ChanceDifferences int `json:"chance_differences"`
 	// Overloaded names the variants whose run on either dataplane the
 	// overload detector marked: their figures are not evidence either way.
 	Overloaded []string `json:"overloaded,omitempty"`
@@ -49,6 +54,11 @@ type FidelityRow struct {
 	// Tolerance says how far apart A and B may be ("±0.10", "same").
 	Tolerance string `json:"tolerance"`
 	Differs   bool   `json:"differs"`
+	// Chance marks a figure that rests on kube-proxy's random pick of a
+	// pod per connection (how calls spread over pods when clients reach
+	// a ClusterIP): a difference there is not evidence against either
+	// dataplane unless it recurs.
+	Chance bool `json:"chance,omitempty"`
 }
 
 // The tolerances of CompareDataplanes, on what one dataplane's reruns of
@@ -87,7 +97,10 @@ func CompareDataplanes(aName string, a *Result, bName string, b *Result) *Fideli
 
 func (f *Fidelity) add(r FidelityRow) {
 	f.Rows = append(f.Rows, r)
-	if r.Differs {
+	switch {
+	case r.Differs && r.Chance:
+		f.ChanceDifferences++
+	case r.Differs:
 		f.Differences++
 	}
 }
@@ -112,8 +125,10 @@ func (f *Fidelity) compareVariant(a, b Variant) {
 			f.add(FidelityRow{Variant: a.Name, Window: wa.Name, Figure: "measured", A: "yes", B: "-", Tolerance: "same", Differs: true})
 			continue
 		}
+		chance := viaClusterIP(a) || viaClusterIP(b)
 		for _, r := range compareWindow(wa, wb) {
 			r.Variant, r.Window = a.Name, wa.Name
+			r.Chance = chance && spreadFigures[r.Figure]
 			f.add(r)
 		}
 	}
@@ -121,6 +136,20 @@ func (f *Fidelity) compareVariant(a, b Variant) {
 		r.Variant = a.Name
 		f.add(r)
 	}
+}
+
+// spreadFigures are the figures of how calls spread over pods, which
+// rest on kube-proxy's random picks when clients reach a ClusterIP.
+var spreadFigures = map[string]bool{"busiest pod's share": true, "idle pods": true, "Jain's index": true}
+
+// viaClusterIP says whether some client group of v reaches a ClusterIP.
+func viaClusterIP(v Variant) bool {
+	for _, g := range v.Groups {
+		if g.ServiceKind == "ClusterIP" {
+			return true
+		}
+	}
+	return false
 }
 
 // compareWindow is a window's rows: how the calls spread and what failed.
@@ -153,8 +182,8 @@ func compareRun(a, b Variant) []FidelityRow {
 		tol := max(tolRebalance, max(ra, rb)/4)
 		rows = append(rows, FidelityRow{Figure: "time to rebalance (median, s)", A: fmt.Sprintf("%.1f", ra), B: fmt.Sprintf("%.1f", rb),
 			Tolerance: fmt.Sprintf("±%.1f", tol), Differs: math.Abs(ra-rb) > tol})
-	case okA != okB:
-		rows = append(rows, FidelityRow{Figure: "time to rebalance (median, s)", A: orNever(ra, okA), B: orNever(rb, okB), Tolerance: "same", Differs: true})
+	case okA != okB || len(a.Summary.Rebalance) > 0 || len(b.Summary.Rebalance) > 0:
+		rows = append(rows, FidelityRow{Figure: "time to rebalance (median, s)", A: orNever(ra, okA), B: orNever(rb, okB), Tolerance: "same", Differs: okA != okB})
 	}
 	if da, okA := answersPerLookup(a.Summary); okA {
 		db, okB := answersPerLookup(b.Summary)
@@ -287,7 +316,10 @@ func FidelityText(w io.Writer, f *Fidelity) error {
 			where = r.Window
 		}
 		mark := "   "
-		if r.Differs {
+		switch {
+		case r.Differs && r.Chance:
+			mark = " ~ "
+		case r.Differs:
 			mark = " ≠ "
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, where, r.Figure, r.A, r.B, r.Tolerance)
@@ -296,8 +328,11 @@ func FidelityText(w io.Writer, f *Fidelity) error {
 	if len(f.Overloaded) > 0 {
 		p.f("\nOVERLOADED: the machine was overloaded during %s on one dataplane or both; their figures are not evidence either way\n", strings.Join(f.Overloaded, ", "))
 	}
+	if f.ChanceDifferences > 0 {
+		p.f("\n%s of how calls spread over pods differ beyond tolerance where clients reach a ClusterIP (marked ~): kube-proxy picks a pod at random per connection, so two runs on one dataplane differ as much; rerun, or use more clients, before reading them as a difference\n", plural(f.ChanceDifferences, "figure"))
+	}
 	if f.Differences == 0 {
-		p.f("\nthe dataplanes agree within tolerance on all %d figures\n", len(f.Rows))
+		p.f("\nthe dataplanes agree within tolerance on all %d figures that do not rest on chance\n", len(f.Rows)-f.ChanceDifferences)
 	} else {
 		p.f("\n%s of %d differ beyond tolerance (marked ≠)\n", plural(f.Differences, "figure"), len(f.Rows))
 	}

@@ -31,11 +31,18 @@ func fidelityRun(jain float64, idle int, rebalance float64) *Result {
 	}}}
 }
 
+// viaCluster makes r's variant reach a ClusterIP.
+func viaCluster(r *Result) *Result {
+	r.Variants[0].Groups = []Group{{Name: "order", ServiceKind: "ClusterIP"}}
+	return r
+}
+
 func TestCompareDataplanes(t *testing.T) {
 	tests := []struct {
 		name    string
 		a, b    *Result
 		differs []string // figures that differ
+		chance  []string // figures that differ by chance
 	}{
 		{name: "same", a: fidelityRun(0.8, 0, 3), b: fidelityRun(0.8, 0, 3)},
 		{name: "within tolerance", a: fidelityRun(0.8, 0, 3), b: fidelityRun(0.7, 1, 4.5)},
@@ -43,21 +50,28 @@ func TestCompareDataplanes(t *testing.T) {
 		{name: "idle pods apart", a: fidelityRun(0.8, 0, 3), b: fidelityRun(0.8, 2, 3), differs: []string{"idle pods"}},
 		{name: "never rebalanced", a: fidelityRun(0.8, 0, 3), b: fidelityRun(0.8, 0, -1), differs: []string{"time to rebalance (median, s)"}},
 		{name: "variant missing", a: fidelityRun(0.8, 0, 3), b: &Result{}, differs: []string{"ran"}},
+		{name: "Jain apart through a ClusterIP", a: viaCluster(fidelityRun(0.9, 0, 3)), b: viaCluster(fidelityRun(0.5, 0, 3)), chance: []string{"Jain's index"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := CompareDataplanes("pinlab", tt.a, "kube-proxy-nftables", tt.b)
-			var got []string
+			var got, chance []string
 			for _, r := range f.Rows {
-				if r.Differs {
+				switch {
+				case r.Differs && r.Chance:
+					chance = append(chance, r.Figure)
+				case r.Differs:
 					got = append(got, r.Figure)
 				}
 			}
 			if diff := cmp.Diff(tt.differs, got); diff != "" {
 				t.Errorf("figures that differ (-want +got):\n%s", diff)
 			}
-			if f.Differences != len(got) {
-				t.Errorf("Differences = %d, want %d", f.Differences, len(got))
+			if diff := cmp.Diff(tt.chance, chance); diff != "" {
+				t.Errorf("figures that differ by chance (-want +got):\n%s", diff)
+			}
+			if f.Differences != len(got) || f.ChanceDifferences != len(chance) {
+				t.Errorf("Differences, ChanceDifferences = %d, %d; want %d, %d", f.Differences, f.ChanceDifferences, len(got), len(chance))
 			}
 		})
 	}
@@ -66,8 +80,15 @@ func TestCompareDataplanes(t *testing.T) {
 func TestFidelityTextGolden(t *testing.T) {
 	b := fidelityRun(0.5, 2, -1)
 	b.Variants[0].Overloaded = []verdict.Overload{{}}
+	headless := fidelityRun(0.8, 0, 3)
+	headless.Variants[0].Name = "headless-rr"
+	b.Variants = append(b.Variants, viaCluster(headless).Variants[0])
+	a := fidelityRun(0.8, 0, 3)
+	clusterip := viaCluster(fidelityRun(0.4, 0, 3))
+	clusterip.Variants[0].Name = "headless-rr"
+	a.Variants = append(a.Variants, clusterip.Variants[0])
 	var buf bytes.Buffer
-	if err := FidelityText(&buf, CompareDataplanes("pinlab", fidelityRun(0.8, 0, 3), "kube-proxy-nftables", b)); err != nil {
+	if err := FidelityText(&buf, CompareDataplanes("pinlab", a, "kube-proxy-nftables", b)); err != nil {
 		t.Fatal(err)
 	}
 	golden := filepath.Join("testdata", "fidelity.golden")
