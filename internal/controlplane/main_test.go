@@ -1,11 +1,7 @@
 package controlplane
 
 import (
-	"fmt"
-	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/netns/netnstest"
@@ -16,19 +12,5 @@ import (
 // requires: it refuses loopback endpoint addresses), and checks that no
 // goroutine outlives them.
 func TestMain(m *testing.M) {
-	netnstest.Main(leakChecked{m}, netns.PodPrefix, netns.ServicePrefix)
-}
-
-// leakChecked runs the tests, then goleak.
-type leakChecked struct{ m *testing.M }
-
-func (l leakChecked) Run() int {
-	code := l.m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			return 1
-		}
-	}
-	return code
+	netnstest.Main(netnstest.LeakChecked(m), netns.PodPrefix, netns.ServicePrefix)
 }

@@ -14,6 +14,8 @@ import (
 	"net/netip"
 	"os"
 
+	"go.uber.org/goleak"
+
 	"github.com/pinlab/pinlab/internal/netns"
 )
 
@@ -55,4 +57,21 @@ func run(m M, prefixes []netip.Prefix) int {
 	}
 	fmt.Fprintf(os.Stderr, "netnstest: %v\n", err)
 	return 1
+}
+
+// LeakChecked wraps m so that, after its tests pass, goleak checks that no
+// goroutine outlives them (the run fails if one does).
+func LeakChecked(m M) M { return leakChecked{m} }
+
+type leakChecked struct{ m M }
+
+func (l leakChecked) Run() int {
+	code := l.m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			return 1
+		}
+	}
+	return code
 }
