@@ -22,15 +22,7 @@ import (
 
 // shortScaleOut is a short scale-out: pricing goes from 2 to 4 pods at 2s,
 // under a ClusterIP and a headless round_robin variant.
-const shortScaleOut = upManifest + `---
-apiVersion: v1
-kind: Service
-metadata: {name: pricing-headless, namespace: shop}
-spec:
-  clusterIP: None
-  selector: {app: pricing}
-  ports: [{name: grpc, port: 8471, targetPort: grpc}]
----
+const shortScaleOut = upManifest + headlessPricing + `---
 apiVersion: pinlab.dev/v1alpha1
 kind: Scenario
 metadata: {name: short-scale-out}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -21,15 +20,7 @@ import (
 // ClusterIP (all its calls on one pod, whichever), and two round_robin
 // clients on the headless Service (every pod resolved at start). Either
 // way the two added pods stay idle until a re-resolution 30 s away.
-const deterministicScaleOut = upManifest + `---
-apiVersion: v1
-kind: Service
-metadata: {name: pricing-headless, namespace: shop}
-spec:
-  clusterIP: None
-  selector: {app: pricing}
-  ports: [{name: grpc, port: 8471, targetPort: grpc}]
----
+const deterministicScaleOut = upManifest + headlessPricing + `---
 apiVersion: pinlab.dev/v1alpha1
 kind: Scenario
 metadata: {name: short-scale-out}
@@ -55,21 +46,7 @@ spec:
 // agree within tolerance on every figure, and on both the added pods
 // stay idle.
 func TestCompareDataplanes(t *testing.T) {
-	if _, err := controlplane.BinDir(); err != nil {
-		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if err := lab.DataplaneKubeProxyNFTables.Check(); err != nil {
-		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if testing.Short() {
-		t.Skip("builds pinlab and starts four control planes")
-	}
+	requireControlPlane(t, lab.DataplaneKubeProxyNFTables)
 	pinlab := buildPinlab(t)
 	file := filepath.Join(t.TempDir(), "short.yaml")
 	if err := os.WriteFile(file, []byte(deterministicScaleOut), 0o644); err != nil {

@@ -151,6 +151,17 @@ spec:
   ports: [{name: grpc, port: 8471, targetPort: grpc}]
 `
 
+// headlessPricing is a headless Service for upManifest's pricing pods.
+const headlessPricing = `---
+apiVersion: v1
+kind: Service
+metadata: {name: pricing-headless, namespace: shop}
+spec:
+  clusterIP: None
+  selector: {app: pricing}
+  ports: [{name: grpc, port: 8471, targetPort: grpc}]
+`
+
 // TestLabDashboardInBrowser runs lab up --ui and drives the lab from its
 // dashboard in headless Chromium: the objects show as lab get shows them,
 // and the buttons scale the Deployment, force a pod not ready and delete

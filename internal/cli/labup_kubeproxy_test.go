@@ -1,20 +1,16 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/conntrack"
-	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/lab"
 )
 
@@ -26,80 +22,22 @@ import (
 // every process, kube-proxy included. It skips without the binaries, nft
 // or conntrack (fails under PINLAB_REQUIRE_CONTROL_PLANE=1).
 func TestLabUpKubeProxy(t *testing.T) {
-	_, err := controlplane.BinDir()
-	if err == nil {
-		err = lab.DataplaneKubeProxyNFTables.Check()
-	}
-	if err != nil {
-		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if testing.Short() {
-		t.Skip("builds pinlab and starts a control plane")
-	}
+	requireControlPlane(t, lab.DataplaneKubeProxyNFTables)
 	ct, err := conntrack.Command()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	pinlab := filepath.Join(dir, "pinlab")
-	if out, err := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	pinlab := buildPinlab(t)
 	ctl, tokenFile := freeAddr(t), filepath.Join(dir, "token")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	up := exec.Command(pinlab, "lab", "up", "-f", "scale-out", "--control-plane", "kubernetes", "--dataplane", "kube-proxy-nftables", "--control", ctl, "--token-file", tokenFile)
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--dataplane", "kube-proxy-nftables", "--control", ctl, "--token-file", tokenFile)
+	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
+	dataplane := ""
+	if m := regexp.MustCompile(`(?m)^dataplane: (.*)$`).FindStringSubmatch(printed); m != nil {
+		dataplane = m[1]
 	}
-	var stderr lockedBuffer
-	up.Stderr = &stderr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- up.Wait()
-	}()
-	defer func() {
-		if up.ProcessState == nil {
-			up.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(time.Minute):
-				up.Process.Kill()
-			}
-		}
-	}()
-	var dataplane string
-	for done := false; !done; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-exited, stderr.String())
-			}
-			if d, ok := strings.CutPrefix(l, "dataplane: "); ok {
-				dataplane = d
-			}
-			done = strings.HasPrefix(l, "  export KUBECONFIG=")
-		case <-ctx.Done():
-			t.Fatalf("lab up not up in time; stderr:\n%s", stderr.String())
-		}
-	}
-	go func() {
-		for range lines {
-		}
-	}()
 	if !strings.HasPrefix(dataplane, "kube-proxy-nftables (the real kube-proxy v1.37.2 in nftables mode") {
 		t.Errorf("lab up's dataplane line: %q; want the real kube-proxy in nftables mode", dataplane)
 	}
@@ -120,19 +58,5 @@ func TestLabUpKubeProxy(t *testing.T) {
 	if n := len(dnat.FindAllString(out, -1)); n != 4 {
 		t.Errorf("conntrack -L while 4 clients called: %d DNATed entries 10.244.254.N -> ClusterIP:8471 -> pod, want 4:\n%s", n, out)
 	}
-	up.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("lab up after Ctrl-C: %v\nstderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatalf("lab up still running 90 s after Ctrl-C")
-	}
-	state := regexp.MustCompile(`state and logs in (\S+)\)`).FindStringSubmatch(stderr.String())
-	if state == nil {
-		t.Errorf("lab up did not say where its control plane's state is:\n%s", stderr.String())
-	} else if left := processesWith(state[1]); len(left) > 0 {
-		t.Errorf("processes left after lab up stopped (kube-proxy's kubeconfig is in the state directory too): %v", left)
-	}
+	up.stop(t)
 }

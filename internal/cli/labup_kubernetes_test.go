@@ -16,11 +16,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/dashboard"
 	"github.com/pinlab/pinlab/internal/report"
 )
@@ -32,16 +30,7 @@ import (
 // component. It skips when the control plane is not built (fails under
 // PINLAB_REQUIRE_CONTROL_PLANE=1).
 func TestLabUpKubernetes(t *testing.T) {
-	bin, err := controlplane.BinDir()
-	if err != nil {
-		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if testing.Short() {
-		t.Skip("builds pinlab and starts a control plane")
-	}
+	bin := requireControlPlane(t)
 	dir := t.TempDir()
 	pinlab := buildPinlab(t)
 	ctl := freeAddr(t)
@@ -49,57 +38,9 @@ func TestLabUpKubernetes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
-	up := exec.Command(pinlab, "lab", "up", "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile)
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer // written by exec's copying goroutine
-	up.Stderr = &stderr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- up.Wait()
-	}()
-	defer func() {
-		if up.ProcessState == nil {
-			up.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(time.Minute):
-				up.Process.Kill()
-			}
-		}
-	}()
-	kubeconfig := ""
-	exportLine := regexp.MustCompile(`export KUBECONFIG=(\S+)`)
-	var upOut strings.Builder // what lab up printed until its kubeconfig line
-	for kubeconfig == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-exited, stderr.String())
-			}
-			upOut.WriteString(l + "\n")
-			if m := exportLine.FindStringSubmatch(l); m != nil {
-				kubeconfig = m[1]
-			}
-		case <-ctx.Done():
-			t.Fatalf("lab up not up in time; stderr:\n%s", stderr.String())
-		}
-	}
-	go func() {
-		for range lines {
-		}
-	}()
+	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile)
+	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
+	kubeconfig := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)[1]
 	if st, err := os.Stat(kubeconfig); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig %s: %v, mode %v; want 0600", kubeconfig, err, st.Mode())
 	}
@@ -150,8 +91,8 @@ func TestLabUpKubernetes(t *testing.T) {
 	if out, err := hostLoad.CombinedOutput(); exitCodeOf(err) != ExitError || !strings.Contains(string(out), "run it there: pinlab lab exec -- pinlab lab load") {
 		t.Errorf("lab load from the host of a lab in its namespace: %v, want exit 1 naming lab exec:\n%s", err, out)
 	}
-	if !strings.Contains(upOut.String(), pinlab+" lab exec --control "+ctl) || !strings.Contains(upOut.String(), "-- "+pinlab+" lab load") {
-		t.Errorf("lab up's hints do not run pinlab by its path %s:\n%s", pinlab, upOut.String())
+	if !strings.Contains(printed, pinlab+" lab exec --control "+ctl) || !strings.Contains(printed, "-- "+pinlab+" lab load") {
+		t.Errorf("lab up's hints do not run pinlab by its path %s:\n%s", pinlab, printed)
 	}
 	// lab targets from the host lists the pods' metrics ports at their
 	// 10.244 addresses and says those exist only inside the namespace.
@@ -180,24 +121,9 @@ func TestLabUpKubernetes(t *testing.T) {
 	kubectl("delete", "pod", victim, "-n", "shop", "--wait=true", "--timeout=60s")
 	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
 
-	up.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("lab up after Ctrl-C: %v\nstderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatalf("lab up still running 90 s after Ctrl-C")
-	}
+	up.stop(t)
 	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
 		t.Errorf("kubeconfig %s left behind: %v", kubeconfig, err)
-	}
-	// Its control plane's processes name its state directory.
-	state := regexp.MustCompile(`state and logs in (\S+)\)`).FindStringSubmatch(stderr.String())
-	if state == nil {
-		t.Errorf("lab up did not say where its control plane's state is:\n%s", stderr.String())
-	} else if left := processesWith(state[1]); len(left) > 0 {
-		t.Errorf("processes left after lab up stopped: %v", left)
 	}
 	var d net.Dialer
 	if c, err := d.DialContext(ctx, "tcp", ctl); err == nil {
@@ -290,15 +216,7 @@ func exitCodeOf(err error) int {
 // lab's network namespace (the listener is bound on the host and handed
 // over), and the run still reports.
 func TestLabRunKubernetesUI(t *testing.T) {
-	if _, err := controlplane.BinDir(); err != nil {
-		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if testing.Short() {
-		t.Skip("builds pinlab and starts a control plane")
-	}
+	requireControlPlane(t)
 	pinlab := buildPinlab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -364,16 +282,7 @@ func TestLabRunKubernetesUI(t *testing.T) {
 // at start makes lab up fail with its log's last lines, and keeps the
 // components' logs (only) where the error says, with nothing left running.
 func TestLabUpKubernetesComponentFails(t *testing.T) {
-	bin, err := controlplane.BinDir()
-	if err != nil {
-		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if testing.Short() {
-		t.Skip("builds pinlab and starts a control plane")
-	}
+	bin := requireControlPlane(t)
 	pinlab := buildPinlab(t)
 	fake := t.TempDir()
 	for _, c := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-proxy", "kubectl"} {

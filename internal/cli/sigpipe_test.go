@@ -14,18 +14,6 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 )
 
-// buildPinlab builds the pinlab command into a temporary directory and
-// returns its path.
-func buildPinlab(t *testing.T) string {
-	t.Helper()
-	pinlab := filepath.Join(t.TempDir(), "pinlab")
-	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return pinlab
-}
-
 // TestLabUpStdoutClosed: `pinlab lab up | head -1` closes lab up's
 // standard output while it runs; a write there must not kill it by
 // SIGPIPE (which left its token file behind): it goes on serving, and

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/lab"
+)
+
+// buildPinlab builds the pinlab command into a temporary directory and
+// returns its path.
+func buildPinlab(t *testing.T) string {
+	t.Helper()
+	pinlab := filepath.Join(t.TempDir(), "pinlab")
+	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return pinlab
+}
+
+// requireControlPlane returns the control plane's binaries, after checking
+// that the dataplanes given can run here: without them the test skips,
+// or fails under PINLAB_REQUIRE_CONTROL_PLANE=1. It skips in -short mode:
+// such tests build pinlab and start control planes.
+func requireControlPlane(t *testing.T, dataplanes ...lab.Dataplane) string {
+	t.Helper()
+	bin, err := controlplane.BinDir()
+	for _, d := range dataplanes {
+		if err == nil {
+			err = d.Check()
+		}
+	}
+	if err != nil {
+		if os.Getenv("PINLAB_REQUIRE_CONTROL_PLANE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds pinlab and starts a control plane")
+	}
+	return bin
+}
+
+// upProcess is a `pinlab lab up` the test started: its output lines as
+// they come, its stderr, and its exit.
+type upProcess struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	exited chan error
+	stderr *lockedBuffer
+}
+
+// startLabUpBinary starts pinlab lab up with args; the test's cleanup
+// stops it with Ctrl-C (SIGINT), then kills it after a minute.
+func startLabUpBinary(t *testing.T, pinlab string, args ...string) *upProcess {
+	t.Helper()
+	u := &upProcess{cmd: exec.Command(pinlab, append([]string{"lab", "up"}, args...)...), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &lockedBuffer{}}
+	stdout, err := u.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.cmd.Stderr = u.stderr // written by exec's copying goroutine
+	if err := u.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			u.lines <- sc.Text()
+		}
+		close(u.lines)
+		u.exited <- u.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if u.cmd.ProcessState == nil {
+			u.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-u.exited:
+			case <-time.After(time.Minute):
+				u.cmd.Process.Kill()
+			}
+		}
+	})
+	return u
+}
+
+// waitUp reads lab up's output until a line has the prefix until (on a
+// real control plane, "  export KUBECONFIG="), and returns what it read,
+// that line included; then it drains the rest.
+func (u *upProcess) waitUp(ctx context.Context, t *testing.T, until string) string {
+	t.Helper()
+	var out strings.Builder
+	for {
+		select {
+		case l, ok := <-u.lines:
+			if !ok {
+				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-u.exited, u.stderr.String())
+			}
+			out.WriteString(l + "\n")
+			if strings.HasPrefix(l, until) {
+				go func() {
+					for range u.lines {
+					}
+				}()
+				return out.String()
+			}
+		case <-ctx.Done():
+			t.Fatalf("lab up not up in time; stderr:\n%s", u.stderr.String())
+		}
+	}
+}
+
+// stop sends Ctrl-C and checks that lab up ends with exit 0 within 90 s
+// and leaves no process naming its control plane's state directory.
+func (u *upProcess) stop(t *testing.T) {
+	t.Helper()
+	u.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-u.exited:
+		if err != nil {
+			t.Errorf("lab up after Ctrl-C: %v\nstderr:\n%s", err, u.stderr.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("lab up still running 90 s after Ctrl-C")
+	}
+	state := regexp.MustCompile(`state and logs in (\S+)\)`).FindStringSubmatch(u.stderr.String())
+	if state == nil {
+		t.Errorf("lab up did not say where its control plane's state is:\n%s", u.stderr.String())
+	} else if left := processesWith(state[1]); len(left) > 0 {
+		t.Errorf("processes left after lab up stopped: %v", left)
+	}
+}
