@@ -2,11 +2,8 @@ package report
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/evidence/evidencetest"
@@ -37,19 +34,7 @@ func TestDiagnoseTextGolden(t *testing.T) {
 			if err := DiagnoseText(&buf, &r); err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "diagnose-"+tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-				t.Errorf("report differs from %s (-want +got; rerun with -update if intended):\n%s", golden, diff)
-			}
+			checkGolden(t, "diagnose-"+tt.name+".golden", buf.Bytes())
 		})
 	}
 }

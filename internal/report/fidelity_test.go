@@ -2,8 +2,6 @@ package report
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -91,17 +89,5 @@ func TestFidelityTextGolden(t *testing.T) {
 	if err := FidelityText(&buf, CompareDataplanes("pinlab", a, "kube-proxy-nftables", b)); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "fidelity.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("fidelity report differs from %s (-want +got; rerun with -update if intended):\n%s", golden, diff)
-	}
+	checkGolden(t, "fidelity.golden", buf.Bytes())
 }

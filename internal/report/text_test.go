@@ -17,6 +17,24 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
+// checkGolden compares got with testdata/name, which -update rewrites.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("output differs from %s (-want +got; rerun with -update if intended):\n%s", golden, diff)
+	}
+}
+
 func f(v float64) *float64 { return &v }
 
 func off(s float64) *stats.Offset { o := stats.Offset(s * 1e9); return &o }
@@ -97,19 +115,7 @@ func TestTextGolden(t *testing.T) {
 	if err := Text(&buf, sample()); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "scale-out.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("report differs from %s (-want +got; rerun with -update if intended):\n%s", golden, diff)
-	}
+	checkGolden(t, "scale-out.golden", buf.Bytes())
 }
 
 func TestJSONRoundTrip(t *testing.T) {
