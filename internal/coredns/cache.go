@@ -75,3 +75,11 @@ func cacheClass(name string, cl clusterdns.CacheClass, defTTL time.Duration) (st
 	}
 	return fmt.Sprintf("       %s %d %d %d", name, capacity, int(ttl/time.Second), int(minTTL/time.Second)), nil
 }
+
+// CheckCache returns the error Start would give for c as Config.Cache
+// (nil has none), so that a caller can refuse it before starting
+// anything.
+func CheckCache(c *clusterdns.CacheConfig) error {
+	_, err := cacheBlock(c, false, DefaultZone)
+	return err
+}
