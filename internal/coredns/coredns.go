@@ -409,6 +409,9 @@ func (s *Server) Addr() netip.AddrPort { return s.cfg.Addr }
 // log (removed by Close when Start made it).
 func (s *Server) Dir() string { return s.cfg.Dir }
 
+// Log returns the path of CoreDNS's log file (in Dir).
+func (s *Server) Log() string { return s.logPath }
+
 // LogTail returns the last n lines of CoreDNS's log.
 func (s *Server) LogTail(n int) string { return tail(s.logPath, n) }
 
