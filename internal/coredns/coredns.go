@@ -283,20 +283,7 @@ func (s *Server) run(ctx context.Context, cf corefile) error {
 		return err
 	}
 	s.logger().Info("started", "pid", s.cmd.Process.Pid, "addr", s.cfg.Addr.String(), "dir", s.cfg.Dir)
-	if err := s.waitReady(ctx); err != nil {
-		return err
-	}
-	if s.tap == nil {
-		return nil
-	}
-	// The first marker turns the query log on: what came before it was
-	// waitReady's probing.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	defer cancel()
-	if err := s.tap.sync(ctx, s.cfg.Addr.String()); err != nil {
-		return s.failure(err.Error())
-	}
-	return nil
+	return s.waitReady(ctx)
 }
 
 // listenTap checks that the binary has the dnstap plugin, then listens on
@@ -375,13 +362,15 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// answers asks CoreDNS the zone's SOA over UDP: /ready answers 200 once
-// the kubernetes plugin has synced, a little before CoreDNS binds its DNS
-// port (the plugins' startup, which includes the wait for the API, comes
-// first), so a 200 alone does not mean it serves.
+// answers asks CoreDNS a marker query (see markerZone; it answers
+// SERVFAIL) over UDP: /ready answers 200 once the kubernetes plugin has
+// synced, a little before CoreDNS binds its DNS port (the plugins'
+// startup, which includes the wait for the API, comes first), so a 200
+// alone does not mean it serves. The marker keeps the probes out of the
+// query log.
 func (s *Server) answers() error {
 	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(s.zone), dns.TypeSOA)
+	m.SetQuestion("ready."+markerZone, dns.TypeTXT)
 	c := &dns.Client{Timeout: time.Second}
 	_, _, err := c.Exchange(m, s.cfg.Addr.String())
 	return err

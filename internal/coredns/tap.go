@@ -18,10 +18,13 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 )
 
-// markerZone is where the names of the marker queries live (SyncQueryLog):
-// outside every zone CoreDNS serves here (.invalid is reserved, RFC 6761),
-// so CoreDNS answers them SERVFAIL without asking the API, and the query
-// log never passes them on.
+// markerZone is where the names of the lab's own queries live (Start's
+// readiness probes, SyncQueryLog's markers): outside every zone CoreDNS
+// serves here (.invalid is reserved, RFC 6761), so CoreDNS answers them
+// SERVFAIL without asking the API, and the query log never passes them
+// on. (Filtering by name, not by order: CoreDNS taps an answer after
+// writing it, from the query's goroutine, so a later answer's message can
+// overtake an earlier one's.)
 const markerZone = "pinlab.invalid."
 
 // maxSocketPath is the longest path a unix socket may have on Linux
@@ -32,9 +35,9 @@ const maxSocketPath = 107
 // unix://PATH full"): it accepts CoreDNS's connections on a unix socket,
 // reads their Frame Streams (bidirectional, as CoreDNS dials them) with
 // golang-dnstap's reader, and turns each CLIENT_RESPONSE into a
-// clusterdns.QueryEvent for log, in the order CoreDNS sent them. Events
-// before the first marker (see sync) are dropped: they are Start's own
-// readiness probes. close stops it and waits for its goroutines.
+// clusterdns.QueryEvent for log, in the order CoreDNS sent them, except
+// those of the lab's own queries (markerZone). close stops it and waits
+// for its goroutines.
 type tapReader struct {
 	ln  *net.UnixListener
 	log func(clusterdns.QueryEvent)
@@ -44,7 +47,6 @@ type tapReader struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]bool
 	waiters map[string]chan struct{} // marker name -> closed when seen
-	passing bool                     // a marker was seen: pass events on
 	errs    []error                  // frames that did not decode
 }
 
@@ -109,15 +111,14 @@ func (r *tapReader) read(c net.Conn) {
 	}
 }
 
-// pass reports whether an event for name goes to the log: not a marker's,
-// and after the first marker. A marker releases its waiter.
+// pass reports whether an event for name goes to the log: not if it is a
+// marker's. A marker releases its waiter.
 func (r *tapReader) pass(name string) bool {
+	if !dns.IsSubDomain(markerZone, strings.ToLower(name)) {
+		return true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !dns.IsSubDomain(markerZone, strings.ToLower(name)) {
-		return r.passing
-	}
-	r.passing = true
 	if ch, ok := r.waiters[strings.ToLower(name)]; ok {
 		close(ch)
 		delete(r.waiters, strings.ToLower(name))
@@ -127,9 +128,10 @@ func (r *tapReader) pass(name string) bool {
 
 // sync asks addr a marker query (again every 200 ms, in case UDP loses
 // one) and returns once its CLIENT_RESPONSE came through the socket: every
-// answer CoreDNS sent before it has then been logged, since the dnstap
-// plugin sends its messages in order. CoreDNS flushes its dnstap buffer
-// every second, so this takes up to about a second.
+// answer CoreDNS had finished before the marker arrived has then been
+// logged, since the dnstap plugin sends its messages in order (one being
+// written as the marker arrives may still follow). CoreDNS flushes its
+// dnstap buffer every second, so this takes up to about a second.
 func (r *tapReader) sync(ctx context.Context, addr string) error {
 	name := "sync-" + strconv.FormatUint(r.seq.Add(1), 10) + "." + markerZone
 	seen := make(chan struct{})

@@ -105,10 +105,9 @@ func TestQueryEvent(t *testing.T) {
 }
 
 // TestTapReader writes frames to the reader's socket as CoreDNS's dnstap
-// plugin does (a bidirectional Frame Streams encoder): what comes before
-// the first marker's response (Start's probing) and the markers' own are
-// dropped; the rest reaches the log in order, and close returns once the
-// writer has gone.
+// plugin does (a bidirectional Frame Streams encoder): the answers to the
+// lab's own queries (Start's probes, the markers) are dropped, the rest
+// reaches the log in order, and close returns once the writer has gone.
 func TestTapReader(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
@@ -129,7 +128,7 @@ func TestTapReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &net.UDPAddr{IP: net.IPv4(10, 244, 254, 1), Port: 40001}
-	for _, name := range []string{"cluster.local.", "sync-1." + markerZone, "a.shop.svc.cluster.local.", "sync-2." + markerZone, "b.shop.svc.cluster.local."} {
+	for _, name := range []string{"ready." + markerZone, "a.shop.svc.cluster.local.", "SYNC-1." + markerZone, "cluster.local.", "b.shop.svc.cluster.local."} {
 		if _, err := enc.Write(response(t, tap.Message_CLIENT_RESPONSE, name, 1, 0, client, true)); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +146,7 @@ func TestTapReader(t *testing.T) {
 	if err := r.close(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a.shop.svc.cluster.local.", "b.shop.svc.cluster.local."}
+	want := []string{"a.shop.svc.cluster.local.", "cluster.local.", "b.shop.svc.cluster.local."}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("logged names (-want +got):\n%s", diff)
 	}
