@@ -289,16 +289,28 @@ func (s *Server) run(ctx context.Context, cf corefile) error {
 // listenTap checks that the binary has the dnstap plugin, then listens on
 // path for it.
 func (s *Server) listenTap(path string) error {
-	out, err := exec.Command(filepath.Join(s.cfg.BinDir, binary), "-plugins").Output()
-	if err != nil {
-		return fmt.Errorf("coredns: %s -plugins: %w", filepath.Join(s.cfg.BinDir, binary), err)
-	}
-	if !slices.Contains(strings.Fields(string(out)), "dnstap") {
-		return fmt.Errorf("coredns: the binary in %s has no dnstap plugin, which Config.QueryLog needs: run %s again (it builds it in)", s.cfg.BinDir, BuildCommand)
+	if err := CheckDnstap(s.cfg.BinDir); err != nil {
+		return err
 	}
 	os.Remove(path) // a socket left by a CoreDNS run in a kept Dir
+	var err error
 	s.tap, err = listenTap(path, s.cfg.QueryLog)
 	return err
+}
+
+// CheckDnstap returns an error, saying how to rebuild, if the coredns
+// binary in dir lacks the dnstap plugin that Config.QueryLog needs (a
+// build from before build/coredns/main.go imported it). It runs
+// "coredns -plugins".
+func CheckDnstap(dir string) error {
+	out, err := exec.Command(filepath.Join(dir, binary), "-plugins").Output()
+	if err != nil {
+		return fmt.Errorf("coredns: %s -plugins: %w", filepath.Join(dir, binary), err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), "dnstap") {
+		return fmt.Errorf("coredns: the binary in %s has no dnstap plugin, which the lab's query log needs: run %s again (it builds it in)", dir, BuildCommand)
+	}
+	return nil
 }
 
 // SyncQueryLog returns once every answer CoreDNS sent before the call has

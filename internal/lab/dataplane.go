@@ -75,8 +75,8 @@ func (d Dataplane) KubeProxyMode() kubeproxy.Mode {
 
 // Check reports whether d can run here: the tools its mode needs (nft,
 // or iptables, iptables-save and iptables-restore), conntrack, for the
-// lab's connection table, and the CoreDNS binary (build/coredns/build.sh),
-// the cluster DNS beside the real kube-proxy.
+// lab's connection table, and the CoreDNS binary (build/coredns/build.sh)
+// with its dnstap plugin, the cluster DNS beside the real kube-proxy.
 func (d Dataplane) Check() error {
 	mode := d.KubeProxyMode()
 	if mode == "" {
@@ -88,8 +88,11 @@ func (d Dataplane) Check() error {
 	if _, err := conntrack.Command(); err != nil {
 		return err
 	}
-	_, err := coredns.BinDir()
-	return err
+	dir, err := coredns.BinDir()
+	if err != nil {
+		return err
+	}
+	return coredns.CheckDnstap(dir)
 }
 
 // realDataplane is the real kube-proxy under a lab: the process, and the
