@@ -62,11 +62,12 @@ type Config struct {
 	Seed uint64
 	// DNS configures the cluster DNS (TTL, FixedOrder, Pods, QueryLog; see
 	// clusterdns.Config). The lab sets Addr (its range's DNS IP, port 53),
-	// Rand and Logger.
+	// Rand and Logger. Under the real kube-proxy (API.Dataplane) the same
+	// settings configure the real CoreDNS instead (see API.CoreDNS).
 	DNS clusterdns.Config
-	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
-	// port if 53 cannot be bound). The kube-dns Service's ports follow the
-	// port actually bound.
+	// DNSPort overrides port 53 (0 keeps 53; pinlab's DNS falls back to a
+	// free port if 53 cannot be bound, CoreDNS fails to start). The
+	// kube-dns Service's ports follow the port actually bound.
 	DNSPort int
 	// Proxy configures kube-proxy (Mode, OnConn, DialTimeout; see
 	// proxy.Config). The lab sets Seed and Logger.
