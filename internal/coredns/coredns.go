@@ -313,10 +313,12 @@ func CheckDnstap(dir string) error {
 	return nil
 }
 
-// SyncQueryLog returns once every answer CoreDNS sent before the call has
-// reached Config.QueryLog (at once without a QueryLog): it asks CoreDNS a
-// marker query and waits for its dnstap message, which comes after those
-// of every earlier answer; up to about a second, CoreDNS's flush interval.
+// SyncQueryLog returns once every answer CoreDNS had finished before the
+// call has reached Config.QueryLog (at once without a QueryLog): it asks
+// CoreDNS a marker query and waits for its dnstap message, which comes
+// after those of every earlier answer (an answer being written at that
+// very moment may still follow it); up to about a second, CoreDNS's
+// flush interval.
 func (s *Server) SyncQueryLog(ctx context.Context) error {
 	if s.tap == nil {
 		return nil
@@ -423,7 +425,8 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Close stops CoreDNS (SIGTERM; SIGKILL after the lameduck and 10 s more),
-// waits for it and removes a temporary Dir. It returns an error, with the
+// waits for it, then for the dnstap reader to read what CoreDNS sent (at
+// most 2 s more) and stop, and removes a temporary Dir. It returns an error, with the
 // log's last lines, if CoreDNS had exited by itself before Close. Calling
 // Close twice is an error.
 func (s *Server) Close() error {
