@@ -1,7 +1,8 @@
 // Command coredns is CoreDNS v1.15.0 with only the plugins the Corefile of a
 // kubeadm cluster uses (errors, health, ready, kubernetes, cache,
 // loadbalance, log, prometheus, and bind, so that it listens on one
-// address rather than every one), built the way CoreDNS documents for custom
+// address rather than every one; dnstap, through which the lab reads
+// every answer CoreDNS sends), built the way CoreDNS documents for custom
 // builds: import the plugins, set core/dnsserver.Directives in their
 // plugin.cfg order, call coremain.Run. Fewer plugins than the stock binary
 // (which links every cloud backend) keep the cold build short; the
@@ -14,6 +15,7 @@ import (
 
 	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/dnstap"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
@@ -33,6 +35,7 @@ var directives = []string{
 	"prometheus",
 	"errors",
 	"log",
+	"dnstap",
 	"loadbalance",
 	"cache",
 	"kubernetes",

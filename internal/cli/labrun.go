@@ -49,9 +49,10 @@ type LabRunOptions struct {
 	// its own real control plane, in a private network namespace (see
 	// labup_kubernetes.go).
 	ControlPlane string
-	// Dataplane is what serves each variant's ClusterIPs on a real control
-	// plane: pinlab (its kube-proxy emulation), kube-proxy-nftables or
-	// kube-proxy-iptables (the real kube-proxy; see lab.API.Dataplane).
+	// Dataplane is what serves each variant's ClusterIPs and cluster DNS
+	// on a real control plane: pinlab (its kube-proxy emulation and DNS),
+	// kube-proxy-nftables or kube-proxy-iptables (the real kube-proxy and
+	// the real CoreDNS; see lab.API.Dataplane).
 	// Only with ControlPlane kubernetes.
 	Dataplane string
 	// CompareDataplanes runs the scenario twice on real control planes,

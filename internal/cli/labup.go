@@ -17,6 +17,7 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/control"
+	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/netns"
@@ -515,6 +516,9 @@ func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File, via, pr
 	host, port := splitHostPort(dns)
 	fmt.Fprintf(w, "lab is up: pods %v, Services %v\n", l.PodCIDR(), l.ServiceCIDR())
 	ctl := api.srv.Addr()
+	if l.CoreDNS != nil {
+		dns += " (CoreDNS " + coredns.Version + ")"
+	}
 	fmt.Fprintf(w, "cluster DNS %s, control API %s (token in %s)\n", dns, ctl, api.tokenFile)
 	if api.board != nil {
 		fmt.Fprintf(w, "dashboard: %s\n", dashboardURL(ctl, api.token))

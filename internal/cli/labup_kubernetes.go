@@ -17,6 +17,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
@@ -42,7 +43,7 @@ var (
 )
 
 // dataplaneUsage is --dataplane's help, on lab up and lab run.
-const dataplaneUsage = "with --control-plane kubernetes: what serves ClusterIPs: pinlab (its kube-proxy emulation), kube-proxy-nftables or kube-proxy-iptables (the real kube-proxy, built with the control plane; needs Debian's nftables or iptables, and conntrack); the cluster DNS stays pinlab's"
+const dataplaneUsage = "with --control-plane kubernetes: what serves ClusterIPs and the cluster DNS: pinlab (its kube-proxy emulation and its DNS), or kube-proxy-nftables or kube-proxy-iptables (the real dataplane: the real kube-proxy, built with the control plane, and the real CoreDNS, built by build/coredns/build.sh; needs Debian's nftables or iptables, and conntrack)"
 
 // checkDataplane checks --dataplane: a known name, given only with
 // --control-plane kubernetes. Its errors are usage errors.
@@ -251,11 +252,13 @@ func (b *kubeBackend) api() (*lab.API, error) {
 
 // apiFor is a lab's view of cp with dataplane dp: the real kube-proxy
 // gets the binaries beside the control plane's, its kubeconfig and a log
-// in the control plane's state directory.
+// in the control plane's state directory; the real CoreDNS (under the
+// real kube-proxy) the control plane's admin, to grant it kubeadm's RBAC,
+// and a directory there for its Corefile, log and dnstap socket.
 func apiFor(cp *controlplane.ControlPlane, client kubernetes.Interface, pods, svcs netip.Prefix, dp lab.Dataplane) *lab.API {
 	return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
 		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
-	}}
+	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}}
 }
 
 // close stops the forwarder and the control plane and removes the files
@@ -312,8 +315,8 @@ func dataplaneLine(l *lab.Lab) string {
 	if dp == lab.DataplanePinlab {
 		return "pinlab (its kube-proxy emulation, a relay on each ClusterIP port)"
 	}
-	return fmt.Sprintf("%s (the real kube-proxy %s in %s mode, log %s; the cluster DNS is pinlab's, at %s, kube-dns's endpoint); dial ClusterIPs from pod addresses, other sources are masqueraded and fail on lo",
-		dp, controlplane.KubernetesVersion, dp.KubeProxyMode(), l.KubeProxyLog(), l.DNSAddr())
+	return fmt.Sprintf("%s (the real kube-proxy %s in %s mode, log %s; the cluster DNS is CoreDNS %s, at %s, kube-dns's endpoint, log %s); dial ClusterIPs from pod addresses, other sources are masqueraded and fail on lo",
+		dp, controlplane.KubernetesVersion, dp.KubeProxyMode(), l.KubeProxyLog(), coredns.Version, l.DNSAddr(), l.CoreDNS.Log())
 }
 
 // inheritedListener is the listener lab up's host side passed at fd.

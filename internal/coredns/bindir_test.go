@@ -118,3 +118,26 @@ func TestBinDirEnv(t *testing.T) {
 		t.Fatalf("BinDir() = %q, %v; want %q", got, err, dir)
 	}
 }
+
+// TestCheckDnstap: a binary whose plugin list lacks dnstap (an older
+// build) is refused with the rebuild command; one that lists it passes.
+func TestCheckDnstap(t *testing.T) {
+	for _, tt := range []struct {
+		name, plugins, wantErr string
+	}{
+		{"with dnstap", "bind\ncache\ndnstap\nerrors\n", ""},
+		{"without dnstap", "bind\ncache\nerrors\n", "no dnstap plugin"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			script := "#!/bin/sh\nprintf '" + strings.ReplaceAll(tt.plugins, "\n", "\\n") + "'\n"
+			if err := os.WriteFile(filepath.Join(dir, binary), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err := CheckDnstap(dir)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), BuildCommand)) {
+				t.Errorf("CheckDnstap: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

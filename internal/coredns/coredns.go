@@ -12,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -73,6 +75,38 @@ type Config struct {
 	// Log adds the log plugin: one line per query in the log file. Off by
 	// default, as in kubeadm's Corefile.
 	Log bool
+	// Pods is the kubernetes plugin's pods option: "insecure", "verified"
+	// or "disabled" (clusterdns.PodMode's values mean the same); ""
+	// means "insecure", kubeadm's.
+	Pods clusterdns.PodMode
+	// FixedOrder leaves out the loadbalance plugin, which shuffles the
+	// address records of every answer (kubeadm's Corefile has it): the
+	// records then come in the kubernetes plugin's order. That order is
+	// not clusterdns's FixedOrder (EndpointSlice name, then list order);
+	// it is whatever the plugin's index returns, stable while the objects
+	// do not change.
+	FixedOrder bool
+	// Cache is the cache plugin's block, written from clusterdns's model
+	// of it: "cache { success CAPACITY TTL MINTTL; denial CAPACITY TTL
+	// MINTTL; disable success|denial ZONES; keepttl }", zero fields the
+	// plugin's defaults. Nil means kubeadm v1.37.2's "cache 30 { disable
+	// success ZONE; disable denial ZONE }". A TTL that is not at least a
+	// whole second, or a negative capacity, is an error.
+	Cache *clusterdns.CacheConfig
+	// NoCache leaves the cache plugin out (Cache is then ignored): every
+	// answer reflects the API objects of the moment.
+	NoCache bool
+	// QueryLog, if not nil, receives one event per answer CoreDNS sends,
+	// the same event pinlab's DNS gives its own QueryLog (name, type,
+	// rcode, answers as sent, truncation, client, time of the query).
+	// Start adds the dnstap plugin ("dnstap unix://Dir/dnstap.sock full")
+	// and reads the socket it listens on (the binary must have the plugin:
+	// build.sh builds it in). Events come from one goroutine, in the order
+	// CoreDNS answered, and up to about a second late (the plugin flushes
+	// its buffer every second); SyncQueryLog waits for them. Answers still
+	// in CoreDNS's buffer when Close stops it may be lost. Start's own
+	// readiness queries and SyncQueryLog's markers are not passed on.
+	QueryLog func(clusterdns.QueryEvent)
 	// Dir holds the Corefile, the kubeconfig (0600) and coredns.log; it is
 	// created 0700 if missing and kept. "" means a temporary directory
 	// that Close removes.
@@ -95,6 +129,7 @@ type Server struct {
 	done    chan struct{} // closed when the process has exited
 	err     error         // cmd.Wait's error, set before done is closed
 	closed  chan struct{} // closed by Close before it signals
+	tap     *tapReader    // reads the dnstap socket, if Config.QueryLog is set
 }
 
 // Start writes the Corefile and kubeconfig (see the package comment),
@@ -120,6 +155,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 func prepare(cfg Config) (*Server, corefile, error) {
 	if cfg.REST == nil {
 		return nil, corefile{}, errors.New("coredns: Config.REST is required")
+	}
+	switch cfg.Pods {
+	case "":
+		cfg.Pods = clusterdns.PodsInsecure
+	case clusterdns.PodsInsecure, clusterdns.PodsVerified, clusterdns.PodsDisabled:
+	default:
+		return nil, corefile{}, fmt.Errorf("coredns: pods %q: want insecure, verified or disabled", cfg.Pods)
 	}
 	if !cfg.Addr.IsValid() || cfg.Addr.Port() == 0 {
 		return nil, corefile{}, fmt.Errorf("coredns: Config.Addr %q needs an IP and a port", cfg.Addr)
@@ -173,10 +215,18 @@ func (s *Server) corefile() (corefile, error) {
 	if s.cfg.TTL != 0 {
 		ttl = max(s.cfg.TTL, 0)
 	}
+	cache, err := cacheBlock(s.cfg.Cache, s.cfg.NoCache, zone)
+	if err != nil {
+		return corefile{}, err
+	}
 	cf := corefile{
 		Addr:   s.cfg.Addr,
 		Health: netip.AddrPortFrom(lo, ports[0]), Ready: netip.AddrPortFrom(lo, ports[1]), Metrics: netip.AddrPortFrom(lo, ports[2]),
 		Zone: zone, TTL: int(ttl / time.Second), Kubeconfig: filepath.Join(s.cfg.Dir, "kubeconfig"), Log: s.cfg.Log,
+		Pods: string(s.cfg.Pods), Cache: cache, FixedOrder: s.cfg.FixedOrder,
+	}
+	if s.cfg.QueryLog != nil {
+		cf.Dnstap = filepath.Join(s.cfg.Dir, "dnstap.sock")
 	}
 	if s.cfg.Lameduck > 0 {
 		cf.Lameduck = s.cfg.Lameduck.String()
@@ -224,11 +274,56 @@ func (s *Server) run(ctx context.Context, cf corefile) error {
 	if err := os.WriteFile(conf, []byte(cf.String()), 0o600); err != nil {
 		return fmt.Errorf("coredns: Corefile: %w", err)
 	}
+	if cf.Dnstap != "" {
+		if err := s.listenTap(cf.Dnstap); err != nil {
+			return err
+		}
+	}
 	if err := s.start(conf); err != nil {
 		return err
 	}
 	s.logger().Info("started", "pid", s.cmd.Process.Pid, "addr", s.cfg.Addr.String(), "dir", s.cfg.Dir)
 	return s.waitReady(ctx)
+}
+
+// listenTap checks that the binary has the dnstap plugin, then listens on
+// path for it.
+func (s *Server) listenTap(path string) error {
+	if err := CheckDnstap(s.cfg.BinDir); err != nil {
+		return err
+	}
+	os.Remove(path) // a socket left by a CoreDNS run in a kept Dir
+	var err error
+	s.tap, err = listenTap(path, s.cfg.QueryLog)
+	return err
+}
+
+// CheckDnstap returns an error, saying how to rebuild, if the coredns
+// binary in dir lacks the dnstap plugin that Config.QueryLog needs (a
+// build from before build/coredns/main.go imported it). It runs
+// "coredns -plugins".
+func CheckDnstap(dir string) error {
+	out, err := exec.Command(filepath.Join(dir, binary), "-plugins").Output()
+	if err != nil {
+		return fmt.Errorf("coredns: %s -plugins: %w", filepath.Join(dir, binary), err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), "dnstap") {
+		return fmt.Errorf("coredns: the binary in %s has no dnstap plugin, which the lab's query log needs: run %s again (it builds it in)", dir, BuildCommand)
+	}
+	return nil
+}
+
+// SyncQueryLog returns once every answer CoreDNS had finished before the
+// call has reached Config.QueryLog (at once without a QueryLog): it asks
+// CoreDNS a marker query and waits for its dnstap message, which comes
+// after those of every earlier answer (an answer being written at that
+// very moment may still follow it); up to about a second, CoreDNS's
+// flush interval.
+func (s *Server) SyncQueryLog(ctx context.Context) error {
+	if s.tap == nil {
+		return nil
+	}
+	return s.tap.sync(ctx, s.cfg.Addr.String())
 }
 
 // start starts the process, its output appended to the log file.
@@ -281,13 +376,15 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// answers asks CoreDNS the zone's SOA over UDP: /ready answers 200 once
-// the kubernetes plugin has synced, a little before CoreDNS binds its DNS
-// port (the plugins' startup, which includes the wait for the API, comes
-// first), so a 200 alone does not mean it serves.
+// answers asks CoreDNS a marker query (see markerZone; it answers
+// SERVFAIL) over UDP: /ready answers 200 once the kubernetes plugin has
+// synced, a little before CoreDNS binds its DNS port (the plugins'
+// startup, which includes the wait for the API, comes first), so a 200
+// alone does not mean it serves. The marker keeps the probes out of the
+// query log.
 func (s *Server) answers() error {
 	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(s.zone), dns.TypeSOA)
+	m.SetQuestion("ready."+markerZone, dns.TypeTXT)
 	c := &dns.Client{Timeout: time.Second}
 	_, _, err := c.Exchange(m, s.cfg.Addr.String())
 	return err
@@ -315,6 +412,9 @@ func (s *Server) Addr() netip.AddrPort { return s.cfg.Addr }
 // log (removed by Close when Start made it).
 func (s *Server) Dir() string { return s.cfg.Dir }
 
+// Log returns the path of CoreDNS's log file (in Dir).
+func (s *Server) Log() string { return s.logPath }
+
 // LogTail returns the last n lines of CoreDNS's log.
 func (s *Server) LogTail(n int) string { return tail(s.logPath, n) }
 
@@ -325,7 +425,8 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Close stops CoreDNS (SIGTERM; SIGKILL after the lameduck and 10 s more),
-// waits for it and removes a temporary Dir. It returns an error, with the
+// waits for it, then for the dnstap reader to read what CoreDNS sent (at
+// most 2 s more) and stop, and removes a temporary Dir. It returns an error, with the
 // log's last lines, if CoreDNS had exited by itself before Close. Calling
 // Close twice is an error.
 func (s *Server) Close() error {
@@ -337,11 +438,11 @@ func (s *Server) Close() error {
 	close(s.closed)
 	defer s.removeDir()
 	if s.cmd == nil {
-		return nil
+		return s.closeTap()
 	}
 	select {
 	case <-s.done:
-		return s.failure(fmt.Sprintf("exited (%v) before Close", s.err))
+		return errors.Join(s.failure(fmt.Sprintf("exited (%v) before Close", s.err)), s.closeTap())
 	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
@@ -354,7 +455,19 @@ func (s *Server) Close() error {
 		<-s.done
 	}
 	s.logger().Info("stopped", "pid", s.cmd.Process.Pid, "exit", fmt.Sprint(s.err))
-	return nil
+	return s.closeTap()
+}
+
+// tapGrace bounds how long Close waits, once CoreDNS has exited, for the
+// dnstap frames it sent to be read.
+const tapGrace = 2 * time.Second
+
+// closeTap stops the dnstap reader, if any, and waits for it.
+func (s *Server) closeTap() error {
+	if s.tap == nil {
+		return nil
+	}
+	return s.tap.close(tapGrace)
 }
 
 // removeDir removes Dir if Start made it.

@@ -17,11 +17,16 @@ type corefile struct {
 	Lameduck   string         // health's lameduck ("5s"); "" means none
 	Kubeconfig string         // the kubernetes plugin's kubeconfig file
 	Log        bool           // the log plugin: a line per query
+	Pods       string         // the kubernetes plugin's pods option
+	Cache      string         // the cache plugin's lines, indented; "" for none
+	FixedOrder bool           // no loadbalance plugin
+	Dnstap     string         // the dnstap plugin's unix socket; "" for none
 }
 
 // corefileTemplate is kubeadm v1.37.2's Corefile with the changes listed
 // in the package comment (bind, loopback listeners, kubeconfig, no
-// forward, loop or reload).
+// forward, loop or reload) and the settings of Config (pods, cache,
+// loadbalance, log, dnstap).
 var corefileTemplate = template.Must(template.New("Corefile").Parse(`.:{{.Addr.Port}} {
     bind {{.Addr.Addr}}
     errors
@@ -36,18 +41,22 @@ var corefileTemplate = template.Must(template.New("Corefile").Parse(`.:{{.Addr.P
 {{- if .Log}}
     log
 {{- end}}
+{{- if .Dnstap}}
+    dnstap unix://{{.Dnstap}} full
+{{- end}}
     kubernetes {{.Zone}} in-addr.arpa ip6.arpa {
        kubeconfig {{.Kubeconfig}} coredns
-       pods insecure
+       pods {{.Pods}}
        fallthrough in-addr.arpa ip6.arpa
        ttl {{.TTL}}
     }
     prometheus {{.Metrics}}
-    cache 30 {
-       disable success {{.Zone}}
-       disable denial {{.Zone}}
-    }
+{{- if .Cache}}
+{{.Cache}}
+{{- end}}
+{{- if not .FixedOrder}}
     loadbalance
+{{- end}}
 }
 `))
 

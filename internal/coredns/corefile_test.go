@@ -5,9 +5,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pinlab/pinlab/internal/clusterdns"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -19,16 +23,30 @@ func TestCorefile(t *testing.T) {
 		Addr:   netip.MustParseAddrPort("10.96.0.53:53"),
 		Health: netip.MustParseAddrPort("127.0.0.1:8080"), Ready: netip.MustParseAddrPort("127.0.0.1:8181"),
 		Metrics: netip.MustParseAddrPort("127.0.0.1:9153"),
-		Zone:    "cluster.local", TTL: 30, Kubeconfig: "/state/kubeconfig",
+		Zone:    "cluster.local", TTL: 30, Kubeconfig: "/state/kubeconfig", Pods: "insecure",
 	}
+	base.Cache = mustCacheBlock(t, nil, false)
 	lameduck := base
 	lameduck.Lameduck, lameduck.Log = "5s", true
+	// A lab's settings: pods verified, no loadbalance, an explicit cache
+	// (kubeadm's "cache 30" before #128359, keepttl), dnstap.
+	lab := base
+	lab.Pods, lab.FixedOrder, lab.Dnstap, lab.TTL = "verified", true, "/state/dnstap.sock", 0
+	lab.Cache = mustCacheBlock(t, &clusterdns.CacheConfig{
+		Success: clusterdns.CacheClass{MaxTTL: 30 * time.Second},
+		Denial:  clusterdns.CacheClass{Capacity: 512, MaxTTL: 30 * time.Second, MinTTL: -1, Disable: []string{"cluster.local", "in-addr.arpa"}},
+		KeepTTL: true,
+	}, false)
+	bare := base
+	bare.Pods, bare.Cache = "disabled", mustCacheBlock(t, nil, true)
 	for _, tt := range []struct {
 		name string
 		cf   corefile
 	}{
 		{"kubeadm", base},
 		{"lameduck-log", lameduck},
+		{"lab-settings", lab},
+		{"no-cache", bare},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.cf.String()
@@ -44,6 +62,36 @@ func TestCorefile(t *testing.T) {
 			}
 			if diff := cmp.Diff(string(want), got); diff != "" {
 				t.Errorf("Corefile (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustCacheBlock(t *testing.T, c *clusterdns.CacheConfig, none bool) string {
+	t.Helper()
+	b, err := cacheBlock(c, none, "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCacheBlockRefuses: settings the cache plugin cannot take are errors
+// naming them, not Corefiles CoreDNS would refuse at start.
+func TestCacheBlockRefuses(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    clusterdns.CacheConfig
+		want string
+	}{
+		{"sub-second TTL", clusterdns.CacheConfig{Success: clusterdns.CacheClass{MaxTTL: 500 * time.Millisecond}}, "cache success: TTL 500ms"},
+		{"negative capacity", clusterdns.CacheConfig{Denial: clusterdns.CacheClass{Capacity: -1}}, "cache denial: capacity -1"},
+		{"negative TTL", clusterdns.CacheConfig{Denial: clusterdns.CacheClass{MaxTTL: -time.Second}}, "cache denial: capacity 0, TTL -1s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := cacheBlock(&tt.c, false, "cluster.local")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("cacheBlock: %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}

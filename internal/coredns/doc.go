@@ -1,7 +1,9 @@
 // Package coredns runs the real CoreDNS (v1.15.0, built by
-// build/coredns/build.sh) for a lab on a real control plane, beside
-// pinlab's own cluster DNS (internal/clusterdns), so that the two can be
-// asked the same questions about the same API objects.
+// build/coredns/build.sh) for a lab on a real control plane: as the
+// cluster DNS of the real dataplane (package lab, under a kube-proxy
+// API.Dataplane), and beside pinlab's own cluster DNS
+// (internal/clusterdns), so that the two can be asked the same questions
+// about the same API objects (internal/kubetier).
 //
 // Start writes the Corefile a kubeadm cluster ships (kubeadm v1.37.2,
 // cmd/kubeadm/app/phases/addons/dns/manifests.go) with these changes:
@@ -27,14 +29,21 @@
 //     pods, namespaces and endpointslices): CoreDNS runs with the RBAC a
 //     kubeadm cluster gives it, not as an administrator.
 //
-// Everything else is kubeadm's: errors; ready; kubernetes ZONE
+// Everything else is kubeadm's by default: errors; ready; kubernetes ZONE
 // in-addr.arpa ip6.arpa { pods insecure; fallthrough in-addr.arpa
 // ip6.arpa; ttl 30 }; prometheus; cache 30 { disable success ZONE; disable
 // denial ZONE } (answers in the cluster zone are never cached, though
 // their TTLs are capped at 30 s; reverse ones are cached); loadbalance.
-// Config.TTL changes the ttl, Config.Log adds the log plugin.
+// Config changes what a lab's DNS settings change: the ttl (TTL), pods
+// (Pods), the cache block (Cache, or none with NoCache), loadbalance (left
+// out for FixedOrder); Log adds the log plugin.
 //
-// The package does not touch a lab: the caller chooses the address (not
-// the lab's DNS address, where pinlab's server listens) and points
-// clients at it.
+// Config.QueryLog adds the dnstap plugin ("dnstap unix://DIR/dnstap.sock
+// full"): Start listens on that socket before CoreDNS starts, and a
+// goroutine owned by the Server reads it with golang-dnstap's Frame
+// Streams reader, turning each CLIENT_RESPONSE (the reply as written to
+// the client) into the clusterdns.QueryEvent pinlab's DNS reports for the
+// same answer; Close stops it after CoreDNS has exited.
+//
+// The caller chooses the address and points clients at it.
 package coredns

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/conntrack"
+	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
 	"github.com/pinlab/pinlab/internal/proxy"
 )
@@ -73,8 +74,9 @@ func (d Dataplane) KubeProxyMode() kubeproxy.Mode {
 }
 
 // Check reports whether d can run here: the tools its mode needs (nft,
-// or iptables, iptables-save and iptables-restore) and conntrack, for the
-// lab's connection table.
+// or iptables, iptables-save and iptables-restore), conntrack, for the
+// lab's connection table, and the CoreDNS binary (build/coredns/build.sh)
+// with its dnstap plugin, the cluster DNS beside the real kube-proxy.
 func (d Dataplane) Check() error {
 	mode := d.KubeProxyMode()
 	if mode == "" {
@@ -83,8 +85,14 @@ func (d Dataplane) Check() error {
 	if err := kubeproxy.Available(mode); err != nil {
 		return err
 	}
-	_, err := conntrack.Command()
-	return err
+	if _, err := conntrack.Command(); err != nil {
+		return err
+	}
+	dir, err := coredns.BinDir()
+	if err != nil {
+		return err
+	}
+	return coredns.CheckDnstap(dir)
 }
 
 // realDataplane is the real kube-proxy under a lab: the process, and the
@@ -267,13 +275,13 @@ const dnsSliceName = "kube-dns-pinlab"
 const dnsManagedBy = "lab.pinlab.dev"
 
 // publishDNSEndpoints writes kube-dns's EndpointSlice: the cluster DNS's
-// own address, which under the real kube-proxy is a pod address (the
+// (CoreDNS's) own address, which under the real kube-proxy is a pod address (the
 // kernel rejects or drops new connections to any Service-range address
 // that is not DNATed), so that the kube-dns ClusterIP reaches it through
 // kube-proxy as a CoreDNS pod is reached; the lab's clients query it at
 // that address directly (DNSAddr).
 func (l *Lab) publishDNSEndpoints(ctx context.Context) error {
-	ap, err := netip.ParseAddrPort(l.DNS.Addr())
+	ap, err := netip.ParseAddrPort(l.DNSAddr())
 	if err != nil {
 		return fmt.Errorf("lab: DNS address: %w", err)
 	}

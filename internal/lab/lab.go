@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
@@ -61,11 +62,12 @@ type Config struct {
 	Seed uint64
 	// DNS configures the cluster DNS (TTL, FixedOrder, Pods, QueryLog; see
 	// clusterdns.Config). The lab sets Addr (its range's DNS IP, port 53),
-	// Rand and Logger.
+	// Rand and Logger. Under the real kube-proxy (API.Dataplane) the same
+	// settings configure the real CoreDNS instead (see API.CoreDNS).
 	DNS clusterdns.Config
-	// DNSPort overrides port 53 (0 keeps 53; the DNS falls back to a free
-	// port if 53 cannot be bound). The kube-dns Service's ports follow the
-	// port actually bound.
+	// DNSPort overrides port 53 (0 keeps 53; pinlab's DNS falls back to a
+	// free port if 53 cannot be bound, CoreDNS fails to start). The
+	// kube-dns Service's ports follow the port actually bound.
 	DNSPort int
 	// Proxy configures kube-proxy (Mode, OnConn, DialTimeout; see
 	// proxy.Config). The lab sets Seed and Logger.
@@ -107,23 +109,39 @@ type API struct {
 	// kernel's conntrack entries of the Service range (conntrack -E), and
 	// WaitReady reads kube-proxy's rules back from the kernel. Clients must
 	// connect to ClusterIPs from pod addresses: kube-proxy marks other
-	// sources for masquerade, which fails on lo. The cluster DNS stays
-	// pinlab's (package clusterdns); under the real kube-proxy it listens
-	// on DNSPodIP(PodCIDR), port 53, and the lab publishes that address as
-	// kube-dns's EndpointSlice, since the kernel drops new connections to
-	// Service addresses kube-proxy does not DNAT.
+	// sources for masquerade, which fails on lo. The cluster DNS is then
+	// the real CoreDNS (package coredns, see CoreDNS), not pinlab's: it
+	// listens on DNSPodIP(PodCIDR), port 53 (Config.DNSPort overrides),
+	// and the lab publishes that address as kube-dns's EndpointSlice, since
+	// the kernel drops new connections to Service addresses kube-proxy
+	// does not DNAT.
 	Dataplane Dataplane
 	// KubeProxy configures the real kube-proxy for a kube-proxy Dataplane:
 	// BinDir and Kubeconfig are required (controlplane.ControlPlane's
 	// BinDir and KubeProxyKubeconfig), Log and ReadyTimeout optional; the
 	// lab sets Mode, NodeName, ClusterCIDR and (if nil) Logger.
 	KubeProxy kubeproxy.Config
+	// CoreDNS configures the real CoreDNS for a kube-proxy Dataplane: REST
+	// is required (the control plane's admin: Start grants CoreDNS
+	// kubeadm's RBAC with it), BinDir and Dir optional (Dir holds the
+	// Corefile, the log and the dnstap socket; "" is a temporary
+	// directory). The lab sets Addr and Logger, and maps Config.DNS onto
+	// the Corefile (see coreDNSConfig): TTL, Pods, FixedOrder, Cache and
+	// QueryLog; a DNS setting CoreDNS cannot express is an error before
+	// anything starts.
+	CoreDNS coredns.Config
 }
 
 // Lab is a running mini-cluster.
 type Lab struct {
 	Cluster *cluster.Cluster
-	DNS     *clusterdns.Server
+	// DNS is pinlab's cluster DNS; nil under the real kube-proxy
+	// (API.Dataplane), where CoreDNS answers. DNSAddr is the DNS's
+	// address either way.
+	DNS *clusterdns.Server
+	// CoreDNS is the real CoreDNS under the real kube-proxy; nil
+	// otherwise.
+	CoreDNS *coredns.Server
 	// Proxy is pinlab's kube-proxy emulation; nil under the real
 	// kube-proxy (API.Dataplane).
 	Proxy   *proxy.Proxier
@@ -275,6 +293,12 @@ func checkRealDataplane(cfg Config) error {
 	if a.KubeProxy.BinDir == "" || a.KubeProxy.Kubeconfig == "" {
 		return fmt.Errorf("lab: dataplane %s needs API.KubeProxy.BinDir and Kubeconfig", a.Dataplane)
 	}
+	if a.CoreDNS.REST == nil {
+		return fmt.Errorf("lab: dataplane %s needs API.CoreDNS.REST (the cluster DNS is CoreDNS)", a.Dataplane)
+	}
+	if _, err := coreDNSConfig(cfg); err != nil {
+		return err
+	}
 	if err := a.Dataplane.Check(); err != nil {
 		return fmt.Errorf("lab: dataplane %s: %w", a.Dataplane, err)
 	}
@@ -308,10 +332,14 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	if cfg.dnsIP.IsValid() {
 		dnsIP = cfg.dnsIP
 	}
-	dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(dnsIP, uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
-	dns, err := clusterdns.New(c.Factory(), dc)
-	if err != nil {
-		return nil, err
+	realDP := cfg.API != nil && cfg.API.Dataplane.KubeProxyMode() != ""
+	var dns *clusterdns.Server
+	if !realDP {
+		dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(dnsIP, uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
+		var err error
+		if dns, err = clusterdns.New(c.Factory(), dc); err != nil {
+			return nil, err
+		}
 	}
 	pc, kc := cfg.Proxy, cfg.Kubelet
 	pc.Seed, pc.Logger = cfg.Seed+1, cfg.Logger
@@ -322,7 +350,6 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	if kc.NodeName == "" {
 		kc.NodeName = DefaultNodeName
 	}
-	realDP := cfg.API != nil && cfg.API.Dataplane.KubeProxyMode() != ""
 	runCtx, cancel := context.WithCancel(context.Background())
 	l := &Lab{
 		Cluster: c,
@@ -354,12 +381,12 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 			return nil, fmt.Errorf("lab: %v cache did not sync: %w", typ, ctx.Err())
 		}
 	}
-	if err := dns.Start(ctx); err != nil {
+	if err := l.startDNS(ctx, cfg, netip.AddrPortFrom(dnsIP, uint16(port))); err != nil {
 		l.stop()
 		return nil, err
 	}
 	if err := l.publishDNSPort(ctx); err != nil {
-		l.DNS.Shutdown(context.Background())
+		l.stopDNS(context.Background())
 		l.stop()
 		return nil, err
 	}
@@ -374,12 +401,40 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 			err = l.startKubeProxy(ctx, cfg.API, kc.NodeName, pc.OnConn)
 		}
 		if err != nil {
-			l.DNS.Shutdown(context.Background())
+			l.stopDNS(context.Background())
 			l.stop()
 			return nil, err
 		}
 	}
 	return l, nil
+}
+
+// startDNS starts the cluster DNS at addr: pinlab's server, or under the
+// real kube-proxy the real CoreDNS.
+func (l *Lab) startDNS(ctx context.Context, cfg Config, addr netip.AddrPort) error {
+	if l.DNS != nil {
+		return l.DNS.Start(ctx)
+	}
+	cc, err := coreDNSConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cc.Addr = addr
+	if cc.Logger == nil {
+		cc.Logger = l.logger
+	}
+	if l.CoreDNS, err = coredns.Start(ctx, cc); err != nil {
+		return fmt.Errorf("lab: cluster DNS: %w", err)
+	}
+	return nil
+}
+
+// stopDNS stops the cluster DNS, whichever runs.
+func (l *Lab) stopDNS(ctx context.Context) error {
+	if l.CoreDNS != nil {
+		return l.CoreDNS.Close()
+	}
+	return l.DNS.Shutdown(ctx)
 }
 
 // DefaultNodeName is the kubelet's node name when Config.Kubelet.NodeName
@@ -414,7 +469,7 @@ func (l *Lab) Close() error {
 func (l *Lab) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	dnsErr := l.DNS.Shutdown(ctx)
+	dnsErr := l.stopDNS(ctx)
 	l.stop()
 	close(l.errs)
 	var errs []error
@@ -434,7 +489,7 @@ func (l *Lab) close() error {
 // svc` then name the port that answers, as a kube-dns Service's ports name
 // the port CoreDNS serves on.
 func (l *Lab) publishDNSPort(ctx context.Context) error {
-	ap, err := netip.ParseAddrPort(l.DNS.Addr())
+	ap, err := netip.ParseAddrPort(l.DNSAddr())
 	if err != nil {
 		return fmt.Errorf("lab: DNS address: %w", err)
 	}
@@ -465,8 +520,25 @@ func (l *Lab) publishDNSPort(ctx context.Context) error {
 	})
 }
 
-// DNSAddr returns the cluster DNS address ("IP:port").
-func (l *Lab) DNSAddr() string { return l.DNS.Addr() }
+// DNSAddr returns the cluster DNS address ("IP:port"), pinlab's DNS's or
+// CoreDNS's.
+func (l *Lab) DNSAddr() string {
+	if l.CoreDNS != nil {
+		return l.CoreDNS.Addr().String()
+	}
+	return l.DNS.Addr()
+}
+
+// SyncDNSLog returns once every answer the cluster DNS sent before the
+// call has reached Config.DNS.QueryLog: at once for pinlab's DNS (it logs
+// as it answers); for CoreDNS, whose answers come through dnstap up to a
+// second late, when a marker query's message has come through.
+func (l *Lab) SyncDNSLog(ctx context.Context) error {
+	if l.CoreDNS == nil {
+		return nil
+	}
+	return l.CoreDNS.SyncQueryLog(ctx)
+}
 
 // waitCached waits until the informer caches hold every object, so that
 // components and waits that read the caches see what was just written.

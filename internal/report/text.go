@@ -654,15 +654,15 @@ func (p *printer) conntrack(v Variant, stop float64) {
 }
 
 // realKubeProxy reports whether the real kube-proxy served the variant's
-// ClusterIPs.
+// ClusterIPs (and the real CoreDNS its cluster DNS).
 func (v Variant) realKubeProxy() bool { return strings.HasPrefix(v.Dataplane, "kube-proxy-") }
 
-// dataplaneText says what served the variant's ClusterIPs.
+// dataplaneText says what served the variant's ClusterIPs and DNS.
 func (v Variant) dataplaneText() string {
 	if v.realKubeProxy() {
-		return v.Dataplane + " (the real kube-proxy; connections through ClusterIPs read from conntrack)"
+		return v.Dataplane + " (the real kube-proxy and the real CoreDNS; connections through ClusterIPs read from conntrack, DNS answers from CoreDNS's dnstap)"
 	}
-	return v.Dataplane + " (pinlab's kube-proxy emulation)"
+	return v.Dataplane + " (pinlab's kube-proxy emulation and DNS)"
 }
 
 func (v Variant) viaClusterIP() bool {

@@ -144,9 +144,9 @@ func TestTextDataplane(t *testing.T) {
 	}{
 		{name: "embedded", dataplane: "", wantNot: []string{"dataplane", "conntrack table"},
 			want: []string{"kube-proxy connections open when load stopped (client -> VIP -> pod):"}},
-		{name: "pinlab on a real control plane", dataplane: "pinlab", want: []string{"   dataplane pinlab (pinlab's kube-proxy emulation)\n"}, wantNot: []string{"conntrack table"}},
+		{name: "pinlab on a real control plane", dataplane: "pinlab", want: []string{"   dataplane pinlab (pinlab's kube-proxy emulation and DNS)\n"}, wantNot: []string{"conntrack table"}},
 		{name: "real kube-proxy", dataplane: "kube-proxy-nftables", want: []string{
-			"   dataplane kube-proxy-nftables (the real kube-proxy; connections through ClusterIPs read from conntrack)\n",
+			"   dataplane kube-proxy-nftables (the real kube-proxy and the real CoreDNS; connections through ClusterIPs read from conntrack, DNS answers from CoreDNS's dnstap)\n",
 			"kube-proxy connections open when load stopped (client -> VIP -> pod, from the kernel's conntrack table):",
 		}},
 	}

@@ -175,6 +175,7 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	stopLoad()
 	wg.Wait()
 	cl.close()
+	r.syncDNSLog(ctx, l)
 	// Only windows that ended before an interruption are reported: a window
 	// cut short would compare unlike with the others.
 	var windows []stats.Window
@@ -191,6 +192,21 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 		}
 	}
 }
+
+// syncDNSLog waits, for a few seconds at most, until the cluster DNS's
+// query log holds every answer sent so far: CoreDNS's (the real dataplane)
+// come through dnstap up to a second late; pinlab's DNS logs as it
+// answers.
+func (r *variantRun) syncDNSLog(ctx context.Context, l *lab.Lab) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dnsLogSync)
+	defer cancel()
+	if err := l.SyncDNSLog(ctx); err != nil && r.opts.Logger != nil {
+		r.opts.Logger.Warn("the cluster DNS's query log may miss the last answers", "variant", r.v.Name, "err", err)
+	}
+}
+
+// dnsLogSync bounds syncDNSLog.
+const dnsLogSync = 5 * time.Second
 
 // timeline applies the steps at their offsets and returns when the run's
 // duration is over (or ctx ends).

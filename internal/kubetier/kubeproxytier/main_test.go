@@ -13,7 +13,9 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/netns/netnstest"
@@ -33,6 +35,7 @@ var (
 	stateD string
 	skip   string
 	conns  connLog
+	dnsLog queryLog
 )
 
 func TestMain(m *testing.M) {
@@ -109,11 +112,14 @@ func startTier(bin string) error {
 }
 
 // startLab starts a lab on the tier's control plane with dataplane dp.
+// Its cluster DNS is the real CoreDNS (the lab's default settings), its
+// answers recorded in dnsLog.
 func startLab(ctx context.Context, dp lab.Dataplane) (*lab.Lab, error) {
 	return lab.Start(ctx, lab.Config{
 		Proxy: proxy.Config{OnConn: conns.add},
+		DNS:   clusterdns.Config{QueryLog: dnsLog.add},
 		API: &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, Dataplane: dp,
-			KubeProxy: kubeproxyConfig(dp)},
+			KubeProxy: kubeproxyConfig(dp), CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(stateD, "coredns-"+string(dp))}},
 	})
 }
 
@@ -179,4 +185,32 @@ func (c *connLog) from(ip netip.Addr) (opened, closed []proxy.Conn) {
 		}
 	}
 	return opened, closed
+}
+
+// queryLog records the query events the lab's cluster DNS reported (the
+// report's DNS answers).
+type queryLog struct {
+	mu  sync.Mutex
+	evs []clusterdns.QueryEvent
+}
+
+func (q *queryLog) add(ev clusterdns.QueryEvent) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.evs = append(q.evs, ev)
+}
+
+// from returns the events of answers sent to source address ip.
+func (q *queryLog) from(ip netip.Addr) []clusterdns.QueryEvent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []clusterdns.QueryEvent
+	for _, ev := range q.evs {
+		if ev.Client != nil {
+			if ap, err := netip.ParseAddrPort(ev.Client.String()); err == nil && ap.Addr() == ip {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
 }
