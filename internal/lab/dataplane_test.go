@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
+
+	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
 	"github.com/pinlab/pinlab/internal/proxy"
 )
@@ -54,7 +57,8 @@ func TestDNSPodIP(t *testing.T) {
 // TestRealDataplaneChecked: what Start refuses before anything runs.
 func TestRealDataplaneChecked(t *testing.T) {
 	api := func(dp Dataplane, kc kubeproxy.Config) *API {
-		return &API{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"), Dataplane: dp, KubeProxy: kc}
+		return &API{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"), Dataplane: dp, KubeProxy: kc,
+			CoreDNS: coredns.Config{REST: &rest.Config{Host: "https://127.0.0.1:6443"}}}
 	}
 	full := kubeproxy.Config{BinDir: "/bin", Kubeconfig: "/k"}
 	tests := []struct {
@@ -67,6 +71,8 @@ func TestRealDataplaneChecked(t *testing.T) {
 		{name: "no kubeconfig", cfg: Config{API: api(DataplaneKubeProxyIPTables, kubeproxy.Config{BinDir: "/bin"})},
 			want: "dataplane kube-proxy-iptables needs API.KubeProxy.BinDir and Kubeconfig"},
 		{name: "unknown", cfg: Config{API: api("kube-proxy-ebpf", full)}, want: `dataplane "kube-proxy-ebpf"`},
+		{name: "no REST config for CoreDNS", cfg: Config{API: &API{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"), Dataplane: DataplaneKubeProxyNFTables, KubeProxy: full}},
+			want: "needs API.CoreDNS.REST"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
