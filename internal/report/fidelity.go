@@ -116,6 +116,12 @@ func variantNamed(r *Result, name string) (Variant, bool) {
 
 // compareVariant adds the rows of one variant that both runs have.
 func (f *Fidelity) compareVariant(a, b Variant) {
+	if a.Error != "" || b.Error != "" {
+		// A variant that did not run on one dataplane (the real kube-proxy
+		// refuses an ipvs plan) has no figures to compare.
+		f.add(FidelityRow{Variant: a.Name, Figure: "ran", A: orNone(a.Error), B: orNone(b.Error), Tolerance: "same", Differs: a.Error != b.Error})
+		return
+	}
 	if len(a.Overloaded) > 0 || len(b.Overloaded) > 0 {
 		f.Overloaded = append(f.Overloaded, a.Name)
 	}

@@ -29,6 +29,13 @@ func fidelityRun(jain float64, idle int, rebalance float64) *Result {
 	}}}
 }
 
+// failedRun is fidelityRun's variant failed with err.
+func failedRun(err string) *Result {
+	r := fidelityRun(0, 0, -1)
+	r.Variants[0].State, r.Variants[0].Error = "failed", err
+	return r
+}
+
 // viaCluster makes r's variant reach a ClusterIP.
 func viaCluster(r *Result) *Result {
 	r.Variants[0].Groups = []Group{{Name: "order", ServiceKind: "ClusterIP"}}
@@ -48,6 +55,7 @@ func TestCompareDataplanes(t *testing.T) {
 		{name: "idle pods apart", a: fidelityRun(0.8, 0, 3), b: fidelityRun(0.8, 2, 3), differs: []string{"idle pods"}},
 		{name: "never rebalanced", a: fidelityRun(0.8, 0, 3), b: fidelityRun(0.8, 0, -1), differs: []string{"time to rebalance (median, s)"}},
 		{name: "variant missing", a: fidelityRun(0.8, 0, 3), b: &Result{}, differs: []string{"ran"}},
+		{name: "refused on one dataplane", a: fidelityRun(0.8, 0, 3), b: failedRun("lab: proxy mode ipvs asked for"), differs: []string{"ran"}},
 		{name: "Jain apart through a ClusterIP", a: viaCluster(fidelityRun(0.9, 0, 3)), b: viaCluster(fidelityRun(0.5, 0, 3)), chance: []string{"Jain's index"}},
 	}
 	for _, tt := range tests {
