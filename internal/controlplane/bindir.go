@@ -64,24 +64,36 @@ func BinDir() (string, error) {
 		return "", err
 	}
 	pattern := filepath.Join(root, "controlplane", buildKeyPrefix()+"*", "bin")
-	dirs, err := filepath.Glob(pattern)
+	best, err := NewestBuild(pattern, func(d string) bool { return len(missingCommands(d)) == 0 })
 	if err != nil {
 		return "", fmt.Errorf("controlplane: %w", err)
+	}
+	if best == "" {
+		return "", fmt.Errorf("%w (none matches %s): run %s (cold: about 15-17 min and up to 3 GB of memory on 2 cores; "+
+			"under a minute when the Go build cache is warm), or set %s", ErrNotBuilt, pattern, BuildCommand, BinEnv)
+	}
+	return best, nil
+}
+
+// NewestBuild returns, of the directories matching pattern (a
+// filepath.Glob pattern), the one whose .complete marker (as the build
+// scripts write it last) is newest among those for which complete is
+// true; "" when there is none. Its error is a malformed pattern's.
+func NewestBuild(pattern string, complete func(dir string) bool) (string, error) {
+	dirs, err := filepath.Glob(pattern)
+	if err != nil {
+		return "", err
 	}
 	var best string
 	var bestTime time.Time
 	for _, d := range dirs {
 		st, err := os.Stat(filepath.Join(d, ".complete"))
-		if err != nil || len(missingCommands(d)) > 0 {
+		if err != nil || !complete(d) {
 			continue
 		}
 		if best == "" || st.ModTime().After(bestTime) {
 			best, bestTime = d, st.ModTime()
 		}
-	}
-	if best == "" {
-		return "", fmt.Errorf("%w (none matches %s): run %s (cold: about 15-17 min and up to 3 GB of memory on 2 cores; "+
-			"under a minute when the Go build cache is warm), or set %s", ErrNotBuilt, pattern, BuildCommand, BinEnv)
 	}
 	return best, nil
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/pinlab/pinlab/internal/controlplane"
 )
@@ -47,20 +46,9 @@ func BinDir() (string, error) {
 		return "", err
 	}
 	pattern := filepath.Join(root, "coredns", buildKeyPrefix()+"*", "bin")
-	dirs, err := filepath.Glob(pattern)
+	best, err := controlplane.NewestBuild(pattern, func(d string) bool { return executable(filepath.Join(d, binary)) })
 	if err != nil {
 		return "", fmt.Errorf("coredns: %w", err)
-	}
-	var best string
-	var bestTime time.Time
-	for _, d := range dirs {
-		st, err := os.Stat(filepath.Join(d, ".complete"))
-		if err != nil || !executable(filepath.Join(d, binary)) {
-			continue
-		}
-		if best == "" || st.ModTime().After(bestTime) {
-			best, bestTime = d, st.ModTime()
-		}
 	}
 	if best == "" {
 		return "", fmt.Errorf("%w (none matches %s): run %s (about 2.5 min on 2 cores when the Go build cache already "+
