@@ -90,7 +90,7 @@ func (p *process) stop() {
 // command line, what it listens on and the tail of its log.
 func (p *process) failure(what string) error {
 	return fmt.Errorf("controlplane: %s %s\n  command: %s %s\n  listens on: %s\n  log %s, last lines:\n%s",
-		p.name, what, p.path, strings.Join(p.args, " "), p.listen, p.log, indent(tail(p.log, logTailLines)))
+		p.name, what, p.path, strings.Join(p.args, " "), p.listen, p.log, Indent(Tail(p.log, logTailLines)))
 }
 
 // exitFailure is failure for a process that has exited.
@@ -98,8 +98,9 @@ func (p *process) exitFailure(when string) error {
 	return p.failure(fmt.Sprintf("exited (%v) %s", p.err, when))
 }
 
-// tail returns the last n lines of the file at path (or why it cannot).
-func tail(path string, n int) string {
+// Tail returns the last n lines of the file at path (or why it cannot;
+// "(empty)" for an empty file): a component's log tail for its errors.
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
@@ -114,8 +115,9 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// indent prefixes every line of s with four spaces.
-func indent(s string) string {
+// Indent prefixes every line of s with four spaces, as errors quote a
+// log's Tail.
+func Indent(s string) string {
 	var b bytes.Buffer
 	for _, l := range strings.Split(s, "\n") {
 		b.WriteString("    " + l + "\n")

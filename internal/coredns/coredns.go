@@ -19,6 +19,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -416,7 +417,7 @@ func (s *Server) Dir() string { return s.cfg.Dir }
 func (s *Server) Log() string { return s.logPath }
 
 // LogTail returns the last n lines of CoreDNS's log.
-func (s *Server) LogTail(n int) string { return tail(s.logPath, n) }
+func (s *Server) LogTail(n int) string { return controlplane.Tail(s.logPath, n) }
 
 // PID returns CoreDNS's process id.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
@@ -482,7 +483,7 @@ func (s *Server) removeDir() {
 func (s *Server) failure(what string) error {
 	return fmt.Errorf("coredns: %s\n  command: %s -conf %s\n  serves: %s\n  log %s, last lines:\n%s",
 		what, filepath.Join(s.cfg.BinDir, binary), filepath.Join(s.cfg.Dir, "Corefile"), s.cfg.Addr, s.logPath,
-		indent(tail(s.logPath, logTailLines)))
+		controlplane.Indent(controlplane.Tail(s.logPath, logTailLines)))
 }
 
 // logger returns cfg.Logger with a component attribute, or a discarding one.
@@ -491,25 +492,4 @@ func (s *Server) logger() *slog.Logger {
 		return s.cfg.Logger.With("component", "coredns")
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-// tail returns the last n lines of the file at path (or why it cannot).
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	if len(lines) == 1 && lines[0] == "" {
-		return "(empty)"
-	}
-	return strings.Join(lines, "\n")
-}
-
-// indent prefixes every line of s with four spaces.
-func indent(s string) string {
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }

@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/loopback"
 )
 
@@ -428,18 +429,5 @@ const logTailLines = 20
 // command line, ports and log tail.
 func (k *KubeProxy) failure(what string) error {
 	return fmt.Errorf("kubeproxy: kube-proxy %s\n  command: %s %s\n  healthz 127.0.0.1:%d, metrics 127.0.0.1:%d\n  log %s, last lines:\n%s",
-		what, filepath.Join(k.cfg.BinDir, "kube-proxy"), strings.Join(k.args, " "), k.healthz, k.metric, k.cfg.Log, tail(k.cfg.Log, logTailLines))
-}
-
-// tail returns the last n lines of the file at path, indented.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "    " + err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
+		what, filepath.Join(k.cfg.BinDir, "kube-proxy"), strings.Join(k.args, " "), k.healthz, k.metric, k.cfg.Log, controlplane.Indent(controlplane.Tail(k.cfg.Log, logTailLines)))
 }
