@@ -21,6 +21,7 @@ import (
 	"github.com/pinlab/pinlab/internal/load"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -401,7 +402,10 @@ func TestDiagnoseStaleAddresses(t *testing.T) {
 		}
 	}
 	ctx := labtest.Context(t, time.Minute)
-	labtest.WaitFor(t, 30*time.Second, "no ready pricing pod in the control API", func() bool {
+	// Not ready in the pods and in the EndpointSlices too (their
+	// controller follows a moment later: CI once diagnosed in between,
+	// "2 of 2 endpoints ready").
+	labtest.WaitFor(t, 30*time.Second, "no ready pricing pod nor endpoint in the control API", func() bool {
 		objs, err := d.ctl.Objects(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -409,6 +413,16 @@ func TestDiagnoseStaleAddresses(t *testing.T) {
 		for _, p := range objs.Pods {
 			for _, c := range p.Status.Conditions {
 				if p.Labels["app"] == "pricing" && c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return false
+				}
+			}
+		}
+		for _, es := range objs.EndpointSlices {
+			if es.Labels[discoveryv1.LabelServiceName] != "pricing" {
+				continue
+			}
+			for _, ep := range es.Endpoints {
+				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 					return false
 				}
 			}
