@@ -593,9 +593,16 @@ func (l *Lab) UpdateTemplate(ctx context.Context, kind, namespace, name string, 
 }
 
 // editWorkload reads a Deployment or StatefulSet, lets edit change its
-// spec.replicas and pod template, and writes it back.
+// spec.replicas and pod template, writes it back, and returns once the
+// lab's informer cache holds the written generation, so that a WaitReady
+// that follows judges the new spec and not the one before it (the cache
+// lags the API by a watch event; with the real API server that lag let
+// WaitReady return while a scale-out had no new pod yet).
 func (l *Lab) editWorkload(ctx context.Context, kind, namespace, name string, edit func(replicas **int32, t *corev1.PodTemplateSpec)) error {
 	apps := l.Cluster.Client().AppsV1()
+	f := l.Cluster.Factory().Apps().V1()
+	var written int64
+	var cached func() (metav1.Object, error)
 	switch kind {
 	case "Deployment":
 		d, err := apps.Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -603,18 +610,29 @@ func (l *Lab) editWorkload(ctx context.Context, kind, namespace, name string, ed
 			return err
 		}
 		edit(&d.Spec.Replicas, &d.Spec.Template)
-		_, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
-		return err
+		if d, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		written = d.Generation
+		cached = func() (metav1.Object, error) { return f.Deployments().Lister().Deployments(namespace).Get(name) }
 	case "StatefulSet":
 		s, err := apps.StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		edit(&s.Spec.Replicas, &s.Spec.Template)
-		_, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{})
-		return err
+		if s, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		written = s.Generation
+		cached = func() (metav1.Object, error) { return f.StatefulSets().Lister().StatefulSets(namespace).Get(name) }
+	default:
+		return fmt.Errorf("lab: cannot change a %s; expected Deployment or StatefulSet", kind)
 	}
-	return fmt.Errorf("lab: cannot change a %s; expected Deployment or StatefulSet", kind)
+	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		o, err := cached()
+		return err == nil && o.GetGeneration() >= written, nil
+	})
 }
 
 // WaitReady waits until every Deployment and StatefulSet has all its
