@@ -657,39 +657,43 @@ func (l *Lab) WaitReady(ctx context.Context, skip ...WorkloadRef) error {
 	return err
 }
 
-// dataplaneShort describes the first Service whose slices or VIP rules do
-// not match its ready pods; "" when all match.
+// dataplaneShort describes the first Service whose slices do not match its
+// ready pods, or whose VIP rules do not match its slices (hand-written ones
+// included); "" when all match.
 func (l *Lab) dataplaneShort() string {
 	f := l.Cluster.Factory()
 	svcs, _ := f.Core().V1().Services().Lister().List(labels.Everything())
 	var served map[netip.AddrPort]servedVIP
 	for _, s := range svcs {
-		if len(s.Spec.Selector) == 0 {
-			continue
-		}
-		pods, _ := f.Core().V1().Pods().Lister().Pods(s.Namespace).List(labels.SelectorFromSet(s.Spec.Selector))
-		want := 0
-		for _, p := range pods {
-			if cluster.IsPodReady(p) && p.DeletionTimestamp == nil {
-				want++
-			}
-		}
 		slices, _ := f.Discovery().V1().EndpointSlices().Lister().EndpointSlices(s.Namespace).List(
 			labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: s.Name}))
-		got := 0
-		for _, es := range slices {
-			if es.Labels[discoveryv1.LabelManagedBy] != cluster.ManagedBy {
-				continue // hand-written: the API takes them, kube-proxy uses them
-			}
-			for _, ep := range es.Endpoints {
-				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-					got++
+		want := 0
+		if len(s.Spec.Selector) > 0 {
+			pods, _ := f.Core().V1().Pods().Lister().Pods(s.Namespace).List(labels.SelectorFromSet(s.Spec.Selector))
+			for _, p := range pods {
+				if cluster.IsPodReady(p) && p.DeletionTimestamp == nil {
+					want++
 				}
 			}
+			got := 0
+			for _, es := range slices {
+				if es.Labels[discoveryv1.LabelManagedBy] != cluster.ManagedBy {
+					continue // hand-written: the API takes them, kube-proxy uses them
+				}
+				for _, ep := range es.Endpoints {
+					if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+						got++
+					}
+				}
+			}
+			if got != want {
+				return fmt.Sprintf("Service %s/%s: EndpointSlices list %d ready endpoints, %d pods are ready", s.Namespace, s.Name, got, want)
+			}
 		}
-		if got != want {
-			return fmt.Sprintf("Service %s/%s: EndpointSlices list %d ready endpoints, %d pods are ready", s.Namespace, s.Name, got, want)
-		}
+		// A Service without a selector (the l7-proxy gateway's, the API
+		// server's kubernetes Service) has only hand-written slices: no
+		// pod count to match, but kube-proxy must still serve what they
+		// list before traffic starts.
 		if s.Spec.ClusterIP == corev1.ClusterIPNone || s.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
 		}
@@ -710,7 +714,11 @@ func (l *Lab) dataplaneShort() string {
 			// hand-written one.
 			eps, _ := endpoints.Filter{Port: sp.Name}.Endpoints(slices)
 			if e := len(endpoints.Eligible(eps)); n != e || listening != (e > 0) {
-				return fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, its EndpointSlices have %d (%d pods are ready)", s.Namespace, s.Name, vip, n, e, want)
+				msg := fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, its EndpointSlices have %d", s.Namespace, s.Name, vip, n, e)
+				if len(s.Spec.Selector) > 0 {
+					msg += fmt.Sprintf(" (%d pods are ready)", want)
+				}
+				return msg
 			}
 		}
 	}
