@@ -61,8 +61,9 @@ var (
 // ip kube-proxy` (kube-proxy's nftables mode, v1.31 and later): the
 // service-ips map sends VIP . tcp . port to a service chain, which either
 // DNATs itself (`dnat ip to numgen random mod N map { 0 : IP . port, ...
-// }`, what v1.37 writes for plain endpoints) or jumps by `numgen random mod
-// N vmap` to endpoint chains, each ending in a DNAT.
+// }`, what v1.37 writes for plain endpoints; `dnat to IP:port` for a
+// single one) or jumps by `numgen random mod N vmap` to endpoint chains,
+// each ending in a DNAT.
 func ParseNFT(text string) ([]Rule, error) {
 	chains := nftChains(text)
 	services, ok := chains["map service-ips"]
@@ -85,6 +86,14 @@ func ParseNFT(text string) ([]Rule, error) {
 				}
 				r.Endpoints = append(r.Endpoints, ep)
 			}
+		}
+		if d := nftDNAT.FindStringSubmatch(body); d != nil {
+			// One endpoint: the service chain DNATs to it itself.
+			ep, err := netip.ParseAddrPort(d[1])
+			if err != nil {
+				return nil, fmt.Errorf("kubeproxy: nft: %w", err)
+			}
+			r.Endpoints = append(r.Endpoints, ep)
 		}
 		for _, e := range nftEndpoint.FindAllStringSubmatch(body, -1) {
 			d := nftDNAT.FindStringSubmatch(chains["chain "+e[1]])

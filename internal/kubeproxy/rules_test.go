@@ -67,6 +67,15 @@ func TestParse(t *testing.T) {
 			want: []Rule{{VIP: netip.MustParseAddrPort("10.96.135.119:80"), Chain: "service-LU2YJSO7-default/echo/tcp/tcp", Endpoints: aps("10.244.0.2:8080", "10.244.0.3:8080")}},
 		},
 		{
+			// kube-dns's one endpoint is DNATed by its service chain itself;
+			// the kubernetes Service has no endpoints (no-endpoint-services).
+			name: "nftables v1.37 single endpoint (captured)", parse: ParseNFT, text: read("nft-single-endpoint.txt"),
+			want: []Rule{
+				{VIP: netip.MustParseAddrPort("10.96.0.10:53"), Chain: "service-NWBZK7IH-kube-system/kube-dns/tcp/dns-tcp", Endpoints: aps("10.244.255.253:53")},
+				{VIP: netip.MustParseAddrPort("10.96.48.61:8471"), Chain: "service-2TVQFOJV-shop/pricing/tcp/grpc", Endpoints: aps("10.244.0.2:8471", "10.244.0.3:8471")},
+			},
+		},
+		{
 			name: "nftables endpoint chains, UDP skipped", parse: ParseNFT, text: endpointChains,
 			want: []Rule{{VIP: netip.MustParseAddrPort("10.96.0.20:8471"), Chain: "service-AAAA-shop/pricing/tcp/grpc", Endpoints: aps("10.244.0.5:8471", "10.244.0.6:8471", "10.244.0.7:8471")}},
 		},
