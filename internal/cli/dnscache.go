@@ -16,7 +16,7 @@ import (
 //
 //	cache [TTL] { success CAPACITY [TTL [MINTTL]]; denial CAPACITY [TTL [MINTTL]]; keepttl }
 func addDNSCacheFlags(f *pflag.FlagSet, opts *LabUpOptions) {
-	f.StringVar(&opts.DNSCache, "dns-cache", "off", "CoreDNS's cache plugin in front of the DNS: off, kubeadm (cache 30, as kubeadm's Corefile), coredns (cache: the plugin's defaults) or a TTL cap such as 30s (cache 30)")
+	f.StringVar(&opts.DNSCache, "dns-cache", "off", "CoreDNS's cache plugin in front of the DNS: off, kubeadm (kubeadm v1.32 and later: cache 30 { disable success cluster.local; disable denial cluster.local }, answers in the cluster zone not kept), kubeadm-1.31 (kubeadm v1.31 and before: cache 30, every zone kept), coredns (cache: the plugin's defaults) or a TTL cap such as 30s (cache 30)")
 	f.StringVar(&opts.DNSCacheSuccess, "dns-cache-success", "", "the cache's success line, CAPACITY[,TTL[,MINTTL]] such as 9984,30s,5s (needs --dns-cache)")
 	f.StringVar(&opts.DNSCacheDenial, "dns-cache-denial", "", "the cache's denial line, CAPACITY[,TTL[,MINTTL]] (needs --dns-cache)")
 	f.BoolVar(&opts.DNSCacheKeepTTL, "dns-cache-keepttl", false, "serve cached answers with the TTL they were stored with instead of counting it down (needs --dns-cache)")
@@ -28,19 +28,21 @@ func (o *LabUpOptions) parseDNSCache() error {
 	switch o.DNSCache {
 	case "off":
 	case "kubeadm":
-		c = clusterdns.KubeadmCache()
+		c = clusterdns.KubeadmCache(clusterdns.DefaultZone)
+	case "kubeadm-1.31":
+		c = clusterdns.KubeadmCacheV131()
 	case "coredns":
 		c = &clusterdns.CacheConfig{}
 	default:
 		d, err := time.ParseDuration(o.DNSCache)
 		if err != nil || checkCacheTTL(d, 1) != nil {
-			return fmt.Errorf("--dns-cache %q: expected off, kubeadm, coredns or a TTL cap in whole seconds from 1s to 86400s, such as 30s", o.DNSCache)
+			return fmt.Errorf("--dns-cache %q: expected off, kubeadm, kubeadm-1.31, coredns or a TTL cap in whole seconds from 1s to 86400s, such as 30s", o.DNSCache)
 		}
 		c = &clusterdns.CacheConfig{Success: clusterdns.CacheClass{MaxTTL: d}, Denial: clusterdns.CacheClass{MaxTTL: d}}
 	}
 	if c == nil {
 		if o.DNSCacheSuccess != "" || o.DNSCacheDenial != "" || o.DNSCacheKeepTTL {
-			return fmt.Errorf("--dns-cache-success, --dns-cache-denial and --dns-cache-keepttl tune the cache plugin: add --dns-cache kubeadm, coredns or a TTL")
+			return fmt.Errorf("--dns-cache-success, --dns-cache-denial and --dns-cache-keepttl tune the cache plugin: add --dns-cache kubeadm, kubeadm-1.31, coredns or a TTL")
 		}
 		return nil
 	}

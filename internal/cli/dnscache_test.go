@@ -24,13 +24,19 @@ func TestLabUpDNSCacheFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "off by default"},
-		{name: "kubeadm", args: []string{"--dns-cache", "kubeadm"}, want: clusterdns.KubeadmCache()},
+		{name: "kubeadm: cluster.local not kept", args: []string{"--dns-cache", "kubeadm"}, want: &clusterdns.CacheConfig{
+			Success: clusterdns.CacheClass{MaxTTL: 30 * time.Second, Disable: []string{"cluster.local"}},
+			Denial:  clusterdns.CacheClass{MaxTTL: 30 * time.Second, Disable: []string{"cluster.local"}}}},
+		{name: "kubeadm-1.31: bare cache 30", args: []string{"--dns-cache", "kubeadm-1.31"}, want: &clusterdns.CacheConfig{Success: class(0, 30*time.Second, 0), Denial: class(0, 30*time.Second, 0)}},
 		{name: "plugin defaults", args: []string{"--dns-cache", "coredns"}, want: &clusterdns.CacheConfig{}},
 		{name: "cache 10", args: []string{"--dns-cache", "10s"},
 			want: &clusterdns.CacheConfig{Success: class(0, 10*time.Second, 0), Denial: class(0, 10*time.Second, 0)}},
-		{name: "success and denial lines", args: []string{"--dns-cache", "kubeadm", "--dns-cache-success", "2048", "--dns-cache-denial", "512,5s,0s", "--dns-cache-keepttl"},
+		{name: "success and denial lines", args: []string{"--dns-cache", "kubeadm-1.31", "--dns-cache-success", "2048", "--dns-cache-denial", "512,5s,0s", "--dns-cache-keepttl"},
 			want: &clusterdns.CacheConfig{Success: class(2048, 30*time.Second, 0), Denial: class(512, 5*time.Second, -1), KeepTTL: true}},
-		{name: "unknown preset", args: []string{"--dns-cache", "on"}, wantErr: `--dns-cache "on": expected off, kubeadm, coredns or a TTL cap`},
+		{name: "kubeadm's lines tuned, its zone still disabled", args: []string{"--dns-cache", "kubeadm", "--dns-cache-success", "2048"},
+			want: &clusterdns.CacheConfig{Success: clusterdns.CacheClass{Capacity: 2048, MaxTTL: 30 * time.Second, Disable: []string{"cluster.local"}},
+				Denial: clusterdns.CacheClass{MaxTTL: 30 * time.Second, Disable: []string{"cluster.local"}}}},
+		{name: "unknown preset", args: []string{"--dns-cache", "on"}, wantErr: `--dns-cache "on": expected off, kubeadm, kubeadm-1.31, coredns or a TTL cap`},
 		{name: "zero TTL cap", args: []string{"--dns-cache", "0s"}, wantErr: `--dns-cache "0s"`},
 		{name: "fractional TTL", args: []string{"--dns-cache", "1.5s"}, wantErr: `--dns-cache "1.5s"`},
 		{name: "tuning without the cache", args: []string{"--dns-cache-keepttl"}, wantErr: "add --dns-cache"},

@@ -50,7 +50,8 @@ type LabUpOptions struct {
 	// Pods is the DNS pods mode: disabled, insecure or verified.
 	Pods string
 	// DNSCache puts CoreDNS's cache plugin in front of the DNS: off,
-	// kubeadm, coredns or a TTL cap (see dnscache.go); the others tune it.
+	// kubeadm, kubeadm-1.31, coredns or a TTL cap (see dnscache.go); the
+	// others tune it.
 	DNSCache, DNSCacheSuccess, DNSCacheDenial string
 	DNSCacheKeepTTL                           bool
 	LogLevel                                  string

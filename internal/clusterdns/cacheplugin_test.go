@@ -32,21 +32,31 @@ func useFakeClock(t *testing.T) *fakeClock {
 func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// kubeadmDNS is kubeadm's Corefile: "ttl 30" and "cache 30".
-var kubeadmDNS = clusterdns.Config{TTL: 30 * time.Second, Cache: clusterdns.KubeadmCache(), FixedOrder: true}
+// kubeadmV131DNS is kubeadm's Corefile up to v1.31: "ttl 30" and a bare
+// "cache 30", which keeps answers in the cluster zone.
+var kubeadmV131DNS = clusterdns.Config{TTL: 30 * time.Second, Cache: clusterdns.KubeadmCacheV131(), FixedOrder: true}
 
-// TestCachePluginKeepsRemovedEndpoint: behind "cache 30", an endpoint
-// removed from the EndpointSlice stays in the answer, its TTL counting
-// down, until the cached reply expires; the next query then drops it.
-// Without the cache plugin the same change shows at once.
+// TestCachePluginKeepsRemovedEndpoint: behind kubeadm v1.31's "cache
+// 30", an endpoint removed from the EndpointSlice stays in the answer, its
+// TTL counting down, until the cached reply expires; the next query then
+// drops it. Behind kubeadm's current Corefile, which disables both caches
+// for cluster.local, and without the cache plugin, the same change shows
+// at once.
 func TestCachePluginKeepsRemovedEndpoint(t *testing.T) {
-	for _, withCache := range []bool{true, false} {
-		t.Run(fmt.Sprintf("cache %v", withCache), func(t *testing.T) {
+	tests := []struct {
+		name  string
+		cache *clusterdns.CacheConfig
+		kept  bool
+	}{
+		{name: "kubeadm v1.31: cache 30", cache: clusterdns.KubeadmCacheV131(), kept: true},
+		{name: "kubeadm: cache 30, cluster.local disabled", cache: clusterdns.KubeadmCache(clusterdns.DefaultZone)},
+		{name: "no cache plugin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			clock := useFakeClock(t)
-			cfg := kubeadmDNS
-			if !withCache {
-				cfg.Cache = nil
-			}
+			cfg := kubeadmV131DNS
+			cfg.Cache = tt.cache
 			fx := newFixture(t, cfg, referenceObjects()...)
 			all := []string{"172.0.0.2", "172.0.0.3", "172.0.0.4"}
 			checkA(t, fx, tn("hdls"), 30, all)
@@ -61,7 +71,7 @@ func TestCachePluginKeepsRemovedEndpoint(t *testing.T) {
 				return obj != nil && len(obj.(*discoveryv1.EndpointSlice).Endpoints) == 2
 			})
 			left := []string{"172.0.0.2", "172.0.0.4"}
-			if !withCache {
+			if !tt.kept {
 				checkA(t, fx, tn("hdls"), 30, left)
 				return
 			}
@@ -86,8 +96,8 @@ func TestCachePluginKeepsNegativeAnswer(t *testing.T) {
 		cfg    clusterdns.Config
 		denial time.Duration
 	}{
-		{name: "kubeadm: ttl 30, cache 30", cfg: kubeadmDNS, denial: 30 * time.Second},
-		{name: "plugin TTL 5s behind cache 30", cfg: clusterdns.Config{Cache: clusterdns.KubeadmCache()}, denial: 5 * time.Second},
+		{name: "kubeadm: ttl 30, cache 30", cfg: kubeadmV131DNS, denial: 30 * time.Second},
+		{name: "plugin TTL 5s behind cache 30", cfg: clusterdns.Config{Cache: clusterdns.KubeadmCacheV131()}, denial: 5 * time.Second},
 		{name: "denial capped at 10s", cfg: clusterdns.Config{TTL: 30 * time.Second,
 			Cache: &clusterdns.CacheConfig{Denial: clusterdns.CacheClass{MaxTTL: 10 * time.Second}}}, denial: 10 * time.Second},
 	}
@@ -127,17 +137,17 @@ func TestCachePluginTTLRules(t *testing.T) {
 		wantTTL   uint32
 		wantRcode int
 	}{
-		{name: "plugin TTL 5s under cache 30", cfg: clusterdns.Config{Cache: clusterdns.KubeadmCache()},
+		{name: "plugin TTL 5s under cache 30", cfg: clusterdns.Config{Cache: clusterdns.KubeadmCacheV131()},
 			qname: tn("svc1"), qtype: dns.TypeA, wantTTL: 5},
 		{name: "TTL 0 raised to the 5s minimum", cfg: clusterdns.Config{TTL: -1, Cache: &clusterdns.CacheConfig{}},
 			qname: tn("svc1"), qtype: dns.TypeA, wantTTL: 5},
 		{name: "TTL 0 without a minimum", cfg: clusterdns.Config{TTL: -1, Cache: &clusterdns.CacheConfig{Success: clusterdns.CacheClass{MinTTL: -1}}},
 			qname: tn("svc1"), qtype: dns.TypeA, wantTTL: 0},
-		{name: "TTL 1h capped at 30s", cfg: clusterdns.Config{TTL: time.Hour, Cache: clusterdns.KubeadmCache()},
+		{name: "TTL 1h capped at 30s", cfg: clusterdns.Config{TTL: time.Hour, Cache: clusterdns.KubeadmCacheV131()},
 			qname: tn("svc1"), qtype: dns.TypeA, wantTTL: 30},
 		{name: "minimum above the record TTL", cfg: clusterdns.Config{Cache: &clusterdns.CacheConfig{Success: clusterdns.CacheClass{MinTTL: 20 * time.Second}}},
 			qname: tn("svc1"), qtype: dns.TypeA, wantTTL: 20},
-		{name: "schema TXT 28800 capped at 30s", cfg: clusterdns.Config{Cache: clusterdns.KubeadmCache()},
+		{name: "schema TXT 28800 capped at 30s", cfg: clusterdns.Config{Cache: clusterdns.KubeadmCacheV131()},
 			qname: "dns-version.cluster.local.", qtype: dns.TypeTXT, wantTTL: 30},
 		{name: "schema TXT under the default 3600s cap", cfg: clusterdns.Config{Cache: &clusterdns.CacheConfig{}},
 			qname: "dns-version.cluster.local.", qtype: dns.TypeTXT, wantTTL: 3600},
@@ -179,7 +189,7 @@ func TestCachePluginTTLRules(t *testing.T) {
 func TestCachePluginServing(t *testing.T) {
 	t.Run("keepttl serves the stored TTL until expiry", func(t *testing.T) {
 		clock := useFakeClock(t)
-		cfg := kubeadmDNS
+		cfg := kubeadmV131DNS
 		cfg.Cache = &clusterdns.CacheConfig{KeepTTL: true, Success: clusterdns.CacheClass{MaxTTL: 30 * time.Second}}
 		fx := newFixture(t, cfg, referenceObjects()...)
 		checkA(t, fx, tn("svc1"), 30, []string{"10.0.0.1"})
@@ -191,7 +201,7 @@ func TestCachePluginServing(t *testing.T) {
 	})
 	t.Run("any case hits the reply as first asked", func(t *testing.T) {
 		useFakeClock(t)
-		fx := newFixture(t, kubeadmDNS, referenceObjects()...)
+		fx := newFixture(t, kubeadmV131DNS, referenceObjects()...)
 		fx.ask(t, "SVC1.testns.svc.cluster.local.", dns.TypeA, false, 0)
 		got := fx.ask(t, tn("svc1"), dns.TypeA, false, 0)
 		if diff := cmp.Diff([]string{"SVC1.testns.svc.cluster.local.\t30\tIN\tA\t10.0.0.1"}, rrStrings(got.Answer)); diff != "" {
@@ -203,7 +213,7 @@ func TestCachePluginServing(t *testing.T) {
 	})
 	t.Run("ExternalName CNAME alone is not kept", func(t *testing.T) {
 		useFakeClock(t)
-		fx := newFixture(t, kubeadmDNS, referenceObjects()...)
+		fx := newFixture(t, kubeadmV131DNS, referenceObjects()...)
 		want := func(target string) dnsCase {
 			return dnsCase{name: target, qname: tn("ext"), qtype: dns.TypeA, answer: []string{tn("ext") + " 30 IN CNAME " + target}}
 		}
@@ -218,7 +228,7 @@ func TestCachePluginServing(t *testing.T) {
 	})
 	t.Run("DO bit keys its own reply", func(t *testing.T) {
 		useFakeClock(t)
-		fx := newFixture(t, kubeadmDNS, referenceObjects()...)
+		fx := newFixture(t, kubeadmV131DNS, referenceObjects()...)
 		checkA(t, fx, tn("svc1"), 30, []string{"10.0.0.1"})
 		changeClusterIP(t, fx, "10.0.0.22")
 		m := new(dns.Msg)
@@ -304,7 +314,7 @@ func changeClusterIP(t *testing.T, fx *fixture, ip string) {
 // they were stored, as dig prints them (TTLs counted down).
 func TestCachePluginGolden(t *testing.T) {
 	clock := useFakeClock(t)
-	fx := newFixture(t, kubeadmDNS, referenceObjects()...)
+	fx := newFixture(t, kubeadmV131DNS, referenceObjects()...)
 	tests := []struct {
 		name  string
 		qname string
@@ -336,14 +346,15 @@ func TestCachePluginGolden(t *testing.T) {
 }
 
 // TestCachePluginDisable: kubeadm v1.37.2's "cache 30 { disable success
-// cluster.local; disable denial cluster.local }" keeps nothing in the
+// cluster.local; disable denial cluster.local }" (its zones here in other
+// spellings, which name the same zone) keeps nothing in the
 // zone, so a removed endpoint leaves the answer at once, but the TTLs are
 // still capped at 30 (the dns-version TXT's 28800 too), as CoreDNS caps
 // before it decides not to keep; the reverse zones are still cached.
 func TestCachePluginDisable(t *testing.T) {
 	useFakeClock(t)
-	cfg := kubeadmDNS
-	cfg.Cache = clusterdns.KubeadmCache()
+	cfg := kubeadmV131DNS
+	cfg.Cache = clusterdns.KubeadmCacheV131()
 	cfg.Cache.Success.Disable = []string{"Cluster.Local"}
 	cfg.Cache.Denial.Disable = []string{"cluster.local."}
 	fx := newFixture(t, cfg, referenceObjects()...)

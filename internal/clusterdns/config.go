@@ -75,10 +75,11 @@ type Config struct {
 	// question (name in any case, type, class, DO and CD bits) and
 	// answered from there, its TTLs counting down, until it expires,
 	// whatever changes in the API meanwhile; NXDOMAIN and NODATA replies
-	// too. Nil, the default, is the kubernetes plugin alone: every reply
-	// reflects the API objects of the moment. See CacheConfig and
-	// KubeadmCache. The answer memo, which never serves stale answers, is
-	// used either way.
+	// too, except in the zones its classes disable. Nil, the default, is
+	// the kubernetes plugin alone: every reply reflects the API objects of
+	// the moment. See CacheConfig, KubeadmCache (kubeadm v1.32 and later:
+	// the cluster zone not kept) and KubeadmCacheV131 (before: kept). The
+	// answer memo, which never serves stale answers, is used either way.
 	Cache *CacheConfig
 
 	// Addr is the "IP:port" Start binds for both UDP and TCP; the IP must be
@@ -165,15 +166,36 @@ type CacheClass struct {
 // KubeadmCacheTTL is the cap of kubeadm's Corefile, "cache 30".
 const KubeadmCacheTTL = 30 * time.Second
 
-// KubeadmCache returns the cache plugin as kubeadm's Corefile long
-// configured it, "cache 30": both caches capped at 30s, the rest the
-// plugin's defaults. kubeadm also sets the kubernetes plugin's "ttl 30"
-// (Config.TTL); with the default TTL of 5s, replies are kept 5s. kubeadm
-// v1.37.2's Corefile adds "disable success cluster.local" and "disable
-// denial cluster.local" (cmd/kubeadm/app/phases/addons/dns/manifests.go):
-// there, answers in the cluster zone are not cached at all, only capped
-// at 30s; set both classes' Disable to the zone for that Corefile.
-func KubeadmCache() *CacheConfig {
+// KubeadmCache returns the cache plugin as kubeadm's Corefile has it
+// since v1.32.0 (kubernetes/kubernetes#128359, "disable caching for
+// authoritative zone"; cmd/kubeadm/app/phases/addons/dns/manifests.go,
+// v1.32.0 to v1.37.2):
+//
+//	cache 30 {
+//	   disable success ZONE
+//	   disable denial ZONE
+//	}
+//
+// Both caches are capped at 30s, the rest is the plugin's defaults, and
+// neither keeps a reply in zone, the cluster domain (a trailing dot is
+// optional; Disable holds it without, as kubeadm writes it): names there
+// are answered afresh every time, their TTLs still capped at 30s, while
+// the reverse zones are cached. kubeadm also sets the kubernetes plugin's
+// "ttl 30" (Config.TTL). See KubeadmCacheV131 for the older Corefile.
+func KubeadmCache(zone string) *CacheConfig {
+	c := KubeadmCacheV131()
+	zone = strings.TrimSuffix(zone, ".")
+	c.Success.Disable, c.Denial.Disable = []string{zone}, []string{zone}
+	return c
+}
+
+// KubeadmCacheV131 returns the cache plugin as kubeadm's Corefile had it
+// up to v1.31, a bare "cache 30" (manifests.go as above, v1.31.0 line
+// 180), which clusters created or upgraded by those versions may still
+// run: both caches capped at 30s, the rest the plugin's defaults, every
+// zone cached. With kubeadm's "ttl 30" answers in the cluster zone are
+// then kept 30s; with the default TTL of 5s, 5s.
+func KubeadmCacheV131() *CacheConfig {
 	return &CacheConfig{
 		Success: CacheClass{MaxTTL: KubeadmCacheTTL},
 		Denial:  CacheClass{MaxTTL: KubeadmCacheTTL},

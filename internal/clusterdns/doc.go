@@ -32,7 +32,8 @@
 //
 // Config.Cache adds CoreDNS's cache plugin in front (kubeadm's "cache
 // 30"): replies then outlive the API objects they were built from until
-// their TTL, counting down, runs out.
+// their TTL, counting down, runs out, except in the zones it disables
+// (kubeadm v1.32 and later disable the cluster zone; see KubeadmCache).
 //
 // Answers are built from the informer caches once and memoized per name
 // and type (an implementation detail for speed, never stale). Index functions on the informers count every change as the store

@@ -96,3 +96,26 @@ func TestCacheBlockRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheBlockKubeadm: clusterdns's kubeadm presets become the cache
+// block of the Corefile they copy, every value written out: v1.32 and
+// later disable both caches for the cluster zone, v1.31 does not.
+func TestCacheBlockKubeadm(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    *clusterdns.CacheConfig
+		want []string
+	}{
+		{"kubeadm", clusterdns.KubeadmCache(clusterdns.DefaultZone), []string{"    cache {",
+			"       success 10000 30 5", "       disable success cluster.local",
+			"       denial 10000 30 5", "       disable denial cluster.local", "    }"}},
+		{"kubeadm v1.31", clusterdns.KubeadmCacheV131(), []string{"    cache {",
+			"       success 10000 30 5", "       denial 10000 30 5", "    }"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(strings.Join(tt.want, "\n"), mustCacheBlock(t, tt.c, false)); diff != "" {
+				t.Errorf("cache block (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -80,8 +80,7 @@ func startDNSPair(t *testing.T, ctx context.Context) dnsPair {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
-	cache := clusterdns.KubeadmCache()
-	cache.Success.Disable, cache.Denial.Disable = []string{"cluster.local"}, []string{"cluster.local"}
+	cache := clusterdns.KubeadmCache("cluster.local")
 	ours, err := clusterdns.New(factory, clusterdns.Config{TTL: kubeadmTTL, Pods: clusterdns.PodsInsecure, Cache: cache, Addr: oursAddr.String()})
 	if err != nil {
 		t.Fatal(err)

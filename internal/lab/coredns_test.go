@@ -20,7 +20,7 @@ import (
 // the ones CoreDNS cannot take are errors naming them.
 func TestCoreDNSConfig(t *testing.T) {
 	rc := &rest.Config{Host: "https://10.244.255.254:6443"}
-	cache := clusterdns.KubeadmCache()
+	cache := clusterdns.KubeadmCache(clusterdns.DefaultZone)
 	for _, tt := range []struct {
 		name    string
 		dns     clusterdns.Config

@@ -67,7 +67,8 @@ type DNSCache struct {
 	KeepTTL bool
 }
 
-// DNSCacheClass is the "success" or "denial" line of the plugin.
+// DNSCacheClass is the "success" or "denial" line of the plugin, with its
+// "disable" line.
 type DNSCacheClass struct {
 	// Capacity is how many answers are kept; 0 means 10000.
 	Capacity int
@@ -77,38 +78,59 @@ type DNSCacheClass struct {
 	// MinTTL is the least time an answer is kept (whole seconds); 0
 	// means 5s, negative none.
 	MinTTL time.Duration
+	// Disable lists the zones where no answer is kept ("disable success
+	// ZONES" or "disable denial ZONES"); nil keeps every zone's.
+	Disable []string
 }
 
-// String is the cache in Corefile form, such as "cache 30" or
-// "cache { success 10000 3600 5; denial 10000 30 5; keepttl }".
+// String is the cache in Corefile form, such as "cache 30",
+// "cache 30 { disable success cluster.local; disable denial cluster.local }"
+// or "cache { success 10000 3600 5; denial 10000 30 5; keepttl }".
 func (c *DNSCache) String() string {
 	if c == nil {
 		return "none"
 	}
-	if c.Success == c.Denial && c.Success.Capacity == 0 && c.Success.MinTTL == 0 && !c.KeepTTL {
-		if c.Success.MaxTTL == 0 {
-			return "cache"
-		}
-		return fmt.Sprintf("cache %d", int(c.Success.MaxTTL/time.Second))
+	head, parts := "cache", []string(nil)
+	short := c.Success.MaxTTL == c.Denial.MaxTTL && c.Success.Capacity == 0 && c.Denial.Capacity == 0 &&
+		c.Success.MinTTL == 0 && c.Denial.MinTTL == 0 && !c.KeepTTL
+	if short && c.Success.MaxTTL != 0 {
+		head = fmt.Sprintf("cache %d", int(c.Success.MaxTTL/time.Second))
 	}
-	line := func(name string, cl DNSCacheClass, defMax time.Duration) string {
-		capacity, maxTTL, minTTL := cl.Capacity, cl.MaxTTL, cl.MinTTL
-		if capacity == 0 {
-			capacity = 10000
+	for _, cl := range []struct {
+		name   string
+		class  DNSCacheClass
+		defMax time.Duration
+	}{{"success", c.Success, time.Hour}, {"denial", c.Denial, 30 * time.Minute}} {
+		if !short {
+			parts = append(parts, cl.class.line(cl.name, cl.defMax))
 		}
-		if maxTTL == 0 {
-			maxTTL = defMax
+		if len(cl.class.Disable) > 0 {
+			parts = append(parts, "disable "+cl.name+" "+strings.Join(cl.class.Disable, " "))
 		}
-		if minTTL == 0 {
-			minTTL = 5 * time.Second
-		}
-		return fmt.Sprintf("%s %d %d %d", name, capacity, int(maxTTL/time.Second), max(int(minTTL/time.Second), 0))
 	}
-	parts := []string{line("success", c.Success, time.Hour), line("denial", c.Denial, 30*time.Minute)}
 	if c.KeepTTL {
 		parts = append(parts, "keepttl")
 	}
-	return "cache { " + strings.Join(parts, "; ") + " }"
+	if len(parts) == 0 {
+		return head
+	}
+	return head + " { " + strings.Join(parts, "; ") + " }"
+}
+
+// line is the class's "NAME CAPACITY TTL MINTTL", its zero fields the
+// plugin's defaults (defMax the class's cap).
+func (cl DNSCacheClass) line(name string, defMax time.Duration) string {
+	capacity, maxTTL, minTTL := cl.Capacity, cl.MaxTTL, cl.MinTTL
+	if capacity == 0 {
+		capacity = 10000
+	}
+	if maxTTL == 0 {
+		maxTTL = defMax
+	}
+	if minTTL == 0 {
+		minTTL = 5 * time.Second
+	}
+	return fmt.Sprintf("%s %d %d %d", name, capacity, int(maxTTL/time.Second), max(int(minTTL/time.Second), 0))
 }
 
 // Cluster is a variant's dataplane and kubelet settings.

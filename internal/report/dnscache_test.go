@@ -12,6 +12,8 @@ func TestDNSCacheInHeader(t *testing.T) {
 	for _, tt := range []struct{ cache, want string }{
 		{"", "DNS TTL 30s\n"},
 		{"cache 30", "DNS TTL 30s behind cache 30\n"},
+		{"cache 30 { disable success cluster.local; disable denial cluster.local }",
+			"DNS TTL 30s behind cache 30 { disable success cluster.local; disable denial cluster.local }\n"},
 	} {
 		r := &Result{Scenario: "coredns-cache", Source: "builtin:coredns-cache", Duration: 45, DNSTTL: 30, DNSCache: tt.cache}
 		var buf bytes.Buffer

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -84,7 +85,7 @@ func cacheConfig(c *plan.DNSCache) *clusterdns.CacheConfig {
 		return nil
 	}
 	class := func(cl plan.DNSCacheClass) clusterdns.CacheClass {
-		return clusterdns.CacheClass{Capacity: cl.Capacity, MaxTTL: cl.MaxTTL, MinTTL: cl.MinTTL}
+		return clusterdns.CacheClass{Capacity: cl.Capacity, MaxTTL: cl.MaxTTL, MinTTL: cl.MinTTL, Disable: slices.Clone(cl.Disable)}
 	}
 	return &clusterdns.CacheConfig{Success: class(c.Success), Denial: class(c.Denial), KeepTTL: c.KeepTTL}
 }

@@ -20,9 +20,13 @@ func TestLabConfigDNSCache(t *testing.T) {
 		want  *clusterdns.CacheConfig
 	}{
 		{name: "none"},
-		{name: "kubeadm",
+		{name: "kubeadm: the cluster zone disabled",
+			cache: &plan.DNSCache{Success: plan.DNSCacheClass{MaxTTL: 30 * time.Second, Disable: []string{"cluster.local"}},
+				Denial: plan.DNSCacheClass{MaxTTL: 30 * time.Second, Disable: []string{"cluster.local"}}},
+			want: clusterdns.KubeadmCache(clusterdns.DefaultZone)},
+		{name: "kubeadm-1.31",
 			cache: &plan.DNSCache{Success: plan.DNSCacheClass{MaxTTL: 30 * time.Second}, Denial: plan.DNSCacheClass{MaxTTL: 30 * time.Second}},
-			want:  clusterdns.KubeadmCache()},
+			want:  clusterdns.KubeadmCacheV131()},
 		{name: "every setting",
 			cache: &plan.DNSCache{Success: plan.DNSCacheClass{Capacity: 2048, MaxTTL: time.Minute, MinTTL: -1}, Denial: plan.DNSCacheClass{MinTTL: 2 * time.Second}, KeepTTL: true},
 			want: &clusterdns.CacheConfig{Success: clusterdns.CacheClass{Capacity: 2048, MaxTTL: time.Minute, MinTTL: -1},

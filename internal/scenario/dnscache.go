@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/plan"
@@ -16,12 +17,16 @@ import (
 // Answers are then kept, and served with their TTL counting down, until
 // that TTL runs out, whatever changes meanwhile: after a rollout clients
 // get the old pod IPs for up to the TTL, and a name that did not exist
-// stays NXDOMAIN for the denial TTL.
+// stays NXDOMAIN for the denial TTL. Zones the plugin disables are
+// answered afresh every time, with capped TTLs.
 type DNSCache struct {
-	// Preset is where the other fields start from: "kubeadm" (kubeadm's
-	// Corefile, "cache 30") or "coredns" (the plugin's defaults, "cache":
-	// 3600s for answers, 1800s for denials, 5s minimum, 10000 each).
-	// Default coredns.
+	// Preset is where the other fields start from: "kubeadm" (kubeadm
+	// v1.32 and later, "cache 30 { disable success cluster.local; disable
+	// denial cluster.local }": answers in the cluster zone are not kept,
+	// only capped at 30s), "kubeadm-1.31" (kubeadm v1.31 and before, a
+	// bare "cache 30": every zone kept up to 30s) or "coredns" (the
+	// plugin's defaults, "cache": 3600s for answers, 1800s for denials, 5s
+	// minimum, 10000 each). Default coredns.
 	Preset string `json:"preset,omitempty"`
 	// TTL caps how long both caches keep an answer ("cache TTL").
 	TTL *metav1.Duration `json:"ttl,omitempty"`
@@ -43,7 +48,10 @@ type DNSCacheClass struct {
 }
 
 // DNSCachePresets are the values of DNSCache.Preset.
-var DNSCachePresets = []string{"coredns", "kubeadm"}
+var DNSCachePresets = []string{"coredns", "kubeadm", "kubeadm-1.31"}
+
+// kubeadmCacheTTL is the cap of kubeadm's "cache 30".
+const kubeadmCacheTTL = 30 * time.Second
 
 // dnsCache resolves spec.dns.cache; nil stays nil (no cache plugin).
 func dnsCache(c *DNSCache, s site) (*plan.DNSCache, error) {
@@ -53,10 +61,13 @@ func dnsCache(c *DNSCache, s site) (*plan.DNSCache, error) {
 	out := &plan.DNSCache{KeepTTL: c.KeepTTL}
 	switch c.Preset {
 	case "", "coredns":
-	case "kubeadm":
-		out.Success.MaxTTL, out.Denial.MaxTTL = 30*time.Second, 30*time.Second
+	case "kubeadm": // cmd/kubeadm/app/phases/addons/dns/manifests.go, v1.32.0 on
+		out.Success = plan.DNSCacheClass{MaxTTL: kubeadmCacheTTL, Disable: []string{Zone}}
+		out.Denial = plan.DNSCacheClass{MaxTTL: kubeadmCacheTTL, Disable: []string{Zone}}
+	case "kubeadm-1.31": // the same file up to v1.31.0
+		out.Success.MaxTTL, out.Denial.MaxTTL = kubeadmCacheTTL, kubeadmCacheTTL
 	default:
-		return nil, s.Errorf("preset", "%q: expected coredns or kubeadm (cache 30)", c.Preset)
+		return nil, s.Errorf("preset", "%q: expected %s", c.Preset, strings.Join(DNSCachePresets, ", "))
 	}
 	if c.TTL != nil {
 		if err := checkCacheTTL(c.TTL.Duration, 1); err != nil {
