@@ -57,6 +57,8 @@ func TestCompareDataplanes(t *testing.T) {
 		{name: "variant missing", a: fidelityRun(0.8, 0, 3), b: &Result{}, differs: []string{"ran"}},
 		{name: "refused on one dataplane", a: fidelityRun(0.8, 0, 3), b: failedRun("lab: proxy mode ipvs asked for"), differs: []string{"ran"}},
 		{name: "Jain apart through a ClusterIP", a: viaCluster(fidelityRun(0.9, 0, 3)), b: viaCluster(fidelityRun(0.5, 0, 3)), chance: []string{"Jain's index"}},
+		{name: "rebalance apart through a ClusterIP", a: viaCluster(fidelityRun(0.8, 0, 17.5)), b: viaCluster(fidelityRun(0.8, 0, 30.1)), chance: []string{"time to rebalance (median, s)"}},
+		{name: "rebalance apart through a headless Service", a: fidelityRun(0.8, 0, 17.5), b: fidelityRun(0.8, 0, 30.1), differs: []string{"time to rebalance (median, s)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
