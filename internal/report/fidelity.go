@@ -287,8 +287,18 @@ func answersPerLookup(s stats.Summary) (float64, bool) {
 	return float64(sum) / float64(n), true
 }
 
+// passed is "N of M" expectations passed, with how many of the others an
+// overloaded machine invalidated or the run skipped (neither counts as a
+// failure, so such a row is not marked as a difference).
 func passed(v Variant) string {
-	return fmt.Sprintf("%d of %d", len(v.Checks)-v.Failed()-v.Invalid()-v.Skipped(), len(v.Checks))
+	out := fmt.Sprintf("%d of %d", len(v.Checks)-v.Failed()-v.Invalid()-v.Skipped(), len(v.Checks))
+	if n := v.Invalid(); n > 0 {
+		out += fmt.Sprintf(" (%d overloaded)", n)
+	}
+	if n := v.Skipped(); n > 0 {
+		out += fmt.Sprintf(" (%d skipped)", n)
+	}
+	return out
 }
 
 func orNone(s string) string {

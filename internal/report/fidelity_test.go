@@ -101,3 +101,22 @@ func TestFidelityTextGolden(t *testing.T) {
 	}
 	checkGolden(t, "fidelity.golden", buf.Bytes())
 }
+
+// TestFidelityExpectationsOverloaded: an expectation an overloaded machine
+// invalidated is said so, and is not a difference.
+func TestFidelityExpectationsOverloaded(t *testing.T) {
+	a, b := fidelityRun(0.8, 0, 3), fidelityRun(0.8, 0, 3)
+	a.Variants[0].Checks = append(a.Variants[0].Checks, verdict.Check{Invalid: true})
+	b.Variants[0].Checks = append(b.Variants[0].Checks, verdict.Check{Pass: true})
+	f := CompareDataplanes("pinlab", a, "kube-proxy-nftables", b)
+	for _, r := range f.Rows {
+		if r.Figure != "expectations passed" {
+			continue
+		}
+		if r.A != "1 of 2 (1 overloaded)" || r.B != "2 of 2" || r.Differs {
+			t.Errorf("expectations row %q vs %q, differs %v; want \"1 of 2 (1 overloaded)\" vs \"2 of 2\", not a difference", r.A, r.B, r.Differs)
+		}
+		return
+	}
+	t.Errorf("no expectations row in %+v", f.Rows)
+}
