@@ -271,12 +271,25 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if kube != nil {
 		kube.print(opts.Out, l, api.srv.Addr(), api.tokenFile)
 	}
-	<-ctx.Done()
-	fmt.Fprintln(opts.Err, "stopping")
+	var failed error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(opts.Err, "stopping")
+	case <-l.Failed():
+		// A part of the lab stopped (kube-proxy, CoreDNS, a control
+		// plane process): what the lab serves no longer follows the API,
+		// so it stops rather than run on stale rules.
+		failed = l.Err()
+		fmt.Fprintf(opts.Err, "pinlab: lab up: %v\nstopping the lab\n", failed)
+	}
 	// The API stops first (503, then refused), so nothing changes the lab
 	// while it closes; the dashboard's streams end before it.
 	api.stop()
 	closeLab(l)
+	fmt.Fprintln(opts.Err, "stopped")
+	if failed != nil {
+		return exitCode(ExitError) // said above, when it happened
+	}
 	return nil
 }
 

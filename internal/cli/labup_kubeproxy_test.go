@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,4 +62,63 @@ func TestLabUpKubeProxy(t *testing.T) {
 		t.Errorf("conntrack -L while 4 clients called: %d DNATed entries 10.244.254.N -> ClusterIP:8471 -> pod, want 4:\n%s", n, out)
 	}
 	up.stop(t)
+}
+
+// TestLabUpStopsWhenADataplaneProcessDies: when kube-proxy or CoreDNS
+// dies under `lab up --dataplane kube-proxy-nftables`, lab up says which
+// and stops (exit 1) rather than serve kube-proxy's stale rules or no DNS,
+// leaving no process behind.
+func TestLabUpStopsWhenADataplaneProcessDies(t *testing.T) {
+	requireControlPlane(t, lab.DataplaneKubeProxyNFTables)
+	pinlab := buildPinlab(t)
+	tests := []struct {
+		name    string
+		process string // the executable's base name
+	}{
+		{name: "kube-proxy", process: "kube-proxy"},
+		{name: "CoreDNS", process: "coredns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctl := freeAddr(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--dataplane", "kube-proxy-nftables",
+				"--control", ctl, "--token-file", filepath.Join(t.TempDir(), "token"))
+			up.waitUp(ctx, t, "  export KUBECONFIG=")
+			state := regexp.MustCompile(`state and logs in (\S+)\)`).FindStringSubmatch(up.stderr.String())
+			if state == nil {
+				t.Fatalf("lab up did not say where its control plane's state is:\n%s", up.stderr.String())
+			}
+			var pid int
+			for _, p := range processesWith(state[1]) {
+				fields := strings.Fields(p)
+				if len(fields) > 1 && filepath.Base(fields[1]) == tt.process {
+					pid, _ = strconv.Atoi(strings.TrimSuffix(fields[0], ":"))
+				}
+			}
+			if pid == 0 {
+				t.Fatalf("no %s process of this lab among %v", tt.process, processesWith(state[1]))
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-up.exited:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+					t.Errorf("lab up after %s died: %v, want exit status 1", tt.process, err)
+				}
+			case <-ctx.Done():
+				t.Fatalf("lab up still running after %s died:\n%s", tt.process, up.stderr.String())
+			}
+			stderr := up.stderr.String()
+			if !strings.Contains(stderr, tt.name+" stopped while the lab ran") || !strings.Contains(stderr, "stopped\n") {
+				t.Errorf("lab up's stderr does not say %s stopped, then that the lab stopped:\n%s", tt.name, stderr)
+			}
+			if left := processesWith(state[1]); len(left) > 0 {
+				t.Errorf("processes left after lab up stopped: %v", left)
+			}
+		})
+	}
 }

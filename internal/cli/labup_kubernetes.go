@@ -258,7 +258,7 @@ func (b *kubeBackend) api() (*lab.API, error) {
 func apiFor(cp *controlplane.ControlPlane, client kubernetes.Interface, pods, svcs netip.Prefix, dp lab.Dataplane) *lab.API {
 	return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
 		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
-	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}}
+	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, ControlPlane: cp}
 }
 
 // close stops the forwarder and the control plane and removes the files

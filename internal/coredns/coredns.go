@@ -425,6 +425,16 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
+// Err is nil while CoreDNS runs, else its exit with the log's last lines.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.failure(fmt.Sprintf("exited (%v)", s.err))
+	default:
+		return nil
+	}
+}
+
 // Close stops CoreDNS (SIGTERM; SIGKILL after the lameduck and 10 s more),
 // waits for it, then for the dnstap reader to read what CoreDNS sent (at
 // most 2 s more) and stop, and removes a temporary Dir. It returns an error, with the

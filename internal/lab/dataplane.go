@@ -148,14 +148,7 @@ func (l *Lab) startKubeProxy(ctx context.Context, a *API, nodeName string, onCon
 		<-l.runCtx.Done()
 		return kp.Close()
 	})
-	l.goRun(func() error {
-		select {
-		case <-l.runCtx.Done():
-			return nil
-		case <-kp.Done():
-			return kp.Err()
-		}
-	})
+	l.watchExit("kube-proxy", kp)
 	var once sync.Once
 	l.goRun(func() error {
 		err := l.watchConntrack(l.runCtx, a.ServiceCIDR, func() { once.Do(func() { close(started) }) }, onConn)

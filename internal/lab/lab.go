@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
@@ -130,6 +131,11 @@ type API struct {
 	// QueryLog; a DNS setting CoreDNS cannot express is an error before
 	// anything starts.
 	CoreDNS coredns.Config
+	// ControlPlane, if set, is watched while the lab runs: its exit (a
+	// controlplane.ControlPlane's Done: etcd, kube-apiserver,
+	// kube-controller-manager or kube-scheduler exited) fails the lab
+	// (Lab.Failed). The lab does not stop it.
+	ControlPlane Component
 }
 
 // Lab is a running mini-cluster.
@@ -155,6 +161,13 @@ type Lab struct {
 	wg     sync.WaitGroup
 	errs   chan error
 	lock   net.Listener
+
+	// failed is closed when a component fails while the lab runs (not
+	// while it closes); failErr is that first failure.
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
+	closing  atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -358,6 +371,7 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		logger:  cfg.Logger,
 		nodeIP:  kc.NodeIP,
 		errs:    make(chan error, 8),
+		failed:  make(chan struct{}),
 		cancel:  cancel,
 		runCtx:  runCtx,
 	}
@@ -395,6 +409,9 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		l.goRun(func() error { return l.Proxy.Run(runCtx) })
 	}
 	l.goRun(func() error { return l.Kubelet.Run(runCtx) })
+	if cfg.API != nil && cfg.API.ControlPlane != nil {
+		l.watchExit("the control plane", cfg.API.ControlPlane)
+	}
 	if realDP {
 		err := l.publishDNSEndpoints(ctx)
 		if err == nil {
@@ -426,6 +443,7 @@ func (l *Lab) startDNS(ctx context.Context, cfg Config, addr netip.AddrPort) err
 	if l.CoreDNS, err = coredns.Start(ctx, cc); err != nil {
 		return fmt.Errorf("lab: cluster DNS: %w", err)
 	}
+	l.watchExit("CoreDNS", l.CoreDNS)
 	return nil
 }
 
@@ -441,14 +459,75 @@ func (l *Lab) stopDNS(ctx context.Context) error {
 // is empty.
 const DefaultNodeName = "pinlab-node"
 
+// goRun runs a component's goroutine until it returns; its error is
+// Close's, and, when the lab is not closing, the lab's failure (Failed).
 func (l *Lab) goRun(f func() error) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		if err := f(); err != nil {
+			l.fail(err)
 			l.errs <- err
 		}
 	}()
+}
+
+// fail records err as the lab's failure, unless the lab is closing or
+// already failed.
+func (l *Lab) fail(err error) {
+	if l.closing.Load() || l.runCtx.Err() != nil {
+		return
+	}
+	l.failOnce.Do(func() {
+		l.failErr = err
+		close(l.failed)
+	})
+}
+
+// Failed is closed when a part of the lab stops while the lab runs: a
+// component's goroutine returned an error, or, on a real control plane
+// (Config.API), kube-proxy, CoreDNS or a control plane process
+// (API.ControlPlane) exited. The lab then no longer does what it reports
+// (kube-proxy's rules, for one, stay as they were), so callers stop; Err
+// says what failed. Never closed by Close.
+func (l *Lab) Failed() <-chan struct{} { return l.failed }
+
+// Err returns the failure Failed announced, nil before it.
+func (l *Lab) Err() error {
+	select {
+	case <-l.failed:
+		return l.failErr
+	default:
+		return nil
+	}
+}
+
+// watchExit makes c's exit, while the lab runs, a failure of the lab
+// (what: the component's name).
+func (l *Lab) watchExit(what string, c Component) {
+	l.goRun(func() error {
+		select {
+		case <-l.runCtx.Done():
+			return nil
+		case <-c.Done():
+			if l.closing.Load() {
+				return nil
+			}
+			err := c.Err()
+			if err == nil {
+				err = errors.New("exited")
+			}
+			return fmt.Errorf("lab: %s stopped while the lab ran: %w", what, err)
+		}
+	})
+}
+
+// Component is a process the lab depends on but does not own the exit of
+// (the control plane's, CoreDNS): Done is closed when it exits, Err then
+// says why.
+type Component interface {
+	Done() <-chan struct{}
+	Err() error
 }
 
 // stop cancels the components and waits for them and the informers.
@@ -467,6 +546,7 @@ func (l *Lab) Close() error {
 }
 
 func (l *Lab) close() error {
+	l.closing.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	dnsErr := l.stopDNS(ctx)

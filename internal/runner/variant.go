@@ -134,6 +134,10 @@ func (r *variantRun) execute(ctx context.Context) error {
 		return err
 	}
 	r.drive(ctx, l, rec, cl)
+	if err := l.Err(); err != nil {
+		// The figures up to the failure are kept; the variant failed.
+		return fmt.Errorf("variant %s: %w", r.v.Name, err)
+	}
 	return nil
 }
 
@@ -159,6 +163,16 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var wg sync.WaitGroup
+	// A part of the lab that stopped (Lab.Failed: kube-proxy, CoreDNS, a
+	// control plane process) ends the run: what follows would measure a
+	// lab that no longer follows its API.
+	wg.Go(func() {
+		select {
+		case <-l.Failed():
+			stopLoad()
+		case <-loadCtx.Done():
+		}
+	})
 	wg.Go(func() { cl.sched.Run(loadCtx) })
 	wg.Go(func() { sampleCPU(loadCtx, rec) })
 	for _, c := range cl.byIndex {
