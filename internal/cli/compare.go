@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/proxy"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/runner"
 )
@@ -40,6 +42,34 @@ func (o *LabRunOptions) checkCompare(controlPlaneSet, dataplaneSet bool) error {
 		return usageError{errors.New("--compare-dataplanes: the HTML report shows one run; use -o json for both runs and the comparison")}
 	}
 	return nil
+}
+
+// withoutIPVS leaves out of p the variants whose proxy mode is ipvs, which
+// the real dataplane dp does not run (the real kube-proxy runs in nftables
+// or iptables mode here; pinlab's dataplane emulates IPVS's schedulers),
+// and says which it left out ("" when none). A usage error when no
+// variant is left.
+func withoutIPVS(p *plan.Plan, dp lab.Dataplane) (*plan.Plan, string, error) {
+	var keep, left []string
+	for _, v := range p.Variants {
+		if v.Cluster.ProxyMode == string(proxy.ModeIPVS) {
+			left = append(left, v.Name)
+		} else {
+			keep = append(keep, v.Name)
+		}
+	}
+	if len(left) == 0 {
+		return p, "", nil
+	}
+	why := fmt.Sprintf("proxy mode ipvs, which the real kube-proxy does not run here (--dataplane %s is %s mode); pinlab's dataplane emulates it: run it with --dataplane pinlab", dp, dp.KubeProxyMode())
+	if len(keep) == 0 {
+		return nil, "", usageError{fmt.Errorf("variant %s: %s", strings.Join(left, ", "), why)}
+	}
+	out, err := p.Select(keep)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, fmt.Sprintf("leaving out variant %s: %s", strings.Join(left, ", "), why), nil
 }
 
 // comparison is lab run --compare-dataplanes's JSON: both runs' results

@@ -32,7 +32,7 @@ The command's exit code is lab exec's. A lab on the embedded control plane
 needs no exec: its addresses are on the host's loopback.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
-				return usageError{errors.New("expected -- CMD [ARGS...], e.g. pinlab lab exec -- dig @10.96.0.10 kubernetes.default.svc.cluster.local")}
+				return usageError{errors.New("expected -- CMD [ARGS...], e.g. pinlab lab exec -- dig -b 10.244.254.1 @10.96.0.10 kubernetes.default.svc.cluster.local (-b: a pod address, which the real kube-proxy needs)")}
 			}
 			return nil
 		},
@@ -88,5 +88,6 @@ func reachable(info control.Info, what string) error {
 	if info.NetnsPID == 0 || netns.Inside() {
 		return nil
 	}
-	return fmt.Errorf("%s: this lab runs on a real control plane in its own network namespace, where its pod and Service addresses (%s, %s) are; run it there: pinlab lab exec -- pinlab %s ...", what, info.PodCIDR, info.ServiceCIDR, what)
+	self := selfName()
+	return fmt.Errorf("%s: this lab runs on a real control plane in its own network namespace, where its pod and Service addresses (%s, %s) are; run it there: %s lab exec -- %s %s ...", what, info.PodCIDR, info.ServiceCIDR, self, self, what)
 }

@@ -199,6 +199,15 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 	if p, err = p.Select(opts.Variants); err != nil {
 		return usageError{fmt.Errorf("--variant: %w", err)}
 	}
+	if dp := lab.Dataplane(opts.Dataplane); dp.KubeProxyMode() != "" {
+		var left string
+		if p, left, err = withoutIPVS(p, dp); err != nil {
+			return err
+		}
+		if left != "" {
+			fmt.Fprintln(opts.Err, left)
+		}
+	}
 	if opts.Diagnose {
 		if err := diagnoseFits(opts, p); err != nil {
 			return err

@@ -258,13 +258,8 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if board != nil {
 		board.lab.Store(l)
 	}
-	via, prog := "", "pinlab"
+	via, prog := "", selfName()
 	if kube != nil {
-		// Commands inside the namespace run with nsenter, which finds
-		// "pinlab" only on PATH: name this executable by its path.
-		if exe, err := os.Executable(); err == nil {
-			prog = exe
-		}
 		via = prog + " lab exec" + controlFlags(api.srv.Addr(), api.tokenFile) + " -- "
 	}
 	printUp(opts.Out, l, api, f, via, prog)
@@ -291,6 +286,17 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		return exitCode(ExitError) // said above, when it happened
 	}
 	return nil
+}
+
+// selfName names this executable in the commands pinlab prints for the
+// user to run: its path, since `go build -o pinlab` does not put it on
+// PATH (and nsenter, under lab exec, finds only what PATH has); "pinlab"
+// when the path is unknown.
+func selfName() string {
+	if exe, err := os.Executable(); err == nil {
+		return exe
+	}
+	return "pinlab"
 }
 
 // closeLab closes lab up's lab once it is interrupted; a test seam, to see
@@ -437,6 +443,9 @@ func openObjects(ctx context.Context, opts *LabUpOptions) (*scenario.File, error
 	} else {
 		f, err = scenario.OpenObjects(ctx, opts.File)
 	}
+	if errors.Is(err, scenario.ErrNotFound) {
+		return nil, usageError{err} // as lab run: exit 2
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -543,9 +552,9 @@ func printUp(w io.Writer, l *lab.Lab, api *controlAPI, f *scenario.File, via, pr
 	if s, ok := exampleService(o.Services); ok {
 		fmt.Fprintf(w, "  %sdig @%s -p %s %s.%s.svc.cluster.local\n", via, host, port, s.Name, s.Namespace)
 	}
-	fmt.Fprintf(w, "  pinlab lab get svc,pods,endpointslices%s%s\n", namespaceFlag(f), controlFlags(ctl, api.tokenFile))
+	fmt.Fprintf(w, "  %s lab get svc,pods,endpointslices%s%s\n", prog, namespaceFlag(f), controlFlags(ctl, api.tokenFile))
 	if len(MetricsTargets(o.Pods)) > 0 {
-		fmt.Fprintf(w, "  pinlab lab targets -A%s > targets.json   # Prometheus file_sd targets of the pods' metrics ports\n", controlFlags(ctl, api.tokenFile))
+		fmt.Fprintf(w, "  %s lab targets -A%s > targets.json   # Prometheus file_sd targets of the pods' metrics ports\n", prog, controlFlags(ctl, api.tokenFile))
 	}
 	if s, ok := exampleService(o.Services); ok && len(s.Spec.Selector) > 0 && len(s.Spec.Ports) > 0 {
 		fmt.Fprintf(w, "  %s%s lab load %s:%d -n %s%s &   # gRPC clients calling it\n", via, prog, s.Name, s.Spec.Ports[0].Port, s.Namespace, controlFlags(ctl, api.tokenFile))

@@ -45,13 +45,15 @@ var (
 // dataplaneUsage is --dataplane's help, on lab up and lab run.
 const dataplaneUsage = "with --control-plane kubernetes: what serves ClusterIPs and the cluster DNS: pinlab (its kube-proxy emulation and its DNS), or kube-proxy-nftables or kube-proxy-iptables (the real dataplane: the real kube-proxy, built with the control plane, and the real CoreDNS, built by build/coredns/build.sh; needs Debian's nftables or iptables, and conntrack)"
 
-// checkDataplane checks --dataplane: a known name, given only with
-// --control-plane kubernetes. Its errors are usage errors.
+// checkDataplane checks --dataplane: a known name; a real one only with
+// --control-plane kubernetes (pinlab's, the default, goes with either).
+// Its errors are usage errors.
 func checkDataplane(name string, set bool, controlPlane string) error {
-	if _, err := lab.ParseDataplane(name); err != nil {
+	dp, err := lab.ParseDataplane(name)
+	if err != nil {
 		return usageError{fmt.Errorf("--dataplane: %w", err)}
 	}
-	if set && controlPlane != controlPlaneKubernetes {
+	if set && controlPlane != controlPlaneKubernetes && dp != lab.DataplanePinlab {
 		return usageError{fmt.Errorf("--dataplane %s needs --control-plane %s: the embedded control plane always runs pinlab's dataplane", name, controlPlaneKubernetes)}
 	}
 	return nil
@@ -306,7 +308,7 @@ func (b *kubeBackend) print(w io.Writer, l *lab.Lab, ctl string, tokenFile strin
 	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", b.kubeconfig)
 	fmt.Fprintf(w, "  %s get pods -o wide -A\n", filepath.Join(b.binDir, "kubectl"))
 	fmt.Fprintf(w, "pod IPs, ClusterIPs and the cluster DNS are reachable only inside the lab's network namespace:\n")
-	fmt.Fprintf(w, "  pinlab lab exec%s -- CMD ARGS...\n", controlFlags(ctl, tokenFile))
+	fmt.Fprintf(w, "  %s lab exec%s -- CMD ARGS...\n", selfName(), controlFlags(ctl, tokenFile))
 }
 
 // dataplaneLine says what serves l's ClusterIPs, for lab up.

@@ -88,7 +88,7 @@ func TestLabUpKubernetes(t *testing.T) {
 	// From the host, a client of the lab's pods is refused with the
 	// command that works; lab up's own hint runs pinlab by its path.
 	hostLoad := exec.CommandContext(ctx, pinlab, "lab", "load", "pricing:8471", "-n", "shop", "--duration", "1s", "--control", ctl, "--token-file", tokenFile)
-	if out, err := hostLoad.CombinedOutput(); exitCodeOf(err) != ExitError || !strings.Contains(string(out), "run it there: pinlab lab exec -- pinlab lab load") {
+	if out, err := hostLoad.CombinedOutput(); exitCodeOf(err) != ExitError || !strings.Contains(string(out), "run it there: "+pinlab+" lab exec -- "+pinlab+" lab load") {
 		t.Errorf("lab load from the host of a lab in its namespace: %v, want exit 1 naming lab exec:\n%s", err, out)
 	}
 	if !strings.Contains(printed, pinlab+" lab exec --control "+ctl) || !strings.Contains(printed, "-- "+pinlab+" lab load") {

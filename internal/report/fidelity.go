@@ -356,7 +356,11 @@ func FidelityText(w io.Writer, f *Fidelity) error {
 		p.f("\n%s of how calls spread over pods differ beyond tolerance where clients reach a ClusterIP (marked ~): kube-proxy picks a pod at random per connection, so two runs on one dataplane differ as much; rerun, or use more clients, before reading them as a difference\n", plural(f.ChanceDifferences, "figure"))
 	}
 	if f.Differences == 0 {
-		p.f("\nthe dataplanes agree within tolerance on all %d figures that do not rest on chance\n", len(f.Rows)-f.ChanceDifferences)
+		if f.ChanceDifferences > 0 {
+			p.f("\nthe dataplanes agree within tolerance on the other %d figures\n", len(f.Rows)-f.ChanceDifferences)
+		} else {
+			p.f("\nthe dataplanes agree within tolerance on all %d figures\n", len(f.Rows))
+		}
 	} else {
 		p.f("\n%s of %d differ beyond tolerance (marked ≠)\n", plural(f.Differences, "figure"), len(f.Rows))
 	}
