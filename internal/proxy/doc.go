@@ -19,7 +19,7 @@
 // once unless a sync ended less than Config.MinSyncPeriod ago (default 1 s
 // in iptables and nftables modes, no wait in ipvs mode); then it waits for
 // the end of that cooldown, together with every other change made
-// meanwhile. During a rollout a removed endpoint can so keep receiving new
+// meanwhile. During a rollout a removed endpoint can thus keep receiving new
 // connections for up to MinSyncPeriod, which are refused once its pod has
 // exited.
 //
