@@ -300,7 +300,7 @@ func TestClientIPAffinity(t *testing.T) {
 			ap := netip.MustParseAddrPort(vip)
 			seed := distinctSeed(mode, ap, eps)
 			clk := newFakeClock()
-			l := newLab(t, Config{Mode: mode, Seed: seed}, withClock(clk))
+			l := newLab(t, Config{Mode: mode, Seed: seed, MinSyncPeriod: -1}, withClock(clk))
 			ref := newPicker(mode, seed, ap)
 			l.api.ApplyService(affinityService("pricing", ip, 1, labtest.ServicePort("grpc", 18211)))
 			l.slice("pricing-a", "pricing", grpcPorts(bs), endpoint(bs[0], labtest.Ready), endpoint(bs[1], labtest.Ready), endpoint(bs[2], labtest.Ready))

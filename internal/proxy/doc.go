@@ -12,6 +12,17 @@
 // name), iptables/proxier.go, nftables/proxier.go and ipvs/proxier.go (REJECT
 // without endpoints, TCP conntrack entries kept).
 //
+// # Sync pacing
+//
+// Rules are written as kube-proxy's BoundedFrequencyRunner writes them
+// (pkg/proxy/runner/bounded_frequency_runner.go): a change is applied at
+// once unless a sync ended less than Config.MinSyncPeriod ago (default 1 s
+// in iptables and nftables modes, no wait in ipvs mode); then it waits for
+// the end of that cooldown, together with every other change made
+// meanwhile. During a rollout a removed endpoint can thus keep receiving new
+// connections for up to MinSyncPeriod, which are refused once its pod has
+// exited.
+//
 // # Modes
 //
 // Config.Mode picks how a new connection's endpoint is chosen, for every

@@ -43,6 +43,19 @@ type Config struct {
 	// DialTimeout bounds the connect to the chosen pod; when it expires the
 	// client connection is reset. Zero means 1s.
 	DialTimeout time.Duration
+	// MinSyncPeriod is the least time between the end of one sync (rules
+	// written) and the start of the next, as kube-proxy's
+	// --iptables-min-sync-period / --ipvs-min-sync-period
+	// (KubeProxyConfiguration minSyncPeriod): Service and EndpointSlice
+	// changes that arrive meanwhile wait and are applied together in one sync
+	// when it is up, so a removed endpoint keeps getting new connections
+	// until then. The first sync, once the informers have synced, is at once.
+	// Zero means the mode's default: DefaultMinSyncPeriod (1 s) in iptables
+	// and nftables modes, and no wait in ipvs mode, whose
+	// KubeProxyConfiguration ipvs.minSyncPeriod has no default
+	// (pkg/proxy/apis/config/v1alpha1/defaults.go). Negative means no wait:
+	// every change is applied at once.
+	MinSyncPeriod time.Duration
 	// OnConn, if not nil, is called on the connection's goroutine when a
 	// tracked connection opens (the pod accepted) and when it closes (both
 	// directions done). It must return quickly. Nil means no hook.
@@ -55,15 +68,34 @@ type Config struct {
 // DefaultDialTimeout is the connect timeout used when Config.DialTimeout is 0.
 const DefaultDialTimeout = time.Second
 
+// DefaultMinSyncPeriod is the MinSyncPeriod used when Config.MinSyncPeriod
+// is 0 in iptables and nftables modes: kube-proxy's default
+// iptables.minSyncPeriod and nftables.minSyncPeriod
+// (pkg/proxy/apis/config/v1alpha1/defaults.go, k8s.io/kubernetes v1.37.2).
+const DefaultMinSyncPeriod = time.Second
+
+// minSyncPeriod resolves Config.MinSyncPeriod d for mode; 0 means no wait.
+func minSyncPeriod(mode Mode, d time.Duration) time.Duration {
+	switch {
+	case d < 0 || (d == 0 && mode == ModeIPVS):
+		return 0
+	case d == 0:
+		return DefaultMinSyncPeriod
+	}
+	return d
+}
+
 // Proxier is the emulated kube-proxy. Create it with New, start the
 // informer factory, then call Run.
 type Proxier struct {
 	mode        Mode
 	seed        uint64
 	dialTimeout time.Duration
+	minSync     time.Duration // 0: no wait between syncs
 	onConn      func(Conn, ConnEvent)
 	log         *slog.Logger
 	now         func() time.Time // the clock of affinity timeouts; tests replace it before Run
+	synced      func()           // if not nil, called on the Run goroutine after each sync; tests set it before Run
 
 	services corelisters.ServiceLister
 	slices   discoverylisters.EndpointSliceLister
@@ -99,6 +131,7 @@ func New(factory informers.SharedInformerFactory, cfg Config) *Proxier {
 		now:         time.Now,
 		seed:        cfg.Seed,
 		dialTimeout: cfg.DialTimeout,
+		minSync:     minSyncPeriod(mode, cfg.MinSyncPeriod),
 		onConn:      cfg.OnConn,
 		log:         cfg.Logger,
 		services:    factory.Core().V1().Services().Lister(),
@@ -151,6 +184,13 @@ func (p *Proxier) onChange(old, cur any) {
 // until ctx ends, then closes every listener and every relayed connection
 // and waits for all its goroutines before returning nil. It may be called
 // once. It fails at once if the Config was bad (an unknown Mode).
+//
+// Syncs are paced as kube-proxy's BoundedFrequencyRunner paces them
+// (pkg/proxy/runner/bounded_frequency_runner.go, Loop): a sync runs as soon
+// as a change is pending, then Run waits MinSyncPeriod before taking the
+// next batch; changes in that cooldown are coalesced into one sync at its
+// end. The runner's max-interval resync is not emulated: it rewrites the
+// same rules.
 func (p *Proxier) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("proxy: Run called more than once")
@@ -171,8 +211,30 @@ func (p *Proxier) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-p.queue.ready:
-			p.sync(ctx)
 		}
+		p.sync(ctx)
+		if p.synced != nil {
+			p.synced()
+		}
+		if !p.cooldown(ctx) {
+			return nil
+		}
+	}
+}
+
+// cooldown waits p.minSync after a sync, as the BoundedFrequencyRunner's
+// minIntervalTimer; it returns false if ctx ended first.
+func (p *Proxier) cooldown(ctx context.Context) bool {
+	if p.minSync <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(p.minSync)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

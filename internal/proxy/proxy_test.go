@@ -148,7 +148,7 @@ func TestConntrackSurvivesEndpointChange(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLab(t, Config{})
+			l := newLab(t, Config{MinSyncPeriod: -1})
 			bs := startBackends(t, fmt.Sprintf("127.202.1.%d", 2*i+1), fmt.Sprintf("127.202.1.%d", 2*i+2))
 			a, b := bs[0], bs[1]
 			vip := fmt.Sprintf("127.201.77.3:%d", tt.port)
@@ -228,7 +228,7 @@ func TestRefusedWithoutEligibleEndpoints(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLab(t, Config{})
+			l := newLab(t, Config{MinSyncPeriod: -1})
 			bs := startBackends(t, fmt.Sprintf("127.202.2.%d", i+1))
 			vip := fmt.Sprintf("127.201.77.4:%d", tt.port)
 			l.service("pricing", "127.201.77.4", labtest.ServicePort("grpc", int32(tt.port)))
@@ -258,7 +258,7 @@ func TestRefusedWithoutEligibleEndpoints(t *testing.T) {
 // TestTerminatingFallback: with no ready endpoint, serving terminating ones
 // take new connections; not-serving terminating ones never do.
 func TestTerminatingFallback(t *testing.T) {
-	l := newLab(t, Config{})
+	l := newLab(t, Config{MinSyncPeriod: -1})
 	bs := startBackends(t, "127.202.3.1", "127.202.3.2", "127.202.3.3", "127.202.3.4")
 	draining, gone, notReady, fresh := bs[0], bs[1], bs[2], bs[3]
 	const vip = "127.201.77.5:18031"
@@ -348,7 +348,7 @@ func TestNamedTargetPort(t *testing.T) {
 // TestServiceUpdates: ports added or removed and Service deletion open and
 // close VIP listeners.
 func TestServiceUpdates(t *testing.T) {
-	l := newLab(t, Config{})
+	l := newLab(t, Config{MinSyncPeriod: -1})
 	bs := startBackends(t, "127.202.6.1")
 	ports := []discovery.EndpointPort{labtest.SlicePort("a", bs[0].addr.Port()), labtest.SlicePort("b", bs[0].addr.Port())}
 	l.slice("pricing-a", "pricing", ports, endpoint(bs[0], labtest.Ready))
