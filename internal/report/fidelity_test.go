@@ -120,3 +120,37 @@ func TestFidelityExpectationsOverloaded(t *testing.T) {
 	}
 	t.Errorf("no expectations row in %+v", f.Rows)
 }
+
+// TestFidelityRelayResets: "reset" on pinlab's dataplane where the real
+// one has "refused" is a known difference (not counted), any other cause
+// apart is a difference.
+func TestFidelityRelayResets(t *testing.T) {
+	withCauses := func(causes ...string) *Result {
+		r := fidelityRun(0.8, 0, 3)
+		by := map[string]int64{}
+		for _, c := range causes {
+			by[c] = 10
+		}
+		r.Variants[0].Summary.ErrorWindows = []stats.ErrorWindow{{From: 1, To: 2, ByCause: by}}
+		return r
+	}
+	tests := []struct {
+		name         string
+		a, b         *Result
+		known, other int
+	}{
+		{name: "reset where the kernel refuses", a: withCauses("reset"), b: withCauses("refused"), known: 1},
+		{name: "with a common cause", a: withCauses("deadline", "reset"), b: withCauses("deadline", "refused"), known: 1},
+		{name: "refused where the kernel resets", a: withCauses("refused"), b: withCauses("reset"), other: 1},
+		{name: "another cause", a: withCauses("reset"), b: withCauses("connect-timeout"), other: 1},
+		{name: "same", a: withCauses("reset"), b: withCauses("reset")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := CompareDataplanes("pinlab", tt.a, "kube-proxy-nftables", tt.b)
+			if f.KnownDifferences != tt.known || f.Differences != tt.other {
+				t.Errorf("known, other differences = %d, %d; want %d, %d: %+v", f.KnownDifferences, f.Differences, tt.known, tt.other, f.Rows)
+			}
+		})
+	}
+}
