@@ -153,7 +153,7 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := reachable(info, "diagnose"); err != nil {
+		if err := reachable(info, "diagnose", lc); err != nil {
 			return err
 		}
 	} else {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/netns"
@@ -32,7 +33,7 @@ The command's exit code is lab exec's. A lab on the embedded control plane
 needs no exec: its addresses are on the host's loopback.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
-				return usageError{errors.New("expected -- CMD [ARGS...], e.g. pinlab lab exec -- dig -b 10.244.254.1 @10.96.0.10 kubernetes.default.svc.cluster.local (-b: a pod address, which the real kube-proxy needs)")}
+				return usageError{fmt.Errorf("expected -- CMD [ARGS...], e.g. %s lab exec -- dig -b 10.244.254.1 @10.96.0.10 kubernetes.default.svc.cluster.local (-b: a pod address, which the real kube-proxy needs)", selfName())}
 			}
 			return nil
 		},
@@ -84,10 +85,37 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 // of a lab whose pods are in its own network namespace (lab up
 // --control-plane kubernetes) from outside that namespace: their 10.244
 // addresses exist only inside it.
-func reachable(info control.Info, what string) error {
+// The command it gives is this one as the user typed it (os.Args), run by
+// lab exec with c's control address and token file.
+func reachable(info control.Info, what string, c *control.Client) error {
 	if info.NetnsPID == 0 || netns.Inside() {
 		return nil
 	}
-	self := selfName()
-	return fmt.Errorf("%s: this lab runs on a real control plane in its own network namespace, where its pod and Service addresses (%s, %s) are; run it there: %s lab exec -- %s %s ...", what, info.PodCIDR, info.ServiceCIDR, self, self, what)
+	self, tokenFile := selfName(), c.TokenFile
+	if tokenFile == "" {
+		tokenFile, _ = control.TokenPath(c.Addr)
+	}
+	cmd := shellJoin(append([]string{self}, os.Args[1:]...))
+	return fmt.Errorf("%s: this lab runs on a real control plane in its own network namespace, where its pod and Service addresses (%s, %s) are; run it there: %s lab exec%s -- %s", what, info.PodCIDR, info.ServiceCIDR, self, controlFlags(c.Addr, tokenFile), cmd)
+}
+
+// shellJoin joins args into a command line a POSIX shell reads back as
+// args: words of only safe characters as they are, others single-quoted.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		safe := a != ""
+		for _, r := range a {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@+%", r)) {
+				safe = false
+				break
+			}
+		}
+		if safe {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }

@@ -129,7 +129,7 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := reachable(info, "lab load"); err != nil {
+	if err := reachable(info, "lab load", c); err != nil {
 		return err
 	}
 	sources, err := o.sources(ctx, info.PodCIDR)

@@ -212,6 +212,14 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	if opts.UI {
 		board = newLabBoard("pinlab lab up: " + f.Name)
 	}
+	// "stopped" is said once everything is (the control plane's close
+	// below is deferred too, and runs first).
+	stopped := false
+	defer func() {
+		if stopped {
+			fmt.Fprintln(opts.Err, "stopped")
+		}
+	}()
 	var kube *kubeBackend
 	var ctl net.Listener
 	if onKube {
@@ -281,7 +289,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	// while it closes; the dashboard's streams end before it.
 	api.stop()
 	closeLab(l)
-	fmt.Fprintln(opts.Err, "stopped")
+	stopped = true
 	if failed != nil {
 		return exitCode(ExitError) // said above, when it happened
 	}
