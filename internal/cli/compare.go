@@ -47,7 +47,8 @@ func (o *LabRunOptions) checkCompare(controlPlaneSet, dataplaneSet bool) error {
 // withoutIPVS leaves out of p the variants whose proxy mode is ipvs, which
 // the real dataplane dp does not run (the real kube-proxy runs in nftables
 // or iptables mode here; pinlab's dataplane emulates IPVS's schedulers),
-// and says which it left out ("" when none). A usage error when no
+// and says which it left out, and which iptables or nftables variants run
+// in dp's mode instead of theirs ("" when neither). A usage error when no
 // variant is left.
 func withoutIPVS(p *plan.Plan, dp lab.Dataplane) (*plan.Plan, string, error) {
 	var keep, left []string
@@ -58,8 +59,18 @@ func withoutIPVS(p *plan.Plan, dp lab.Dataplane) (*plan.Plan, string, error) {
 			keep = append(keep, v.Name)
 		}
 	}
+	var other []string // iptables or nftables variants the other mode runs
+	for _, v := range p.Variants {
+		if m := v.Cluster.ProxyMode; m != "" && m != string(proxy.ModeIPVS) && m != string(dp.KubeProxyMode()) {
+			other = append(other, v.Name)
+		}
+	}
+	var also string
+	if len(other) > 0 {
+		also = fmt.Sprintf("variant %s: its proxy mode runs as the real kube-proxy's %s mode (--dataplane %s), the one kube-proxy the lab runs", strings.Join(other, ", "), dp.KubeProxyMode(), dp)
+	}
 	if len(left) == 0 {
-		return p, "", nil
+		return p, also, nil
 	}
 	why := fmt.Sprintf("proxy mode ipvs, which the real kube-proxy does not run here (--dataplane %s is %s mode); pinlab's dataplane emulates it: run it with --dataplane pinlab", dp, dp.KubeProxyMode())
 	if len(keep) == 0 {
@@ -69,7 +80,11 @@ func withoutIPVS(p *plan.Plan, dp lab.Dataplane) (*plan.Plan, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return out, fmt.Sprintf("leaving out variant %s: %s", strings.Join(left, ", "), why), nil
+	note := fmt.Sprintf("leaving out variant %s: %s", strings.Join(left, ", "), why)
+	if also != "" {
+		note += "\n" + also
+	}
+	return out, note, nil
 }
 
 // comparison is lab run --compare-dataplanes's JSON: both runs' results

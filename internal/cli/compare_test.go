@@ -112,7 +112,9 @@ func TestWithoutIPVS(t *testing.T) {
 		note     string
 		wantErr  string
 	}{
-		{name: "no ipvs", variants: []plan.Variant{variant("a", "iptables"), variant("b", "nftables")}, want: []string{"a", "b"}},
+		{name: "no ipvs", variants: []plan.Variant{variant("a", "nftables"), variant("b", "")}, want: []string{"a", "b"}},
+		{name: "iptables on nftables", variants: []plan.Variant{variant("a", "iptables"), variant("b", "nftables")}, want: []string{"a", "b"},
+			note: "variant a: its proxy mode runs as the real kube-proxy's nftables mode"},
 		{name: "one ipvs", variants: []plan.Variant{variant("iptables", "iptables"), variant("ipvs", "ipvs"), variant("nftables", "nftables")},
 			want: []string{"iptables", "nftables"}, note: "leaving out variant ipvs: proxy mode ipvs, which the real kube-proxy does not run here (--dataplane kube-proxy-nftables is nftables mode)"},
 		{name: "only ipvs", variants: []plan.Variant{variant("ipvs", "ipvs")}, wantErr: "variant ipvs: proxy mode ipvs"},
