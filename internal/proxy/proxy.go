@@ -228,14 +228,7 @@ func (p *Proxier) cooldown(ctx context.Context) bool {
 	if p.minSync <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(p.minSync)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return pause(ctx, p.minSync)
 }
 
 // shutdown tears the dataplane down: handlers, listeners, then relays, and
