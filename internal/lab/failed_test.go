@@ -40,8 +40,9 @@ func TestWatchExit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &Lab{errs: make(chan error, 8), failed: make(chan struct{})}
+			l := &Lab{errs: make(chan error, 8)}
 			l.runCtx, l.cancel = context.WithCancel(context.Background())
+			l.failed, l.failure = context.WithCancelCause(context.Background())
 			c := &exitingComponent{done: make(chan struct{}), err: errors.New("killed")}
 			l.watchExit("kube-proxy", c)
 			if tt.closing {

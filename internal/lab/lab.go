@@ -162,12 +162,11 @@ type Lab struct {
 	errs   chan error
 	lock   net.Listener
 
-	// failed is closed when a component fails while the lab runs (not
-	// while it closes); failErr is that first failure.
-	failed   chan struct{}
-	failOnce sync.Once
-	failErr  error
-	closing  atomic.Bool
+	// failed ends, with the failure as its cause, when a component fails
+	// while the lab runs (not while it closes).
+	failed  context.Context
+	failure context.CancelCauseFunc
+	closing atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -364,6 +363,7 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		kc.NodeName = DefaultNodeName
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
+	failed, failure := context.WithCancelCause(context.Background())
 	l := &Lab{
 		Cluster: c,
 		DNS:     dns,
@@ -371,9 +371,10 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		logger:  cfg.Logger,
 		nodeIP:  kc.NodeIP,
 		errs:    make(chan error, 8),
-		failed:  make(chan struct{}),
 		cancel:  cancel,
 		runCtx:  runCtx,
+		failed:  failed,
+		failure: failure,
 	}
 	if !realDP {
 		l.Proxy = proxy.New(c.Factory(), pc)
@@ -478,10 +479,7 @@ func (l *Lab) fail(err error) {
 	if l.closing.Load() || l.runCtx.Err() != nil {
 		return
 	}
-	l.failOnce.Do(func() {
-		l.failErr = err
-		close(l.failed)
-	})
+	l.failure(err) // the first cause stays
 }
 
 // Failed is closed when a part of the lab stops while the lab runs: a
@@ -490,17 +488,10 @@ func (l *Lab) fail(err error) {
 // (API.ControlPlane) exited. The lab then no longer does what it reports
 // (kube-proxy's rules, for one, stay as they were), so callers stop; Err
 // says what failed. Never closed by Close.
-func (l *Lab) Failed() <-chan struct{} { return l.failed }
+func (l *Lab) Failed() <-chan struct{} { return l.failed.Done() }
 
 // Err returns the failure Failed announced, nil before it.
-func (l *Lab) Err() error {
-	select {
-	case <-l.failed:
-		return l.failErr
-	default:
-		return nil
-	}
-}
+func (l *Lab) Err() error { return context.Cause(l.failed) }
 
 // watchExit makes c's exit, while the lab runs, a failure of the lab
 // (what: the component's name).
