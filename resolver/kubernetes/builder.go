@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/resolver"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -38,7 +37,7 @@ type Builder struct {
 	metrics *collector // nil without WithRegisterer
 
 	mu        sync.Mutex
-	client    kubernetes.Interface
+	client    Client
 	defaultNS string
 }
 
@@ -82,7 +81,7 @@ func (b *Builder) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 
 // api returns the API client and the namespace of targets that name none,
 // building them once.
-func (b *Builder) api() (kubernetes.Interface, string, error) {
+func (b *Builder) api() (Client, string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.client != nil {
@@ -96,14 +95,14 @@ func (b *Builder) api() (kubernetes.Interface, string, error) {
 	return client, ns, nil
 }
 
-func (b *Builder) newClient() (kubernetes.Interface, string, error) {
+func (b *Builder) newClient() (Client, string, error) {
 	if b.o.client != nil {
 		return b.o.client, podNamespace(), nil
 	}
 	if b.o.kubeconfig == nil {
 		cfg, err := rest.InClusterConfig()
 		if err == nil {
-			c, err := kubernetes.NewForConfig(userAgent(cfg))
+			c, err := newClient(cfg)
 			return c, podNamespace(), err
 		}
 		if !errors.Is(err, rest.ErrNotInCluster) {
@@ -124,12 +123,6 @@ func (b *Builder) newClient() (kubernetes.Interface, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
-	c, err := kubernetes.NewForConfig(userAgent(cfg))
+	c, err := newClient(cfg)
 	return c, ns, err
-}
-
-func userAgent(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "grpc-kubernetes-resolver " + rest.DefaultKubernetesUserAgent()
-	return cfg
 }

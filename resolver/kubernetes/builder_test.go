@@ -25,23 +25,7 @@ func TestKubeconfig(t *testing.T) {
 			map[bool]string{true: "watch", false: "list"}[r.URL.Query().Get("watch") == "true"])
 	}))
 	t.Cleanup(api.Close)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	kubeconfig := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: lab
-  cluster: {server: %q}
-users:
-- name: alice
-  user: {token: secret}
-contexts:
-- name: lab
-  context: {cluster: lab, user: alice, namespace: shop}
-current-context: lab
-`, api.URL)
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeKubeconfig(t, api.URL)
 	u, _ := url.Parse("kubernetes:///pricing:grpc")
 	cc := newFakeCC()
 	r, err := NewBuilder(WithKubeconfig(path), WithLogger(nil)).Build(resolver.Target{URL: *u}, cc, resolver.BuildOptions{})
@@ -64,23 +48,7 @@ func TestUnreachableAPI(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	kubeconfig := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: lab
-  cluster: {server: "http://%s"}
-users:
-- name: alice
-  user: {token: secret}
-contexts:
-- name: lab
-  context: {cluster: lab, user: alice, namespace: shop}
-current-context: lab
-`, addr)
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeKubeconfig(t, "http://"+addr)
 	u, _ := url.Parse("kubernetes:///pricing:grpc")
 	cc := newFakeCC()
 	r, err := NewBuilder(WithKubeconfig(path), WithLogger(nil)).Build(resolver.Target{URL: *u}, cc, resolver.BuildOptions{})
@@ -102,4 +70,29 @@ func TestNoConfig(t *testing.T) {
 		t.Fatal("Build succeeded without a cluster or a kubeconfig")
 	}
 	t.Logf("error: %v", err)
+}
+
+// writeKubeconfig writes a kubeconfig whose current context is user alice
+// (a bearer token) in namespace shop on the API server at url, and returns
+// its path.
+func writeKubeconfig(t *testing.T, url string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: lab
+  cluster: {server: %q}
+users:
+- name: alice
+  user: {token: secret}
+contexts:
+- name: lab
+  context: {cluster: lab, user: alice, namespace: shop}
+current-context: lab
+`, url)
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

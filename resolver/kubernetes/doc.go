@@ -69,4 +69,18 @@
 // the target's namespace; get on services there lets the resolver tell a
 // missing Service from one without endpoints (without it, the message says
 // it could not tell).
+//
+// # Binary size
+//
+// The package builds the discovery/v1 and core/v1 typed clients, not a
+// clientset (k8s.io/client-go/kubernetes), so a binary does not link the
+// other API groups' clients; WithClient still takes a clientset. The typed
+// clients' codecs (k8s.io/client-go/kubernetes/scheme) still register
+// every group's types. examples/kubernetes-resolver (linux/amd64, Go
+// 1.26.8, client-go v0.37.2, grpc-go v1.85.0) builds to 57.3 MB, 40.3 MB
+// with -ldflags='-s -w' (70.2 and 49.4 MB on a clientset); the same client
+// on grpc-go's own resolvers is 15.4 MB (10.6 MB). grpc-go links
+// golang.org/x/net/trace, whose html/template makes the linker keep every
+// exported method of every linked type: built with -tags grpcnotrace
+// (grpc.EnableTracing then does nothing) the example is 41.8 MB (29.6 MB).
 package kubernetes

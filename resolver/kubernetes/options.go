@@ -5,14 +5,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 )
 
 // An Option configures a Builder.
 type Option func(*options)
 
 type options struct {
-	client     kubernetes.Interface
+	client     Client
 	kubeconfig *string // nil: in-cluster first
 	resync     time.Duration
 	logger     *slog.Logger
@@ -22,10 +21,11 @@ type options struct {
 }
 
 // WithClient makes the Builder use client for every target instead of
-// building one from the pod's service account or a kubeconfig. A fake
-// clientset (k8s.io/client-go/kubernetes/fake) works, as does a client of a
-// test API server.
-func WithClient(client kubernetes.Interface) Option {
+// building one from the pod's service account or a kubeconfig. Any
+// clientset (k8s.io/client-go/kubernetes.Interface) is a Client, its fake
+// (k8s.io/client-go/kubernetes/fake) and a client of a test API server
+// included. Default: none, the Builder builds its own on the first Build.
+func WithClient(client Client) Option {
 	return func(o *options) { o.client = client }
 }
 

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -36,7 +35,7 @@ const serviceTimeout = 5 * time.Second
 type kubeResolver struct {
 	t        target
 	cc       resolver.ClientConn
-	api      kubernetes.Interface
+	api      Client
 	log      *slog.Logger
 	fallback bool
 	stats    *targetStats
@@ -71,7 +70,7 @@ type failure struct {
 	reason, msg string
 }
 
-func newResolver(t target, cc resolver.ClientConn, api kubernetes.Interface, o options, stats *targetStats) *kubeResolver {
+func newResolver(t target, cc resolver.ClientConn, api Client, o options, stats *targetStats) *kubeResolver {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &kubeResolver{
 		t: t, cc: cc, api: api, fallback: o.fallback, stats: stats, seed: maphash.MakeSeed(),
