@@ -3,91 +3,45 @@ package load
 import (
 	"strings"
 
+	"github.com/pinlab/pinlab/internal/plan"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// Cause says why a call failed, from the status grpc-go gave it.
-type Cause string
-
-// The causes, from the status messages grpc-go v1.85 produces
-// (internal/transport/http2_client.go, picker_wrapper.go,
-// balancer/pickfirst). A call that waited for a ready connection
-// (WaitForReady) and hit its deadline carries the last connection error in
-// its message ("latest balancer error: ..."), so it gets that error's cause.
-const (
-	// CauseRefused: the connect got ECONNREFUSED ("transport: Error while
-	// dialing: dial tcp ...: connect: connection refused"), as for a pod
-	// IP with nothing listening or a REJECTed Service VIP.
-	CauseRefused Cause = "refused"
-	// CauseConnectTimeout: a connection attempt did not finish: the dial
-	// timed out ("... i/o timeout"), or the call's deadline passed while it
-	// waited for a connection to become ready ("context deadline exceeded
-	// while waiting for connections to become ready"; also seen if the
-	// first DNS answer is slower than the call's deadline).
-	CauseConnectTimeout Cause = "connect-timeout"
-	// CauseGoAway: the server closed the connection while the call was on
-	// it: EOF ("error reading from server: EOF"), after a GOAWAY ("...
-	// received prior goaway: code: NO_ERROR"), or the call was refused by
-	// a draining connection ("the connection is draining", "transport is
-	// closing").
-	CauseGoAway Cause = "goaway"
-	// CauseReset: the connection was reset ("connection reset by peer",
-	// "broken pipe").
-	CauseReset Cause = "reset"
-	// CauseDeadline: DEADLINE_EXCEEDED on a call that had a connection (a
-	// slow server, or a call queued behind others).
-	CauseDeadline Cause = "deadline"
-	// CauseNoAddress: the resolver gave no address ("produced zero
-	// addresses", NXDOMAIN or an empty answer) or failed ("name resolver
-	// error: ...").
-	CauseNoAddress Cause = "no-address"
-	// CauseUnavailable: any other UNAVAILABLE, such as a server that
-	// answered UNAVAILABLE itself.
-	CauseUnavailable Cause = "unavailable-other"
-	// CauseNotSent: the client did not send the call because MaxInFlight
-	// calls were open (RESOURCE_EXHAUSTED): the generator was past its
-	// capacity, a sign the machine, not the system, is the bottleneck.
-	CauseNotSent Cause = "not-sent"
-	// CauseOther: any other failure.
-	CauseOther Cause = "other"
-)
-
-// Causes lists every cause, in the order above.
-var Causes = []Cause{CauseRefused, CauseConnectTimeout, CauseGoAway, CauseReset, CauseDeadline, CauseNoAddress, CauseUnavailable, CauseNotSent, CauseOther}
 
 // markers map message fragments to causes, checked in order: resolver
 // errors first, as they may quote a DNS timeout; a reset before goaway because a reset after a GOAWAY reads "closing
 // transport due to: ... connection reset by peer, received prior goaway".
 var markers = []struct {
 	fragment string
-	cause    Cause
+	cause    plan.Cause
 }{
-	{"produced zero addresses", CauseNoAddress},
-	{"name resolver error", CauseNoAddress},
-	{"last resolver error", CauseNoAddress},
-	{"no children to pick from", CauseNoAddress},
-	{"connection refused", CauseRefused},
-	{"connection reset by peer", CauseReset},
-	{"broken pipe", CauseReset},
-	{"i/o timeout", CauseConnectTimeout},
-	{"while waiting for connections to become ready", CauseConnectTimeout},
-	{"error reading from server: EOF", CauseGoAway},
-	{"received prior goaway", CauseGoAway},
-	{"the connection is draining", CauseGoAway},
-	{"transport is closing", CauseGoAway},
+	{"produced zero addresses", plan.CauseNoAddress},
+	{"name resolver error", plan.CauseNoAddress},
+	{"last resolver error", plan.CauseNoAddress},
+	{"no children to pick from", plan.CauseNoAddress},
+	{"connection refused", plan.CauseRefused},
+	{"connection reset by peer", plan.CauseReset},
+	{"broken pipe", plan.CauseReset},
+	{"i/o timeout", plan.CauseConnectTimeout},
+	{"while waiting for connections to become ready", plan.CauseConnectTimeout},
+	{"error reading from server: EOF", plan.CauseGoAway},
+	{"received prior goaway", plan.CauseGoAway},
+	{"the connection is draining", plan.CauseGoAway},
+	{"transport is closing", plan.CauseGoAway},
 }
 
-// CauseOf classifies a call's error; it returns "" for nil. Only
-// UNAVAILABLE and DEADLINE_EXCEEDED are read for connection causes; any
-// other code is CauseOther. Safe for concurrent use.
-func CauseOf(err error) Cause {
+// CauseOf classifies a call's error as one of plan.Causes, from the status
+// grpc-go gave it (each cause's doc quotes the messages it comes from); it
+// returns "" for nil. Only UNAVAILABLE and DEADLINE_EXCEEDED are read for
+// connection causes; any other code is plan.CauseOther. Safe for
+// concurrent use.
+func CauseOf(err error) plan.Cause {
 	if err == nil {
 		return ""
 	}
 	st := status.Convert(err)
 	if st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded {
-		return CauseOther
+		return plan.CauseOther
 	}
 	for _, m := range markers {
 		if strings.Contains(st.Message(), m.fragment) {
@@ -96,9 +50,9 @@ func CauseOf(err error) Cause {
 	}
 	switch st.Code() {
 	case codes.DeadlineExceeded:
-		return CauseDeadline
+		return plan.CauseDeadline
 	case codes.Unavailable:
-		return CauseUnavailable
+		return plan.CauseUnavailable
 	}
-	return CauseOther
+	return plan.CauseOther
 }

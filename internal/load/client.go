@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/plan"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,7 +25,7 @@ type Result struct {
 	Latency time.Duration
 	Code    codes.Code
 	// Cause classifies a failed call (see CauseOf); empty on success.
-	Cause Cause
+	Cause plan.Cause
 	// Pod and PodIP name the pod that answered; empty on error.
 	Pod, PodIP string
 	// Err is the call's error as grpc-go returned it (a status error), for
@@ -212,7 +213,7 @@ func (c *Client) launch(due time.Time) {
 	ch := c.ch
 	if c.inflight.Load() >= int64(ch.cfg.MaxInFlight) {
 		c.mu.Unlock()
-		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseNotSent})
+		ch.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: plan.CauseNotSent})
 		return
 	}
 	// Joined under c.mu, so shutdown, once it has set closed, waits for

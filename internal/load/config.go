@@ -2,19 +2,18 @@ package load
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/load/cachedns"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/plan"
+	kuberesolver "github.com/pinlab/pinlab/resolver/kubernetes"
 	"google.golang.org/grpc/codes"
-	"k8s.io/client-go/kubernetes"
 )
-
-// Policies are the load-balancing policies a client may use, by their
-// grpc-go names.
-var Policies = []string{"pick_first", "round_robin"}
 
 // Resolver modes, the values of Config.Resolver.
 const (
@@ -61,8 +60,9 @@ type Config struct {
 	// form; the "kubernetes" resolver a kubernetes:// one, e.g.
 	// "kubernetes://shop/pricing:grpc".
 	Target string
-	// Policy is "pick_first" (grpc-go's default) or "round_robin", set
-	// through the default service config.
+	// Policy is one of plan.Policies: "pick_first" (grpc-go's default,
+	// used when empty) or "round_robin", set through the default service
+	// config.
 	Policy string
 	// Rate is the offered load in calls per second; must be > 0.
 	Rate float64
@@ -86,9 +86,9 @@ type Config struct {
 	// ResolverOnce or ResolverKubernetes.
 	Resolver string
 	// Kubernetes is the API the "kubernetes" resolver watches (the lab's
-	// clientset); required with it, unused otherwise. Each channel (New,
-	// Restart, Reconfigure) gets its own watch.
-	Kubernetes kubernetes.Interface
+	// clientset is one); required with it, unused otherwise. Each channel
+	// (New, Restart, Reconfigure) gets its own watch.
+	Kubernetes kuberesolver.Client
 	// MinResolutionInterval is the "cached" resolver's least time between
 	// two resolutions of one channel; default 30 s, grpc-go's default.
 	// (The "grpc" resolver uses grpc-go's process-wide setting; "once"
@@ -155,8 +155,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = "pick_first"
 	}
-	if !slices.Contains(Policies, cfg.Policy) {
-		return bad("policy %q, want one of %v", cfg.Policy, Policies)
+	if !slices.Contains(plan.Policies, cfg.Policy) {
+		return bad("policy %q, want one of %v", cfg.Policy, plan.Policies)
 	}
 	if cfg.Resolver == "" {
 		cfg.Resolver = ResolverGRPC
@@ -172,6 +172,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if err := loopback.CheckIP(cfg.Source); err != nil {
 		return bad("source: %w", err)
+	}
+	if err := CheckTarget(cfg.Target, cfg.Resolver); err != nil {
+		return bad("target %q: %w", cfg.Target, err)
 	}
 	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.MinResolutionInterval < 0 {
 		return bad("negative timeout or interval")
@@ -241,4 +244,34 @@ func (rp RetryPolicy) withDefaults() (RetryPolicy, error) {
 	}
 	rp.RetryableStatusCodes = slices.Clone(rp.RetryableStatusCodes)
 	return rp, nil
+}
+
+// CheckTarget refuses a target whose resolution or connections could leave
+// the lab's addresses (package loopback): a dns:// target must name its DNS
+// server, at an address loopback takes (without one, or without a scheme,
+// grpc-go would ask the host's resolver, which may be anywhere); a
+// passthrough:/// target must be such an address; the "kubernetes"
+// resolver asks the lab's API. Other schemes are refused. (A tester's
+// `lab load dns://8.8.8.8/...` sent DNS queries off the machine.)
+func CheckTarget(target, resolver string) error {
+	scheme, rest, ok := strings.Cut(target, "://")
+	if !ok {
+		return fmt.Errorf("no scheme: grpc-go would resolve it through the host's DNS; write dns://DNS_IP:PORT/NAME:PORT or passthrough:///IP:PORT")
+	}
+	authority, endpoint, _ := strings.Cut(rest, "/")
+	switch {
+	case resolver == ResolverKubernetes:
+		return nil
+	case scheme == "dns":
+		if authority == "" {
+			return fmt.Errorf("dns:/// resolves through the host's DNS; name the lab's: dns://DNS_IP:PORT/NAME:PORT")
+		}
+		if _, _, err := net.SplitHostPort(authority); err != nil {
+			authority = net.JoinHostPort(authority, "53")
+		}
+		return loopback.CheckAddr(authority)
+	case scheme == "passthrough":
+		return loopback.CheckAddr(endpoint)
+	}
+	return fmt.Errorf("scheme %q: want dns://DNS_IP:PORT/NAME:PORT or passthrough:///IP:PORT", scheme)
 }

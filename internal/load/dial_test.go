@@ -33,7 +33,7 @@ func TestServiceConfigJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
-			cfg.Source, cfg.Rate = netip.MustParseAddr("127.203.1.1"), 1
+			cfg.Source, cfg.Rate, cfg.Target = netip.MustParseAddr("127.203.1.1"), 1, "passthrough:///127.203.1.2:8471"
 			cfg, err := cfg.withDefaults()
 			if err != nil {
 				t.Fatal(err)

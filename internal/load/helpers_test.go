@@ -15,6 +15,7 @@ import (
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/plan"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -89,12 +90,12 @@ func (c *collector) closeReasons() map[CloseReason]int {
 type tally struct {
 	codes  map[codes.Code]int
 	pods   map[string]int
-	causes map[Cause]int
+	causes map[plan.Cause]int
 	total  int
 }
 
 func count(rs []Result) tally {
-	t := tally{codes: map[codes.Code]int{}, pods: map[string]int{}, causes: map[Cause]int{}}
+	t := tally{codes: map[codes.Code]int{}, pods: map[string]int{}, causes: map[plan.Cause]int{}}
 	for _, r := range rs {
 		t.codes[r.Code]++
 		t.total++

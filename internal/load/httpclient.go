@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
@@ -233,7 +234,7 @@ func (c *HTTPClient) Run(ctx context.Context) error {
 
 func (c *HTTPClient) launch(due time.Time) {
 	if c.inflight.Load() >= int64(c.cfg.MaxInFlight) {
-		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: CauseNotSent})
+		c.cfg.Observer.Called(Result{Due: due, Latency: time.Since(due), Code: codes.ResourceExhausted, Cause: plan.CauseNotSent})
 		return
 	}
 	c.mu.Lock()

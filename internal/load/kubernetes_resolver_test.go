@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/plan"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -49,7 +50,7 @@ func TestKubernetesResolver(t *testing.T) {
 	down := time.Now()
 	labtest.WaitFor(t, 10*time.Second, "a call failing for want of an address", func() bool {
 		c := count(dueAfter(obs.snapshot(), down))
-		return c.causes[CauseNoAddress] > 0
+		return c.causes[plan.CauseNoAddress] > 0
 	})
 }
 

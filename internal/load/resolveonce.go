@@ -23,7 +23,7 @@ func (b onceBuilder) Scheme() string { return cachedns.Scheme }
 // Build starts the lookup in a goroutine owned by the returned resolver,
 // bounded by onceTimeout. An empty answer gives grpc-go an empty list; a
 // failed lookup is reported as a resolver error. Either way every call then
-// fails (CauseNoAddress), and nothing asks DNS again.
+// fails (plan.CauseNoAddress), and nothing asks DNS again.
 func (b onceBuilder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), onceTimeout)
 	r := &onceResolver{cancel: cancel, done: make(chan struct{})}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
+	"github.com/pinlab/pinlab/internal/plan"
 	"google.golang.org/grpc/codes"
 	grpcdns "google.golang.org/grpc/resolver/dns"
 )
@@ -76,7 +77,7 @@ func TestResolverModes(t *testing.T) {
 			}
 			// Calls due well after a died fail because a refuses them.
 			late := count(dueAfter(obs.snapshot(), killed.Add(500*time.Millisecond)))
-			if late.total == 0 || late.codes[codes.OK] != 0 || late.causes[CauseRefused] != late.total {
+			if late.total == 0 || late.codes[codes.OK] != 0 || late.causes[plan.CauseRefused] != late.total {
 				t.Errorf("calls after a died: codes %v causes %v; want all refused", late.codes, late.causes)
 			}
 		})

@@ -3,7 +3,6 @@ package load
 import (
 	"container/heap"
 	"context"
-	"runtime"
 	"sync"
 	"time"
 )
@@ -13,10 +12,11 @@ import (
 // timer (time.Sleep, time.Timer) wakes up to about 1 ms late
 // (golang/go#44343), which at 2000 calls/s is two calls' worth and shows
 // in every latency measured from the due time. Run waits with a timer
-// until spinUpTo before the next due time and then with nanosleep(2)
-// (hrtimers, about 50-100 us late under the default timer slack), never
-// busy-waiting. Clients use it when Config.Scheduler (or the web configs'
-// Scheduler) is set; without one each client paces itself with a timer.
+// until spinUpTo before the next due time and then with a timerfd read
+// through the runtime's netpoller (see waiter: precise, and holding no P
+// while it waits), never busy-waiting. Clients use it when
+// Config.Scheduler (or the web configs' Scheduler) is set; without one
+// each client paces itself with a timer.
 //
 // Run must be running for its clients to send calls; clients whose Run
 // started before the Scheduler's wait for it. Safe for concurrent use.
@@ -27,7 +27,8 @@ type Scheduler struct {
 }
 
 // spinUpTo is how long before a due time the Scheduler switches from a
-// runtime timer to nanosleep: a timer wakes up to about 1 ms late.
+// runtime timer to its precise waiter: a timer wakes up to about 1 ms
+// late.
 const spinUpTo = 1500 * time.Microsecond
 
 // NewScheduler returns a Scheduler; run it with Run.
@@ -70,14 +71,10 @@ func (sc *Scheduler) remove(e *entry) {
 	}
 }
 
-// Run launches the clients' calls as they fall due until ctx ends. It
-// keeps its goroutine on one OS thread, whose timer slack it lowers (see
-// preciseThread) so nanosleep wakes it on time.
+// Run launches the clients' calls as they fall due until ctx ends.
 func (sc *Scheduler) Run(ctx context.Context) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	restore := preciseThread()
-	defer restore()
+	w := newWaiter()
+	defer w.close()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
@@ -100,16 +97,8 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 			case <-timer.C:
 			}
 		}
-		if wait := time.Until(next); wait > 0 {
-			nanosleep(wait)
-		}
-		if sc.fireDue() {
-			// The calls just launched are goroutines on this thread's P,
-			// which nanosleep would hold (in a syscall) until another
-			// thread steals them or sysmon retakes it, up to ms later on a
-			// busy or long-idle runtime: let them run first.
-			runtime.Gosched()
-		}
+		w.wait(time.Until(next))
+		sc.fireDue()
 	}
 	return nil
 }

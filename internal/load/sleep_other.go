@@ -4,8 +4,16 @@ package load
 
 import "time"
 
-// nanosleep sleeps for d (runtime timers: see sleep_linux.go).
-func nanosleep(d time.Duration) { time.Sleep(d) }
+// waiter waits with a runtime timer elsewhere than Linux (see
+// sleep_linux.go).
+type waiter struct{}
 
-// preciseThread does nothing here.
-func preciseThread() (restore func()) { return func() {} }
+func newWaiter() *waiter { return nil }
+
+func (*waiter) wait(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (*waiter) close() {}

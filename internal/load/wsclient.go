@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/webapi"
 	"google.golang.org/grpc/codes"
 )
@@ -244,7 +245,7 @@ func (c *WSClient) launch(due time.Time) {
 	if code != codes.OK {
 		r := Result{Due: due, Latency: now.Sub(due), Code: code}
 		if code == codes.ResourceExhausted {
-			r.Cause = CauseNotSent
+			r.Cause = plan.CauseNotSent
 		}
 		results = append(results, r)
 	}
