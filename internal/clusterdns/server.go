@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/miekg/dns"
 	"k8s.io/client-go/informers"
@@ -80,7 +81,8 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	udp := &dns.Server{PacketConn: pc, Handler: listenerHandler{s}, UDPSize: dns.MaxMsgSize}
-	tcp := &dns.Server{Listener: &capListener{Listener: ln, max: maxTCPConns}, Handler: listenerHandler{s}, MaxTCPQueries: -1}
+	tcp := &dns.Server{Listener: &capListener{Listener: ln, max: maxTCPConns}, Handler: listenerHandler{s}, MaxTCPQueries: -1,
+		ReadTimeout: tcpReadTimeout, IdleTimeout: func() time.Duration { return tcpIdleTimeout }}
 	if err := s.serve(ctx, udp, tcp); err != nil {
 		pc.Close()
 		ln.Close()

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 const digPath = "/usr/bin/dig"
@@ -302,5 +305,134 @@ func TestIdleTCPConnsDoNotLockOut(t *testing.T) {
 	idle[0].SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := idle[0].Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("the oldest idle connection: read %v, want EOF (closed to make room)", err)
+	}
+}
+
+// hostileTCP holds n connections to addr open the way an attacker would,
+// reopening each as soon as the server closes it, until stop: idle ones
+// that send nothing, and slowloris ones that send a query's length and
+// then one byte of it every 100 ms. It returns how many it opened.
+func hostileTCP(t *testing.T, addr string, n int, slow bool, stop <-chan struct{}) (opened func() int64) {
+	t.Helper()
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				count.Add(1)
+				done := make(chan struct{})
+				go func() { // the server's close ends the read
+					defer close(done)
+					c.Read(make([]byte, 1))
+				}()
+				if slow {
+					c.Write([]byte{0, 64})
+				}
+				t := time.NewTicker(100 * time.Millisecond)
+			hold:
+				for {
+					select {
+					case <-stop:
+						break hold
+					case <-done:
+						break hold
+					case <-t.C:
+						if slow {
+							c.Write([]byte{0})
+						}
+					}
+				}
+				t.Stop()
+				c.Close()
+				<-done
+			}
+		})
+	}
+	t.Cleanup(wg.Wait)
+	return count.Load
+}
+
+// TestTCPUnderHostileLoad: twice the cap of idle and slowloris
+// connections from one local process, reopened as fast as the server
+// closes them, keep no other client's valid TCP query from its answer:
+// the server closes that process's own idle connections or slowest
+// senders to admit others (a tester saw 9 of 30 valid queries fail when
+// the oldest connection was closed, whatever it did). The valid client
+// dials from its own address, as the lab's clients and pods do.
+func TestTCPUnderHostileLoad(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	addr := start(t, fx)
+	stop := make(chan struct{})
+	idle := hostileTCP(t, addr, clusterdns.MaxTCPConns, false, stop)
+	slow := hostileTCP(t, addr, clusterdns.MaxTCPConns, true, stop)
+	defer close(stop)
+	labtest.WaitFor(t, 10*time.Second, "the hostile connections open", func() bool { return idle()+slow() >= 2*clusterdns.MaxTCPConns })
+	c := &dns.Client{Net: "tcp", Timeout: 2 * time.Second, Dialer: &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}}
+	answered := 0
+	var failures []string
+	for i := range 100 {
+		m := new(dns.Msg)
+		m.SetQuestion(tn("svc1"), dns.TypeA)
+		r, _, err := c.Exchange(m, addr)
+		switch {
+		case err != nil:
+			failures = append(failures, fmt.Sprintf("query %d: %v", i, err))
+		case len(r.Answer) != 1:
+			failures = append(failures, fmt.Sprintf("query %d: %s", i, describe(r)))
+		default:
+			answered++
+		}
+	}
+	if answered != 100 {
+		t.Errorf("%d of 100 valid TCP queries answered beside %d hostile connections (%d opened): %v", answered, 2*clusterdns.MaxTCPConns, idle()+slow(), failures)
+	}
+	t.Logf("hostile connections opened: %d idle, %d slowloris", idle(), slow())
+}
+
+// TestTCPPipelined: queries written back to back on one connection, as
+// RFC 7766 allows, each get their answer.
+func TestTCPPipelined(t *testing.T) {
+	fx := newFixture(t, clusterdns.Config{Addr: "127.0.0.1:0"}, referenceObjects()...)
+	addr := start(t, fx)
+	conn, err := dns.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	const n = 5
+	var wire []byte
+	for i := range n {
+		m := new(dns.Msg)
+		m.SetQuestion(tn("svc1"), dns.TypeA)
+		m.Id = uint16(1000 + i)
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire = append(wire, byte(len(b)>>8), byte(len(b)))
+		wire = append(wire, b...)
+	}
+	if _, err := conn.Conn.Write(wire); err != nil { // one write: pipelined
+		t.Fatal(err)
+	}
+	for i := range n {
+		r, err := conn.ReadMsg()
+		if err != nil {
+			t.Fatalf("answer %d of %d: %v", i+1, n, err)
+		}
+		if r.Id != uint16(1000+i) || len(r.Answer) != 1 {
+			t.Errorf("answer %d: id %d, %s; want id %d with one A", i+1, r.Id, describe(r), 1000+i)
+		}
 	}
 }
