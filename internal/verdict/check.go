@@ -32,9 +32,10 @@ type Check struct {
 	// passes nor fails.
 	Skipped bool `json:"skipped,omitempty"`
 	// Invalid is true for a timing check measured where the load
-	// generator could not keep its schedule (see Verdict.Overloaded): its
-	// value is the machine's, so it neither passes nor fails; Note says
-	// why.
+	// generator could not keep its schedule (see Expectations.Overloaded),
+	// and for any check measured from a second the process stalled for a
+	// probe's timeout (ProbeStall): its value is the machine's, so it
+	// neither passes nor fails; Note says why.
 	Invalid bool   `json:"invalid,omitempty"`
 	Note    string `json:"note,omitempty"`
 }
@@ -164,23 +165,50 @@ func failedShare(in input) float64 {
 
 // check evaluates the variant's expectations; a timing check where the
 // run was overloaded is invalid, unless overload could not have decided
-// it (see holdsOverloaded).
+// it (see holdsOverloaded); where the process stalled past a probe's
+// timeout (ProbeStall), every check is, with the same exception.
 func check(p *plan.Plan, v plan.Variant, s stats.Summary, overloaded []Overload) []Check {
 	interrupted := time.Duration(s.End) < p.Duration
 	var out []Check
 	for _, e := range v.Expect {
 		c := checkOne(e, &s, interrupted)
-		if o, ok := overloadOf(overloaded, e.Window); ok && timing(e.Metric) && !c.Skipped {
-			if holdsOverloaded(e, c) {
-				c.Note = "stands although overloaded: overload only raises " + e.Metric
-			} else {
-				c.Pass, c.Invalid = false, true
-				c.Note = "overloaded: " + o.Reason
+		o, ok := overloadOf(overloaded, e.Window)
+		stallNote := ""
+		if run, found := overloadOf(overloaded, ""); found && run.ProbeStallMs > 0 && !c.Skipped && endsAfter(&s, e, run.ProbeStallFrom) {
+			// Probes may have failed: which pods were Ready, and so every
+			// figure from then on, may be the machine's.
+			stallNote = fmt.Sprintf("overloaded: the process stalled for up to %.0f ms from %.0fs, reaching a probe's default 1 s timeout, so probes could fail and change which pods were Ready: %s", run.ProbeStallMs, run.ProbeStallFrom, run.Reason)
+			if !ok {
+				o, ok = run, true
 			}
+		}
+		switch {
+		case !ok || c.Skipped || (!timing(e.Metric) && stallNote == ""):
+		case timing(e.Metric) && holdsOverloaded(e, c):
+			c.Note = "stands although overloaded: overload only raises " + e.Metric
+		case stallNote != "":
+			c.Pass, c.Invalid, c.Note = false, true, stallNote
+		default:
+			c.Pass, c.Invalid = false, true
+			c.Note = "overloaded: " + o.Reason
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// endsAfter reports whether what e measures reaches past second at of the
+// run: a whole-run value does, a window does when it ends after it.
+func endsAfter(s *stats.Summary, e plan.Expectation, at float64) bool {
+	if e.Window == "" {
+		return true
+	}
+	for _, w := range windowsOf(s, e.Group) {
+		if w.Name == e.Window {
+			return float64(w.To) > at
+		}
+	}
+	return true
 }
 
 // holdsOverloaded reports whether check c of e stands on an overloaded
