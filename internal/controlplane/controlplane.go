@@ -24,6 +24,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -117,12 +118,14 @@ type Timings struct {
 // ControlPlane is a running control plane; Close stops it. Its methods are
 // safe for concurrent use.
 type ControlPlane struct {
-	cfg     Config
-	tmpDir  bool // Dir was made by Start; Close removes it
-	host    string
-	token   string
-	ca      []byte
-	timings Timings
+	cfg    Config
+	tmpDir bool // Dir was made by Start; Close removes it
+	// keepLogs makes Close keep the logs of a temporary Dir (KeepLogs).
+	keepLogs bool
+	host     string
+	token    string
+	ca       []byte
+	timings  Timings
 
 	mu      sync.Mutex
 	procs   []*process // in start order
@@ -144,15 +147,25 @@ const (
 // kube-controller-manager and kube-scheduler and waits for their /healthz,
 // within cfg.ReadyTimeout and ctx. On failure it stops what it started and
 // returns an error naming the component, its flags, its ports and its
-// log's last lines. ctx bounds only the start; Close stops the components.
+// log's last lines; a temporary Dir then keeps the components' logs, and
+// the error says where (unless ctx ended first). ctx bounds only the
+// start; Close stops the components.
 func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	begin := time.Now()
 	cp = &ControlPlane{done: make(chan struct{})}
 	if err := cp.configure(cfg); err != nil {
 		return nil, err
 	}
+	parent := ctx // a timeout of its own below is a failure; parent's end is not
 	defer func() {
 		if err != nil {
+			if cp.tmpDir && parent.Err() == nil {
+				// A component failed: its log, which err names, is
+				// worth reading; the rest (etcd's data, keys, tokens)
+				// goes.
+				cp.KeepLogs()
+				err = fmt.Errorf("%w\n(the components' logs are kept in %s; remove it when done)", err, cp.cfg.Dir)
+			}
 			_ = cp.Close()
 			cp = nil
 		}
@@ -391,7 +404,7 @@ func (cp *ControlPlane) Err() error {
 func (cp *ControlPlane) Close() error {
 	cp.mu.Lock()
 	cp.closing = true
-	procs := cp.procs
+	procs, keepLogs := cp.procs, cp.keepLogs
 	cp.procs = nil
 	cp.mu.Unlock()
 	var clients, servers []*process
@@ -410,11 +423,47 @@ func (cp *ControlPlane) Close() error {
 		cp.logger().Info("stopped", "process", p.name, "exit", p.err)
 	}
 	if cp.tmpDir {
-		if err := os.RemoveAll(cp.cfg.Dir); err != nil {
+		if err := RemoveState(cp.cfg.Dir, keepLogs); err != nil {
 			return fmt.Errorf("controlplane: removing %s: %w", cp.cfg.Dir, err)
 		}
 	}
 	return nil
+}
+
+// KeepLogs makes Close leave the components' logs (NAME.log) in a
+// temporary state directory and remove the rest (etcd's data, keys,
+// tokens, kubeconfigs): for a control plane whose failure the caller
+// reports, naming a log. A given Dir is the caller's either way.
+func (cp *ControlPlane) KeepLogs() {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.keepLogs = true
+}
+
+// RemoveState removes a control plane's state directory, or, with
+// keepLogs, everything in it but the components' logs (*.log at any
+// depth), directories left empty included (dir too when no log is left).
+func RemoveState(dir string, keepLogs bool) error {
+	if !keepLogs {
+		return os.RemoveAll(dir)
+	}
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir():
+			dirs = append(dirs, p)
+			return nil
+		case filepath.Ext(p) == ".log":
+			return nil
+		}
+		return os.Remove(p)
+	})
+	for i := len(dirs) - 1; i >= 0; i-- { // deepest first; those with logs stay
+		os.Remove(dirs[i])
+	}
+	return err
 }
 
 // stopAll stops ps at the same time and waits for all.

@@ -314,12 +314,11 @@ func CheckDnstap(dir string) error {
 	return nil
 }
 
-// SyncQueryLog returns once every answer CoreDNS had finished before the
-// call has reached Config.QueryLog (at once without a QueryLog): it asks
-// CoreDNS a marker query and waits for its dnstap message, which comes
-// after those of every earlier answer (an answer being written at that
-// very moment may still follow it); up to about a second, CoreDNS's
-// flush interval.
+// SyncQueryLog returns once every answer CoreDNS had sent before the call
+// has reached Config.QueryLog (at once without a QueryLog): it asks CoreDNS
+// a marker query and waits for its dnstap message, twice (an answer's
+// message is queued just after the answer is written, and can follow the
+// first marker's), each up to about a second, CoreDNS's flush interval.
 func (s *Server) SyncQueryLog(ctx context.Context) error {
 	if s.tap == nil {
 		return nil

@@ -126,13 +126,25 @@ func (r *tapReader) pass(name string) bool {
 	return false
 }
 
-// sync asks addr a marker query (again every 200 ms, in case UDP loses
-// one) and returns once its CLIENT_RESPONSE came through the socket: every
-// answer CoreDNS had finished before the marker arrived has then been
-// logged, since the dnstap plugin sends its messages in order (one being
-// written as the marker arrives may still follow). CoreDNS flushes its
-// dnstap buffer every second, so this takes up to about a second.
+// sync returns once every answer CoreDNS had sent before the call has
+// been logged: it asks addr a marker query (again every 200 ms, in case UDP
+// loses one) until its CLIENT_RESPONSE came through the socket, twice. The
+// dnstap plugin sends its messages in order, but queues an answer's just
+// after writing the answer, so one a client already has may follow the
+// first marker's; it comes before the second's. CoreDNS flushes its
+// dnstap buffer every second, so this takes up to about two seconds.
 func (r *tapReader) sync(ctx context.Context, addr string) error {
+	for range 2 {
+		if err := r.marker(ctx, addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// marker asks CoreDNS a marker query at addr (again every 200 ms) until
+// its dnstap message has come through, or ctx ends.
+func (r *tapReader) marker(ctx context.Context, addr string) error {
 	name := "sync-" + strconv.FormatUint(r.seq.Add(1), 10) + "." + markerZone
 	seen := make(chan struct{})
 	r.mu.Lock()

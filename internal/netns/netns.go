@@ -18,6 +18,7 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"syscall"
 )
 
 // MarkerEnv is the environment variable Run sets in the child ("1"). Inside
@@ -50,6 +51,10 @@ type Config struct {
 	// Started, when not nil, is called once with the child's pid after it
 	// started (for Command and for `lab exec`), from Run's goroutine.
 	Started func(pid int)
+	// Killed, when not nil, is called with the signal that killed the
+	// child, if one did (Run then returns 128 plus its number), from Run's
+	// goroutine before Run returns.
+	Killed func(syscall.Signal)
 }
 
 // Prefixes the real control plane tier makes local by default: the pod

@@ -32,8 +32,9 @@ const killAfter = 10 * time.Second
 // namespace, and a new user namespace mapping the caller's uid and gid to
 // 0 when the caller is not root, and waits for it. Stdio is inherited;
 // SIGINT, SIGTERM and SIGHUP are forwarded; when ctx ends the child gets
-// SIGTERM, then SIGKILL 10 s later. The child gets SIGKILL if Run's
-// process dies first (PR_SET_PDEATHSIG).
+// SIGTERM, then SIGKILL 10 s later. The child gets SIGTERM if Run's
+// process dies first (PR_SET_PDEATHSIG), so that it stops what it started
+// and removes its files as on Ctrl-C.
 //
 // It returns the child's exit code (128+N when signal N killed it), or an
 // error if the child could not start: wrapping ErrUnavailable, with what to
@@ -80,6 +81,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		case <-kill:
 			_ = cmd.Process.Kill()
 		case err := <-done:
+			if ws, ok := waitStatus(cmd.ProcessState); ok && ws.Signaled() && cfg.Killed != nil {
+				cfg.Killed(ws.Signal())
+			}
 			return exitCode(cmd.ProcessState, err)
 		}
 	}
@@ -91,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 func sysProcAttr(uid, gid int) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNET,
-		Pdeathsig:  syscall.SIGKILL,
+		Pdeathsig:  syscall.SIGTERM,
 	}
 	if uid != 0 {
 		a.Cloneflags |= syscall.CLONE_NEWUSER
@@ -138,10 +142,19 @@ func exitCode(ps *os.ProcessState, err error) (int, error) {
 	if ps == nil {
 		return 0, fmt.Errorf("netns: waiting for the child: %w", err)
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws, ok := waitStatus(ps); ok && ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
 	}
 	return ps.ExitCode(), nil
+}
+
+// waitStatus is ps's wait status, if the process ended.
+func waitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
+	if ps == nil {
+		return 0, false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ws, ok
 }
 
 // Inside reports whether this process runs in a namespace Run created:

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/pinlab/pinlab/internal/machinetest"
 	"github.com/pinlab/pinlab/internal/netns"
 )
 
@@ -35,7 +36,15 @@ type M interface{ Run() int }
 // namespaces are unavailable it prints why and exits 0, skipping every
 // test, unless PINLAB_REQUIRE_NETNS=1.
 func Main(m M, prefixes ...netip.Prefix) {
-	os.Exit(run(m, prefixes))
+	if netns.Inside() {
+		os.Exit(run(m, prefixes))
+	}
+	// The tiers here start control planes and kube-proxies: they hold the
+	// machine against the other lab-heavy test binaries.
+	release := machinetest.Hold()
+	code := run(m, prefixes)
+	release()
+	os.Exit(code)
 }
 
 // run is Main without the exit.
