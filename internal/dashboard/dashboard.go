@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/outcome"
 )
 
 // Defaults used when the matching Config field is zero.
@@ -159,7 +159,7 @@ func (b *Board) Conn(variant int, client string, open bool) {
 }
 
 // Event records a pod change or a timeline step in panel variant.
-func (b *Board) Event(variant int, e runner.LiveEvent) {
+func (b *Board) Event(variant int, e outcome.LiveEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.panel(variant)
@@ -178,7 +178,7 @@ func (b *Board) Event(variant int, e runner.LiveEvent) {
 
 // Progress records the runner's progress of each variant (a
 // runner.Options.Progress).
-func (b *Board) Progress(ps []runner.Progress) {
+func (b *Board) Progress(ps []outcome.Progress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, pr := range ps {
@@ -294,7 +294,7 @@ type event struct {
 }
 
 // eventText describes a live event for the list.
-func eventText(e runner.LiveEvent) string {
+func eventText(e outcome.LiveEvent) string {
 	switch {
 	case e.Pod != "" && e.Phase != "":
 		ip := ""
@@ -309,5 +309,3 @@ func eventText(e runner.LiveEvent) string {
 	}
 	return "step " + e.Text
 }
-
-var _ runner.Live = (*Board)(nil)

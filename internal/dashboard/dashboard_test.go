@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/stats"
 	"go.uber.org/goleak"
 )
@@ -63,9 +63,9 @@ func TestBoard(t *testing.T) {
 	clk := fakeClock(t)
 	b := New(Config{Title: "t", Panels: []Panel{{Name: "clusterip", Duration: 60 * time.Second,
 		Steps: []Step{{At: 10 * time.Second, Text: "10s: scale Deployment pricing to 4"}}}}})
-	b.Progress([]runner.Progress{{Variant: "clusterip", State: "running", Elapsed: 0, Duration: time.Minute}})
-	b.Event(0, runner.LiveEvent{At: clk.now(), Pod: "pricing-a", IP: "127.244.0.2", Phase: stats.PodReady})
-	b.Event(0, runner.LiveEvent{At: clk.now(), Pod: "pricing-b", IP: "127.244.0.3", Phase: stats.PodReady})
+	b.Progress([]outcome.Progress{{Variant: "clusterip", State: "running", Elapsed: 0, Duration: time.Minute}})
+	b.Event(0, outcome.LiveEvent{At: clk.now(), Pod: "pricing-a", IP: "127.244.0.2", Phase: stats.PodReady})
+	b.Event(0, outcome.LiveEvent{At: clk.now(), Pod: "pricing-b", IP: "127.244.0.3", Phase: stats.PodReady})
 	b.Conn(0, "order-0", true)
 	b.Conn(0, "order-1", true)
 	b.publish(false)
@@ -80,8 +80,8 @@ func TestBoard(t *testing.T) {
 		b.publish(false)
 	}
 	clk.add(500 * time.Millisecond)
-	b.Event(0, runner.LiveEvent{At: clk.now(), Text: "10s: scale Deployment pricing to 4"})
-	b.Event(0, runner.LiveEvent{At: clk.now(), Pod: "pricing-c", Phase: stats.PodCreated})
+	b.Event(0, outcome.LiveEvent{At: clk.now(), Text: "10s: scale Deployment pricing to 4"})
+	b.Event(0, outcome.LiveEvent{At: clk.now(), Pod: "pricing-c", Phase: stats.PodCreated})
 	b.Conn(0, "order-1", false)
 	b.Conn(0, "order-1", true)
 	b.publish(false)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/chart"
-	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/stats"
 )
 
@@ -78,7 +78,7 @@ func (p *panelState) client(name string) *clientState {
 }
 
 // apply records a live event and returns its text for the list.
-func (p *panelState) apply(e runner.LiveEvent) string {
+func (p *panelState) apply(e outcome.LiveEvent) string {
 	if e.Pod != "" {
 		ps := p.pod(e.Pod)
 		if e.IP != "" {
@@ -95,7 +95,7 @@ func (p *panelState) apply(e runner.LiveEvent) string {
 
 // progress records the runner's progress; the first report of running load
 // fixes the panel's start.
-func (p *panelState) progress(pr runner.Progress) {
+func (p *panelState) progress(pr outcome.Progress) {
 	if p.state == "waiting" || p.state == "starting" {
 		if pr.State == "running" {
 			p.start = now().Add(-pr.Elapsed)
@@ -259,7 +259,7 @@ func label(k int) string { return fmt.Sprintf("p%d", k+1) }
 func RatesID(panel int) string   { return fmt.Sprintf("live-%d-rates", panel) }
 func HistoryID(panel int) string { return fmt.Sprintf("live-%d-history", panel) }
 
-// ratesChart is calls/s per pod now: the bars of seed 001, live.
+// ratesChart is calls/s per pod now: the per-window bars, live.
 func (p *panelState) ratesChart(i int) chart.Chart {
 	c := chart.Chart{ID: RatesID(i), Kind: chart.Bars, Title: "Calls/s per pod, over the last second", XLabel: "pod", YLabel: "calls/s", Unit: "calls/s",
 		X: chart.Values{}, Series: []chart.Series{{Label: "rate", Values: chart.Values{}}}}

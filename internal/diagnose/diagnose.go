@@ -1,5 +1,5 @@
-// Package diagnose judges an evidence.Evidence as seed 001's diagnostic
-// path does (claims X1-X4): step 1 compares per-pod request rates (skew
+// Package diagnose judges an evidence.Evidence along the diagnostic path
+// for pinning: step 1 compares per-pod request rates (skew
 // toward a few pods is the symptom), step 2 counts the connections each
 // client holds and to which pods (one or a few confirms pinning), step 3
 // looks for an L7 proxy in the path (its presence rules client connection

@@ -60,51 +60,6 @@ func node(t *testing.T, cfg Config) (c *cluster.Cluster, k *Kubelet, stop func()
 	return c, k, stop
 }
 
-func TestIsPinlabImage(t *testing.T) {
-	tests := []struct {
-		image string
-		want  bool
-	}{
-		{"pinlab", true}, {"pinlab:latest", true}, {"ghcr.io/acme/pinlab:v1", true},
-		{"localhost:5000/pinlab@sha256:abc", true}, {"pinlabs", false}, {"nginx", false}, {"pinlab/other", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.image, func(t *testing.T) {
-			if got := IsPinlabImage(tt.image); got != tt.want {
-				t.Errorf("IsPinlabImage(%q) = %v, want %v", tt.image, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestContainerArgs(t *testing.T) {
-	tests := []struct {
-		name    string
-		c       corev1.Container
-		want    string
-		wantErr string
-	}{
-		{name: "args only", c: corev1.Container{Name: "a", Image: "pinlab", Args: []string{"pod", "pricing"}}, want: "pod pricing"},
-		{name: "command runs pinlab", c: corev1.Container{Name: "a", Image: "pinlab", Command: []string{"/usr/bin/pinlab", "pod"}, Args: []string{"pricing"}}, want: "pod pricing"},
-		{name: "other image", c: corev1.Container{Name: "a", Image: "nginx"}, wantErr: `image "nginx" is not pinlab`},
-		{name: "other command", c: corev1.Container{Name: "a", Image: "pinlab", Command: []string{"sh"}}, wantErr: "does not run pinlab"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ContainerArgs(&tt.c)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || strings.Join(got, " ") != tt.want {
-				t.Errorf("got %q, %v; want %q", got, err, tt.want)
-			}
-		})
-	}
-}
-
 func createPod(t *testing.T, c *cluster.Cluster, name string, mod func(*corev1.Pod)) {
 	t.Helper()
 	grace := int64(5)

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -81,13 +83,13 @@ func (p *prober) check(ctx context.Context) error {
 		if p.probe.GRPC.Service != nil {
 			svc = *p.probe.GRPC.Service
 		}
-		port, err := portNumber(int(p.probe.GRPC.Port))
+		port, err := workload.ResolvePort(p.c, intstr.FromInt32(p.probe.GRPC.Port))
 		if err != nil {
 			return err
 		}
 		return p.grpcHealth(ctx, port, svc)
 	case p.probe.TCPSocket != nil:
-		port, err := resolvePort(p.c, p.probe.TCPSocket.Port)
+		port, err := workload.ResolvePort(p.c, p.probe.TCPSocket.Port)
 		if err != nil {
 			return err
 		}
@@ -193,12 +195,12 @@ const maxProbeRedirects = 10
 // IP. A status from 200 to 399 is success; redirects to the same host are
 // followed (at most 10), a redirect elsewhere is not followed and counts as
 // success, as with the kubelet's followNonLocalRedirects off. The host and
-// scheme fields are not supported (WorkloadFor rejects them).
+// scheme fields are not supported (workload.For rejects them).
 func (p *prober) httpGet(ctx context.Context, g *corev1.HTTPGetAction) error {
 	if g.Host != "" || (g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP) {
 		return errors.New("httpGet probes with a host or scheme HTTPS are not supported in the lab")
 	}
-	port, err := resolvePort(p.c, g.Port)
+	port, err := workload.ResolvePort(p.c, g.Port)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -154,7 +155,7 @@ func (w *podWorker) beginStop(ctx context.Context, c *container, reason killReas
 // health NOT_SERVING, the app's drain delay, grpc-go GracefulStop) with
 // stopTimeout left before SIGKILL (the hard stop). It returns Stop's error:
 // nil when the server drained in time.
-func (w *podWorker) stopSequence(ctx context.Context, c *container, p *corev1.Pod, grace int64, hook *Hook) error {
+func (w *podWorker) stopSequence(ctx context.Context, c *container, p *corev1.Pod, grace int64, hook *workload.Hook) error {
 	start := time.Now()
 	var ran time.Duration
 	if hook != nil && grace > 0 {

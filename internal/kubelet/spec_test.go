@@ -1,14 +1,11 @@
 package kubelet
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestProbeRun(t *testing.T) {
@@ -124,131 +121,5 @@ func TestGracePeriod(t *testing.T) {
 				t.Errorf("gracePeriod = %d, want %d", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestPreStopHook(t *testing.T) {
-	exec := func(cmd ...string) *corev1.LifecycleHandler {
-		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: cmd}}
-	}
-	tests := []struct {
-		name      string
-		handler   *corev1.LifecycleHandler
-		want      time.Duration
-		wantField string // non-empty: a SpecError on this field
-	}{
-		{name: "sleep action", handler: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}, want: 5 * time.Second},
-		{name: "sleep action zero", handler: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{}}, want: 0},
-		{name: "sleep action past the grace", handler: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 31}}, wantField: "containers[0].lifecycle.preStop.sleep.seconds"},
-		{name: "sleep action negative", handler: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: -1}}, wantField: "containers[0].lifecycle.preStop.sleep.seconds"},
-		{name: "exec sleep", handler: exec("sleep", "10"), want: 10 * time.Second},
-		{name: "exec sleep path and fraction", handler: exec("/bin/sleep", "0.5"), want: 500 * time.Millisecond},
-		{name: "exec sleep minutes", handler: exec("sleep", "1m"), want: time.Minute},
-		{name: "exec shell sleep", handler: exec("/bin/sh", "-c", "sleep 15"), want: 15 * time.Second},
-		{name: "exec shell sleep with spaces", handler: exec("sh", "-c", "  sleep   2s "), want: 2 * time.Second},
-		{name: "exec other command", handler: exec("/bin/sh", "-c", "nginx -s quit"), wantField: "containers[0].lifecycle.preStop.exec.command"},
-		{name: "exec sleep then more", handler: exec("/bin/sh", "-c", "sleep 5 && kill 1"), wantField: "containers[0].lifecycle.preStop.exec.command"},
-		{name: "exec bad duration", handler: exec("sleep", "soon"), wantField: "containers[0].lifecycle.preStop.exec.command"},
-		{name: "exec infinite", handler: exec("sleep", "inf"), wantField: "containers[0].lifecycle.preStop.exec.command"},
-		{name: "exec negative", handler: exec("sleep", "-3"), wantField: "containers[0].lifecycle.preStop.exec.command"},
-		{name: "httpGet", handler: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/quit"}}, wantField: "containers[0].lifecycle.preStop.httpGet"},
-		{name: "no action", handler: &corev1.LifecycleHandler{}, wantField: "containers[0].lifecycle.preStop"},
-	}
-	grace := int64(30)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &corev1.Container{Lifecycle: &corev1.Lifecycle{PreStop: tt.handler}}
-			h, err := preStopHook(c, &grace)
-			if tt.wantField != "" {
-				var se *SpecError
-				if !errors.As(err, &se) || se.Field != tt.wantField {
-					t.Fatalf("error %v, want a SpecError on %s", err, tt.wantField)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h == nil || h.Sleep != tt.want {
-				t.Errorf("hook %+v, want a sleep of %v", h, tt.want)
-			}
-		})
-	}
-}
-
-func TestWorkloadForProbesAndHooks(t *testing.T) {
-	grpcProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8471}}}
-	tcpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("grpc")}}}
-	execProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
-	tests := []struct {
-		name      string
-		mod       func(*corev1.Container, *corev1.PodSpec)
-		wantField string
-		wantHook  time.Duration
-	}{
-		{name: "liveness and startup probes", mod: func(c *corev1.Container, _ *corev1.PodSpec) {
-			c.LivenessProbe, c.StartupProbe, c.ReadinessProbe = grpcProbe, tcpProbe, grpcProbe
-		}},
-		{name: "exec liveness probe", mod: func(c *corev1.Container, _ *corev1.PodSpec) { c.LivenessProbe = execProbe }, wantField: "containers[0].livenessProbe"},
-		{name: "exec startup probe", mod: func(c *corev1.Container, _ *corev1.PodSpec) { c.StartupProbe = execProbe }, wantField: "containers[0].startupProbe"},
-		{name: "preStop sleep", mod: func(c *corev1.Container, _ *corev1.PodSpec) {
-			c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}
-		}, wantHook: 3 * time.Second},
-		{name: "postStart", mod: func(c *corev1.Container, _ *corev1.PodSpec) {
-			c.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 1}}}
-		}, wantField: "containers[0].lifecycle.postStart"},
-		// Ports are int32 in the API; 70000 must not wrap to 4464 (issue 15).
-		{name: "containerPort above 65535", mod: func(c *corev1.Container, _ *corev1.PodSpec) { c.Ports[0].ContainerPort = 70000 }, wantField: "containers[0].ports[0].containerPort"},
-		{name: "grpc probe port above 65535", mod: func(c *corev1.Container, _ *corev1.PodSpec) {
-			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8471 + 65536}}}
-		}, wantField: "containers[0].readinessProbe.grpc.port"},
-		{name: "unknown restartPolicy", mod: func(_ *corev1.Container, s *corev1.PodSpec) { s.RestartPolicy = "Sometimes" }, wantField: "restartPolicy"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			grace := int64(30)
-			spec := corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
-				Name: "app", Image: "pinlab", Args: []string{"pod", "pricing"},
-				Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}},
-			}}}
-			tt.mod(&spec.Containers[0], &spec)
-			w, err := WorkloadFor(&spec)
-			if err == nil {
-				err = CheckProbePort(&spec.Containers[0], w.Port)
-			}
-			if tt.wantField != "" {
-				var se *SpecError
-				if !errors.As(err, &se) || se.Field != tt.wantField {
-					t.Fatalf("error %v, want a SpecError on %s", err, tt.wantField)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got time.Duration
-			if w.PreStop != nil {
-				got = w.PreStop.Sleep
-			}
-			if got != tt.wantHook {
-				t.Errorf("preStop sleep %v, want %v", got, tt.wantHook)
-			}
-			if err := CheckProbePort(&spec.Containers[0], w.Port); err != nil {
-				t.Errorf("CheckProbePort: %v", err)
-			}
-		})
-	}
-}
-
-func TestCheckProbePortAllProbes(t *testing.T) {
-	c := &corev1.Container{Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}, {Name: "admin", ContainerPort: 9000}}}
-	c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("admin")}}}
-	var se *SpecError
-	err := CheckProbePort(c, 8471)
-	if !errors.As(err, &se) {
-		t.Fatalf("CheckProbePort = %v, want a SpecError", err)
-	}
-	if diff := cmp.Diff("containers[0].livenessProbe.tcpSocket.port", se.Field); diff != "" {
-		t.Errorf("field (-want +got):\n%s", diff)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -34,7 +35,7 @@ type podWorker struct {
 	ip         netip.Addr // allocated by the dispatcher, in pod order
 	ipErr      error
 	released   bool
-	wl         Workload
+	wl         workload.Container
 	backoff    *flowcontrol.Backoff // crash-loop back-off, as the kubelet's
 	restart    *time.Timer          // pending restart after a back-off
 	restarts   int32
@@ -135,7 +136,7 @@ func (w *podWorker) run(ctx context.Context) {
 		w.idle(ctx)
 		return
 	}
-	wl, err := WorkloadFor(&p.Spec)
+	wl, err := workload.For(&p.Spec)
 	if err != nil {
 		w.waiting, w.message = "CreateContainerConfigError", err.Error()
 		w.writeStatus(ctx)

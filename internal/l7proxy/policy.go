@@ -5,9 +5,12 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/pinlab/pinlab/internal/plan"
 )
 
-// The load-balancing policies a Proxy can use (Config.Policy).
+// The load-balancing policies a Proxy can use (Config.Policy), the names
+// plan.ProxyPolicies lists.
 const (
 	// RoundRobin is Envoy's ROUND_ROBIN, its default lb_policy (unweighted
 	// round_robin_lb.h): a per-cluster index that starts at a random value
@@ -29,9 +32,6 @@ const (
 	PeakEWMA = "peak_ewma"
 )
 
-// Policies lists the accepted values of Config.Policy.
-var Policies = []string{RoundRobin, LeastRequest, PeakEWMA}
-
 // balancer picks the endpoint for one request attempt. eps is never empty
 // and is sorted by address. Implementations are called concurrently from
 // request goroutines.
@@ -50,7 +50,7 @@ func newBalancer(policy string, ewma EWMA) (balancer, error) {
 	case PeakEWMA:
 		return peakEWMA{decay: float64(ewma.Decay)}, nil
 	}
-	return nil, fmt.Errorf("l7proxy: unknown policy %q (want one of %v)", policy, Policies)
+	return nil, fmt.Errorf("l7proxy: unknown policy %q (want one of %v)", policy, plan.ProxyPolicies)
 }
 
 type roundRobin struct{ next atomic.Uint64 }

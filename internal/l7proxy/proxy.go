@@ -20,7 +20,8 @@
 // Routing follows a Service port through its EndpointSlices (a client-go
 // informer): ready endpoints, else serving and terminating ones, as
 // kube-proxy's CategorizeEndpoints. Policies are Envoy's round_robin and
-// least_request and Linkerd's peak-EWMA balancer; see [Policies].
+// least_request and Linkerd's peak-EWMA balancer; see [RoundRobin],
+// [LeastRequest] and [PeakEWMA].
 //
 // Failures, as Envoy with retries on connect-failure and refused-stream, and
 // Linkerd, behave:
@@ -78,7 +79,8 @@ type Config struct {
 	// (which is then watched too). Empty means the unnamed port of a
 	// single-port Service.
 	Port string
-	// Policy is one of Policies; empty means RoundRobin, Envoy's default.
+	// Policy is one of plan.ProxyPolicies; empty means RoundRobin, Envoy's
+	// default.
 	Policy string
 	// EWMA tunes PeakEWMA; zero fields take Linkerd's values.
 	EWMA EWMA

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/pod"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -84,7 +85,7 @@ func hammer(t *testing.T, c pricingv1.PricingClient, n, workers int) map[string]
 // decayed longer (251/222/178/149 calls, Jain 0.96). Both are the
 // algorithm's behaviour; this test checks the spread itself.
 func TestSpreadsCallsOverReadyPods(t *testing.T) {
-	for i, policy := range Policies {
+	for i, policy := range plan.ProxyPolicies {
 		t.Run(policy, func(t *testing.T) {
 			l := newLab(t, Config{Policy: policy, EWMA: EWMA{DefaultRTT: time.Second}})
 			bs := l.podsOnPort(5, 10*i+1, 18471)
@@ -124,7 +125,7 @@ func countConns(evs []connEvent, upstream, open bool) int {
 // TestAddedPodGetsCallsWithinASecond: under steady load from one channel, a
 // pod whose EndpointSlice turns ready gets calls within 1s.
 func TestAddedPodGetsCallsWithinASecond(t *testing.T) {
-	for i, policy := range Policies {
+	for i, policy := range plan.ProxyPolicies {
 		t.Run(policy, func(t *testing.T) {
 			l := newLab(t, Config{Policy: policy})
 			bs := l.pods(3, 10*i+101)

@@ -11,6 +11,7 @@ import (
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/plan"
 )
 
 // streamLen and streamIntervalMs shape the streams of loadGen: each lasts
@@ -149,7 +150,7 @@ func (g *loadGen) stop() {
 func TestTerminatingPodLosesNoCalls(t *testing.T) {
 	orders := []string{"slice first", "stop first"}
 	n := 0
-	for _, policy := range Policies {
+	for _, policy := range plan.ProxyPolicies {
 		for _, order := range orders {
 			n++
 			t.Run(policy+"/"+order, func(t *testing.T) {

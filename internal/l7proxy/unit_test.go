@@ -2,9 +2,11 @@ package l7proxy
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/plan"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 )
@@ -98,6 +100,27 @@ func TestRTTEstimate(t *testing.T) {
 			t.Errorf("cost 11s later = %v, want < 100us", time.Duration(got))
 		}
 	})
+}
+
+// TestPlanProxyPolicies: the proxy builds a balancer for every policy a
+// scenario may name (plan.ProxyPolicies), lists each of its own policies
+// there, and refuses any other name.
+func TestPlanProxyPolicies(t *testing.T) {
+	for _, policy := range plan.ProxyPolicies {
+		t.Run(policy, func(t *testing.T) {
+			if _, err := newBalancer(policy, EWMA{}); err != nil {
+				t.Errorf("newBalancer(%q): %v", policy, err)
+			}
+		})
+	}
+	for _, policy := range []string{RoundRobin, LeastRequest, PeakEWMA} {
+		if !slices.Contains(plan.ProxyPolicies, policy) {
+			t.Errorf("policy %q is missing from plan.ProxyPolicies %v", policy, plan.ProxyPolicies)
+		}
+	}
+	if _, err := newBalancer("random", EWMA{}); err == nil {
+		t.Error(`newBalancer("random") succeeded`)
+	}
 }
 
 // TestPolicies: each policy's pick rule on endpoints with fixed load.

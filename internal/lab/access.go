@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -113,3 +114,26 @@ func (l *Lab) Objects() Snapshot {
 
 // ServiceCIDR is the lab's Service network.
 func (l *Lab) ServiceCIDR() netip.Prefix { return l.Cluster.Config().ServiceCIDR }
+
+// Client is the lab's API client.
+func (l *Lab) Client() kubernetes.Interface { return l.Cluster.Client() }
+
+// KillPod kills a pod's container (SIGKILL) as the kubelet sees a crash:
+// the container restarts as its restartPolicy says.
+func (l *Lab) KillPod(namespace, name string) error { return l.Kubelet.Kill(namespace, name) }
+
+// HangPod stops (hang) or resumes a pod's answers, as a process stuck in
+// a long GC pause or a deadlock would.
+func (l *Lab) HangPod(namespace, name string, hang bool) error {
+	return l.Kubelet.Hang(namespace, name, hang)
+}
+
+// SetPodReady makes a pod's readiness probe pass or fail.
+func (l *Lab) SetPodReady(namespace, name string, ready bool) error {
+	return l.Kubelet.SetReady(namespace, name, ready)
+}
+
+// SetPodHealthy makes a pod's liveness probe pass or fail.
+func (l *Lab) SetPodHealthy(namespace, name string, healthy bool) error {
+	return l.Kubelet.SetHealthy(namespace, name, healthy)
+}

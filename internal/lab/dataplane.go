@@ -6,26 +6,15 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/conntrack"
 	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
-	"github.com/pinlab/pinlab/internal/proxy"
 )
 
-// Dataplane says what serves a lab's ClusterIPs on a real control plane
-// (API.Dataplane).
+// Dataplane names what serves a lab's ClusterIPs and its cluster DNS
+// (API.Dataplane; the embedded control plane always runs pinlab's).
 type Dataplane string
 
 const (
@@ -95,162 +84,45 @@ func (d Dataplane) Check() error {
 	return coredns.CheckDnstap(dir)
 }
 
-// realDataplane is the real kube-proxy under a lab: the process, and the
-// kernel's view of it (its rules, cached briefly, and conntrack's events).
-type realDataplane struct {
-	kp  *kubeproxy.KubeProxy
-	svc netip.Prefix
-
-	mu      sync.Mutex
-	rules   []kubeproxy.Rule
-	readAt  time.Time
-	readErr error
-}
-
-// rulesMaxAge bounds how often dataplaneShort reads the kernel's rules
-// (WaitReady polls every 10 ms; a read execs nft or iptables-save).
-const rulesMaxAge = 100 * time.Millisecond
-
-// kernelRules returns kube-proxy's rules, read again when older than
-// rulesMaxAge.
-func (d *realDataplane) kernelRules() ([]kubeproxy.Rule, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if time.Since(d.readAt) < rulesMaxAge {
-		return d.rules, d.readErr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	d.rules, d.readErr = d.kp.Rules(ctx)
-	d.readAt = time.Now()
-	return d.rules, d.readErr
-}
-
-// startKubeProxy waits for the kubelet's Node, then starts the real
-// kube-proxy in mode, and feeds conntrack's view of the ClusterIP
-// connections to onConn (nil: none), from the lab's goroutines.
-func (l *Lab) startKubeProxy(ctx context.Context, a *API, nodeName string, onConn func(proxy.Conn, proxy.ConnEvent)) error {
-	if err := l.waitNode(ctx, nodeName); err != nil {
-		return err
-	}
-	kc := a.KubeProxy
-	kc.Mode, kc.NodeName, kc.ClusterCIDR = a.Dataplane.KubeProxyMode(), nodeName, a.PodCIDR
-	if kc.Logger == nil {
-		kc.Logger = l.logger
-	}
-	kp, err := kubeproxy.Start(ctx, kc)
-	if err != nil {
-		return fmt.Errorf("lab: dataplane %s: %w", a.Dataplane, err)
-	}
-	l.real = &realDataplane{kp: kp, svc: a.ServiceCIDR}
-	started := make(chan struct{})
-	l.goRun(func() error {
-		<-l.runCtx.Done()
-		return kp.Close()
-	})
-	l.watchExit("kube-proxy", kp)
-	var once sync.Once
-	l.goRun(func() error {
-		err := l.watchConntrack(l.runCtx, a.ServiceCIDR, func() { once.Do(func() { close(started) }) }, onConn)
-		once.Do(func() { close(started) })
-		return err
-	})
-	select {
-	case <-started:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("lab: conntrack -E did not start: %w", ctx.Err())
-	}
-}
-
-// waitNode waits until the API server has the Node name (the kubelet
-// registers it): kube-proxy reads its addresses at start.
-func (l *Lab) waitNode(ctx context.Context, name string) error {
-	nodes := l.Cluster.Client().CoreV1().Nodes()
-	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := nodes.Get(ctx, name, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("lab: the kubelet's Node %s was not registered: %w", name, err)
-	}
-	return nil
-}
-
-// watchConntrack runs conntrack -E on the Service range and turns each
-// DNATed TCP connection's opening and closing into onConn calls, as the
-// pinlab Proxier reports its own relays: client, ClusterIP:port, the pod
-// endpoint the kernel chose and its pod's name.
-func (l *Lab) watchConntrack(ctx context.Context, svc netip.Prefix, started func(), onConn func(proxy.Conn, proxy.ConnEvent)) error {
-	var tr conntrack.Tracker
-	return conntrack.Watch(ctx, svc, started, func(e conntrack.Entry) {
-		ep, ok := e.DNAT()
-		if !ok || onConn == nil {
-			return
-		}
-		ev := proxy.ConnOpened
-		switch tr.Add(e) {
-		case conntrack.None:
-			return
-		case conntrack.Closed:
-			ev = proxy.ConnClosed
-		}
-		c := proxy.Conn{Client: e.Orig.Src, VIP: e.Orig.Dst, Endpoint: ep, Pod: l.podAt(ep.Addr()), Opened: e.At}
-		c.Service, c.PortName = l.serviceAt(e.Orig.Dst)
-		onConn(c, ev)
-	})
-}
-
-// podAt is the name of the pod at ip, "" if none.
-func (l *Lab) podAt(ip netip.Addr) string {
-	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().List(labels.Everything())
-	for _, p := range pods {
-		if p.Status.PodIP == ip.String() && p.DeletionTimestamp == nil {
-			return p.Name
-		}
-	}
-	for _, p := range pods {
-		if p.Status.PodIP == ip.String() {
-			return p.Name
-		}
-	}
-	return ""
-}
-
-// serviceAt names the Service and port whose ClusterIP:port is vip.
-func (l *Lab) serviceAt(vip netip.AddrPort) (types.NamespacedName, string) {
-	svcs, _ := l.Cluster.Factory().Core().V1().Services().Lister().List(labels.Everything())
-	for _, s := range svcs {
-		if s.Spec.ClusterIP != vip.Addr().String() {
-			continue
-		}
-		for _, p := range s.Spec.Ports {
-			if p.Protocol == corev1.ProtocolTCP && p.Port == int32(vip.Port()) {
-				return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, p.Name
-			}
-		}
-	}
-	return types.NamespacedName{}, ""
-}
-
-// served returns, per ClusterIP:port, how many endpoints the dataplane
-// DNATs or relays new connections to, and whether it accepts them.
-func (l *Lab) served() (map[netip.AddrPort]servedVIP, error) {
-	out := map[netip.AddrPort]servedVIP{}
-	if l.real == nil {
-		for _, r := range l.Proxy.Rules() {
-			out[r.VIP] = servedVIP{endpoints: len(r.Endpoints), accepting: r.Listening}
-		}
-		return out, nil
-	}
-	rules, err := l.real.kernelRules()
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rules {
-		out[r.VIP] = servedVIP{endpoints: len(r.Endpoints), accepting: len(r.Endpoints) > 0}
-	}
-	return out, nil
+// dataplane serves the lab's ClusterIPs and its cluster DNS from the API's
+// objects, as kube-proxy and CoreDNS serve a node. Start picks one
+// implementation, once (newDataplane), and nothing else in the lab asks
+// which it has, as kube-proxy keeps its iptables, ipvs and nftables
+// proxiers behind one Provider:
+//
+//   - pinlabDataplane (DataplanePinlab): package proxy's kube-proxy
+//     emulation, a relay on each ClusterIP port, and package clusterdns's
+//     DNS server, both in this process;
+//   - kernelDataplane (DataplaneKubeProxyNFTables, ...IPTables): the real
+//     kube-proxy programming the kernel, the real CoreDNS, and conntrack's
+//     view of the connections the kernel DNATs; on a real control plane
+//     only (Config.API).
+//
+// An implementation is built before the informers start (so that it can
+// register its own) and started once they have synced and the lab's
+// controllers and kubelet run. Its goroutines and processes are the lab's:
+// it starts them with l.goRun and watches them with l.watchExit, so that
+// their failure fails the lab.
+type dataplane interface {
+	// start starts serving; it returns once the cluster DNS answers and
+	// the proxy runs (its rules may still be catching up: see served).
+	start(ctx context.Context, l *Lab) error
+	// dnsAddr is the cluster DNS's "IP:port".
+	dnsAddr() string
+	// served returns, per ClusterIP:port, how many endpoints new
+	// connections go to and whether they are accepted, as the proxy or
+	// the kernel holds them now: what WaitReady compares with the
+	// EndpointSlices.
+	served() (map[netip.AddrPort]servedVIP, error)
+	// syncQueryLog returns once every answer the DNS sent before the call
+	// has reached the query log (Config.DNS.QueryLog).
+	syncQueryLog(ctx context.Context) error
+	// stop stops the cluster DNS and what start started outside the lab's
+	// goroutines; the rest ends with the lab's run context.
+	stop(ctx context.Context) error
+	// logs names the log file of each of the dataplane's processes by
+	// component ("kube-proxy", "CoreDNS"); none for pinlab's.
+	logs() map[string]string
 }
 
 // servedVIP is one ClusterIP port as the dataplane serves it.
@@ -259,80 +131,13 @@ type servedVIP struct {
 	accepting bool
 }
 
-// dnsSliceName is the EndpointSlice the lab writes for kube-dns under the
-// real kube-proxy.
-const dnsSliceName = "kube-dns-pinlab"
-
-// dnsManagedBy marks that slice as the lab's (the EndpointSlice controller
-// leaves slices with another manager alone).
-const dnsManagedBy = "lab.pinlab.dev"
-
-// publishDNSEndpoints writes kube-dns's EndpointSlice: the cluster DNS's
-// (CoreDNS's) own address, which under the real kube-proxy is a pod address (the
-// kernel rejects or drops new connections to any Service-range address
-// that is not DNATed), so that the kube-dns ClusterIP reaches it through
-// kube-proxy as a CoreDNS pod is reached; the lab's clients query it at
-// that address directly (DNSAddr).
-func (l *Lab) publishDNSEndpoints(ctx context.Context) error {
-	ap, err := netip.ParseAddrPort(l.DNSAddr())
-	if err != nil {
-		return fmt.Errorf("lab: DNS address: %w", err)
+// newDataplane builds cfg's dataplane on c, its DNS at dns: the one place
+// that chooses between them.
+func newDataplane(cfg Config, c *cluster.Cluster, dns netip.AddrPort) (dataplane, Dataplane, error) {
+	if cfg.API == nil || cfg.API.Dataplane.KubeProxyMode() == "" {
+		dp, err := newPinlabDataplane(cfg, c, dns)
+		return dp, DataplanePinlab, err
 	}
-	ref := clusterdns.DefaultDNSService
-	port := int32(ap.Port())
-	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	dnsName, tcpName, ready := "dns", "dns-tcp", true
-	es := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: dnsSliceName, Namespace: ref.Namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: ref.Name, discoveryv1.LabelManagedBy: dnsManagedBy}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ap.Addr().String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: &dnsName, Protocol: &udp, Port: &port}, {Name: &tcpName, Protocol: &tcp, Port: &port}},
-	}
-	slices := l.Cluster.Client().DiscoveryV1().EndpointSlices(ref.Namespace)
-	_, err = slices.Create(ctx, es, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		old, gerr := slices.Get(ctx, dnsSliceName, metav1.GetOptions{})
-		if gerr != nil {
-			return fmt.Errorf("lab: kube-dns EndpointSlice: %w", gerr)
-		}
-		es.ResourceVersion = old.ResourceVersion
-		_, err = slices.Update(ctx, es, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("lab: kube-dns EndpointSlice: %w", err)
-	}
-	return nil
-}
-
-// DNSPodIP is the cluster DNS's address under the real kube-proxy: the
-// last but two address of the pod range (10.244.255.253 in 10.244.0.0/16,
-// beside the node's), reserved from the pods' addresses. It is the zero
-// Addr for a range NodeIP refuses.
-func DNSPodIP(pods netip.Prefix) netip.Addr {
-	n := NodeIP(pods)
-	if !n.IsValid() {
-		return n
-	}
-	return n.Prev()
-}
-
-// Dataplane returns the lab's dataplane.
-func (l *Lab) Dataplane() Dataplane {
-	if l.real == nil {
-		return DataplanePinlab
-	}
-	if l.real.kp.Mode() == kubeproxy.ModeIPTables {
-		return DataplaneKubeProxyIPTables
-	}
-	return DataplaneKubeProxyNFTables
-}
-
-// KubeProxyLog is the real kube-proxy's log file; "" under pinlab's
-// dataplane.
-func (l *Lab) KubeProxyLog() string {
-	if l.real == nil {
-		return ""
-	}
-	return l.real.kp.Log()
+	dp, err := newKernelDataplane(cfg, dns)
+	return dp, cfg.API.Dataplane, err
 }

@@ -76,13 +76,13 @@ func TestRealDataplaneChecked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkRealDataplane(tt.cfg)
+			err := checkKernelDataplane(tt.cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("checkRealDataplane: %v, want an error containing %q", err, tt.want)
+				t.Errorf("checkKernelDataplane: %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
-	if err := checkRealDataplane(Config{API: api(DataplaneKubeProxyNFTables, full), Proxy: proxy.Config{Mode: proxy.ModeIPTables}}); err != nil && !missingTool(err) {
+	if err := checkKernelDataplane(Config{API: api(DataplaneKubeProxyNFTables, full), Proxy: proxy.Config{Mode: proxy.ModeIPTables}}); err != nil && !missingTool(err) {
 		t.Errorf("an iptables plan on the nftables dataplane: %v, want it accepted (or only missing tools)", err)
 	}
 }

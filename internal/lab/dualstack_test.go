@@ -64,7 +64,7 @@ func TestDualStackDNS(t *testing.T) {
 			})
 		})
 	}
-	if rules := l.Proxy.Rules(); slices.ContainsFunc(rules, func(r proxy.Rule) bool { return r.VIP.Addr().Is6() }) {
+	if rules := l.dp.(*pinlabDataplane).proxy.Rules(); slices.ContainsFunc(rules, func(r proxy.Rule) bool { return r.VIP.Addr().Is6() }) {
 		t.Errorf("kube-proxy serves an IPv6 VIP: %v", rules)
 	}
 }

@@ -1,7 +1,9 @@
-// Package lab assembles one mini-cluster on loopback: the in-memory API and
-// controllers (package cluster), the kubelet running pods as real grpc-go
-// servers, kube-proxy serving ClusterIP VIPs, and the cluster DNS. Several
-// labs can run side by side in one process on disjoint address ranges.
+// Package lab assembles one mini-cluster: an API (the embedded API and
+// controllers of package cluster on loopback, or a real API server, see
+// API), the kubelet running pods as real grpc-go servers, and a dataplane
+// serving ClusterIPs and the cluster DNS (pinlab's own, or the real
+// kube-proxy and CoreDNS; see dataplane.go). Several embedded labs can run
+// side by side in one process on disjoint address ranges.
 package lab
 
 import (
@@ -12,8 +14,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,30 +21,14 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/coredns"
-	"github.com/pinlab/pinlab/internal/endpoints"
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
-	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/proxy"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
-
-// Ranges is the number of address ranges, so the most labs that can run at
-// once on one machine.
-const Ranges = 12
-
-// lockPort is the port a lab binds on its DNS address to claim its range
-// against every other lab on the machine, in this process or another.
-const lockPort = 10053
 
 // Config configures a lab. The zero value is a lab on the first free address
 // range with default components.
@@ -105,7 +89,7 @@ type API struct {
 	// pinlab's kube-proxy emulation (Config.Proxy), or the real kube-proxy
 	// in nftables or iptables mode, run by the lab (package kubeproxy) with
 	// --hostname-override the kubelet's node and --cluster-cidr PodCIDR.
-	// Under the real kube-proxy the lab runs no Proxier (Lab.Proxy is nil)
+	// Under the real kube-proxy the lab runs no Proxier
 	// and binds no ClusterIP; Config.Proxy.OnConn then reports the
 	// kernel's conntrack entries of the Service range (conntrack -E), and
 	// WaitReady reads kube-proxy's rules back from the kernel. Clients must
@@ -140,27 +124,22 @@ type API struct {
 
 // Lab is a running mini-cluster.
 type Lab struct {
+	// Cluster is the lab's API: the embedded one, or a client of the real
+	// API server (Config.API), with the informers every component reads.
 	Cluster *cluster.Cluster
-	// DNS is pinlab's cluster DNS; nil under the real kube-proxy
-	// (API.Dataplane), where CoreDNS answers. DNSAddr is the DNS's
-	// address either way.
-	DNS *clusterdns.Server
-	// CoreDNS is the real CoreDNS under the real kube-proxy; nil
-	// otherwise.
-	CoreDNS *coredns.Server
-	// Proxy is pinlab's kube-proxy emulation; nil under the real
-	// kube-proxy (API.Dataplane).
-	Proxy   *proxy.Proxier
+	// Kubelet runs the lab's pods.
 	Kubelet *kubelet.Kubelet
 
-	real   *realDataplane // the real kube-proxy, if API.Dataplane asks for it
-	logger *slog.Logger
-	nodeIP netip.Addr
-	cancel context.CancelFunc
-	runCtx context.Context // ends when the lab stops
-	wg     sync.WaitGroup
-	errs   chan error
-	lock   net.Listener
+	dp       dataplane // chosen once, in Start (newDataplane)
+	dpName   Dataplane
+	logger   *slog.Logger
+	nodeIP   netip.Addr
+	nodeName string
+	cancel   context.CancelFunc
+	runCtx   context.Context // ends when the lab stops
+	wg       sync.WaitGroup
+	errs     chan error
+	lock     net.Listener
 
 	// failed ends, with the failure as its cause, when a component fails
 	// while the lab runs (not while it closes).
@@ -173,7 +152,7 @@ type Lab struct {
 }
 
 // Start builds and starts a lab; it returns once the API caches have synced
-// and the DNS server is serving. Close stops it.
+// and the dataplane serves (the cluster DNS answers). Close stops it.
 func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	if cfg.API != nil {
 		return startOnAPI(ctx, cfg)
@@ -191,51 +170,8 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	return l, nil
 }
 
-// claimRange binds the lock address of range r and returns the listener
-// and the 0-based index. With r zero it takes the first free range, waiting
-// (until ctx ends) while every range is in use by other labs.
-func claimRange(ctx context.Context, r int, waiting func()) (net.Listener, int, error) {
-	if r < 0 || r > Ranges {
-		return nil, 0, fmt.Errorf("lab: range %d: want 1 to %d, or 0 for the first free one", r, Ranges)
-	}
-	if r > 0 {
-		ln, err := loopback.Listen(ctx, lockAddr(r-1))
-		if err != nil {
-			return nil, 0, fmt.Errorf("lab: address range %d is in use by another lab: %w", r, err)
-		}
-		return ln, r - 1, nil
-	}
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		for i := range Ranges {
-			if ln, err := loopback.Listen(ctx, lockAddr(i)); err == nil {
-				return ln, i, nil
-			}
-		}
-		if waiting != nil {
-			waiting()
-			waiting = nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("lab: all %d address ranges stayed in use by other labs on this machine: %w", Ranges, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-func lockAddr(i int) string {
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(96 + i), 0, 10}), lockPort).String()
-}
-
 func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
-	if cfg.Seed == 0 {
-		cfg.Seed = rand.Uint64()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = withDefaults(cfg)
 	c, err := cluster.New(cluster.Config{
 		PodCIDR:     netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(244 + index), 0, 0}), 16),
 		ServiceCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(96 + index), 0, 0}), 16),
@@ -245,116 +181,70 @@ func start(ctx context.Context, cfg Config, index int) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	return run(ctx, cfg, c, cluster.NewControllers(c))
+	return run(ctx, cfg, c, cluster.NewControllers(c), c.DNSIP())
 }
 
-// startOnAPI starts a lab whose API is cfg.API's server.
-func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
+// withDefaults fills in Config's zero Seed (random) and Logger (discard).
+func withDefaults(cfg Config) Config {
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	return cfg
+}
+
+// startOnAPI starts a lab whose API is cfg.API's server: the kubelet
+// registers a Node at NodeIP(PodCIDR); under the real kube-proxy the
+// cluster DNS (CoreDNS) listens at DNSPodIP(PodCIDR).
+func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
+	cfg = withDefaults(cfg)
 	a := cfg.API
 	if a.Client == nil || !a.PodCIDR.IsValid() || !a.ServiceCIDR.IsValid() {
 		return nil, errors.New("lab: API needs a Client, a PodCIDR and a ServiceCIDR")
 	}
-	c, err := cluster.Connect(ctx, a.Client, cluster.Config{PodCIDR: a.PodCIDR, ServiceCIDR: a.ServiceCIDR, Seed: cfg.Seed, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
+	if _, err := ParseDataplane(string(a.Dataplane)); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
 	}
 	node := NodeIP(a.PodCIDR)
 	if !node.IsValid() {
 		return nil, fmt.Errorf("lab: pod range %v: want an IPv4 range of at least 4 addresses", a.PodCIDR)
 	}
+	c, err := cluster.Connect(ctx, a.Client, cluster.Config{PodCIDR: a.PodCIDR, ServiceCIDR: a.ServiceCIDR, Seed: cfg.Seed, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	if err := c.PodIPs().Reserve(node); err != nil {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
-	if _, err := ParseDataplane(string(a.Dataplane)); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+	dnsIP := c.DNSIP()
+	if a.Dataplane.KubeProxyMode() != "" {
+		// Under the real kube-proxy the kernel drops new connections to
+		// Service addresses it does not DNAT: CoreDNS listens on a pod
+		// address, published as kube-dns's endpoint.
+		dnsIP = DNSPodIP(a.PodCIDR)
+		if err := c.PodIPs().Reserve(dnsIP); err != nil {
+			return nil, err
+		}
 	}
-	if a.Dataplane.KubeProxyMode() == "" {
-		return run(ctx, cfg, c, nil)
-	}
-	if err := checkRealDataplane(cfg); err != nil {
-		return nil, err
-	}
-	dnsIP := DNSPodIP(a.PodCIDR)
-	if err := c.PodIPs().Reserve(dnsIP); err != nil {
-		return nil, err
-	}
-	cfg.dnsIP = dnsIP
-	return run(ctx, cfg, c, nil)
-}
-
-// checkRealDataplane checks a real kube-proxy Dataplane's configuration
-// and tools before anything starts.
-func checkRealDataplane(cfg Config) error {
-	a := cfg.API
-	if _, err := ParseDataplane(string(a.Dataplane)); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	// iptables and nftables pick alike (uniformly at random per new
-	// connection; see proxy.ModeNFTables), so a plan's iptables or
-	// nftables runs on either real mode; ipvs's round robin would not.
-	if m := cfg.Proxy.Mode; m == proxy.ModeIPVS {
-		return fmt.Errorf("lab: proxy mode %s asked for, but the dataplane is the real kube-proxy in %s mode", m, a.Dataplane.KubeProxyMode())
-	}
-	if a.KubeProxy.BinDir == "" || a.KubeProxy.Kubeconfig == "" {
-		return fmt.Errorf("lab: dataplane %s needs API.KubeProxy.BinDir and Kubeconfig", a.Dataplane)
-	}
-	if a.CoreDNS.REST == nil {
-		return fmt.Errorf("lab: dataplane %s needs API.CoreDNS.REST (the cluster DNS is CoreDNS)", a.Dataplane)
-	}
-	if _, err := coreDNSConfig(cfg); err != nil {
-		return err
-	}
-	if err := a.Dataplane.Check(); err != nil {
-		return fmt.Errorf("lab: dataplane %s: %w", a.Dataplane, err)
-	}
-	return nil
-}
-
-// NodeIP is the node's address on a real control plane: the last but one
-// address of the pod range (10.244.255.254 in 10.244.0.0/16), to be the
-// API server's advertised address too. It is the zero Addr for a range
-// that is not IPv4 or holds fewer than 4 addresses.
-func NodeIP(pods netip.Prefix) netip.Addr {
-	p := pods.Masked()
-	if !p.Addr().Is4() || p.Bits() > 30 {
-		return netip.Addr{}
-	}
-	a := p.Addr().As4()
-	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	n |= 1<<(32-p.Bits()) - 2
-	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+	return run(ctx, cfg, c, nil, dnsIP)
 }
 
 // run starts the lab's components on c, with ctrls (nil on a real control
-// plane).
-func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Controllers) (*Lab, error) {
+// plane), its cluster DNS at dnsIP: the informers, the controllers, the
+// kubelet and the dataplane.
+func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Controllers, dnsIP netip.Addr) (*Lab, error) {
 	port := 53
 	if cfg.DNSPort != 0 {
 		port = cfg.DNSPort
 	}
-	dc := cfg.DNS
-	dnsIP := c.DNSIP()
-	if cfg.dnsIP.IsValid() {
-		dnsIP = cfg.dnsIP
+	dp, dpName, err := newDataplane(cfg, c, netip.AddrPortFrom(dnsIP, uint16(port)))
+	if err != nil {
+		return nil, err
 	}
-	realDP := cfg.API != nil && cfg.API.Dataplane.KubeProxyMode() != ""
-	var dns *clusterdns.Server
-	if !realDP {
-		dc.Addr, dc.Rand, dc.Logger = netip.AddrPortFrom(dnsIP, uint16(port)).String(), rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Logger
-		var err error
-		if dns, err = clusterdns.New(c.Factory(), dc); err != nil {
-			return nil, err
-		}
-	}
-	pc, kc := cfg.Proxy, cfg.Kubelet
-	pc.Seed, pc.Logger = cfg.Seed+1, cfg.Logger
+	kc := cfg.Kubelet
 	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
 	if !kc.NodeIP.IsValid() {
 		kc.NodeIP = netip.MustParseAddr("127.0.0.1") // the node is the host's loopback
@@ -365,95 +255,59 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	runCtx, cancel := context.WithCancel(context.Background())
 	failed, failure := context.WithCancelCause(context.Background())
 	l := &Lab{
-		Cluster: c,
-		DNS:     dns,
-		Kubelet: kubelet.New(c.Client(), c.Factory(), kc),
-		logger:  cfg.Logger,
-		nodeIP:  kc.NodeIP,
-		errs:    make(chan error, 8),
-		cancel:  cancel,
-		runCtx:  runCtx,
-		failed:  failed,
-		failure: failure,
+		Cluster:  c,
+		Kubelet:  kubelet.New(c.Client(), c.Factory(), kc),
+		dp:       dp,
+		dpName:   dpName,
+		logger:   cfg.Logger,
+		nodeIP:   kc.NodeIP,
+		nodeName: kc.NodeName,
+		errs:     make(chan error, 8),
+		cancel:   cancel,
+		runCtx:   runCtx,
+		failed:   failed,
+		failure:  failure,
 	}
-	if !realDP {
-		l.Proxy = proxy.New(c.Factory(), pc)
-	}
-	// The informers the lab itself reads (waitCached, WaitReady); on the
-	// embedded API the controllers register them too, on a real one nothing
-	// else would.
-	f := c.Factory()
-	for _, inf := range []cache.SharedIndexInformer{
-		f.Core().V1().Namespaces().Informer(), f.Core().V1().Services().Informer(), f.Core().V1().Pods().Informer(),
-		f.Apps().V1().Deployments().Informer(), f.Apps().V1().StatefulSets().Informer(), f.Discovery().V1().EndpointSlices().Informer(),
-	} {
-		_ = inf
-	}
-	f.Start(runCtx.Done())
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			l.stop()
-			return nil, fmt.Errorf("lab: %v cache did not sync: %w", typ, ctx.Err())
-		}
-	}
-	if err := l.startDNS(ctx, cfg, netip.AddrPortFrom(dnsIP, uint16(port))); err != nil {
-		l.stop()
-		return nil, err
-	}
-	if err := l.publishDNSPort(ctx); err != nil {
-		l.stopDNS(context.Background())
+	if err := l.startInformers(ctx); err != nil {
 		l.stop()
 		return nil, err
 	}
 	l.goRun(func() error { return c.Run(runCtx, ctrls) })
-	if l.Proxy != nil {
-		l.goRun(func() error { return l.Proxy.Run(runCtx) })
-	}
 	l.goRun(func() error { return l.Kubelet.Run(runCtx) })
 	if cfg.API != nil && cfg.API.ControlPlane != nil {
 		l.watchExit("the control plane", cfg.API.ControlPlane)
 	}
-	if realDP {
-		err := l.publishDNSEndpoints(ctx)
-		if err == nil {
-			err = l.startKubeProxy(ctx, cfg.API, kc.NodeName, pc.OnConn)
-		}
-		if err != nil {
-			l.stopDNS(context.Background())
-			l.stop()
-			return nil, err
-		}
+	err = l.dp.start(ctx, l)
+	if err == nil {
+		err = l.publishDNSPort(ctx)
+	}
+	if err != nil {
+		l.dp.stop(context.Background())
+		l.stop()
+		return nil, err
 	}
 	return l, nil
 }
 
-// startDNS starts the cluster DNS at addr: pinlab's server, or under the
-// real kube-proxy the real CoreDNS.
-func (l *Lab) startDNS(ctx context.Context, cfg Config, addr netip.AddrPort) error {
-	if l.DNS != nil {
-		return l.DNS.Start(ctx)
+// startInformers starts the informers the lab reads itself (waitCached,
+// WaitReady; on the embedded API the controllers register them too, on a
+// real one nothing else would) and those its components registered, and
+// waits until their caches have synced.
+func (l *Lab) startInformers(ctx context.Context) error {
+	f := l.Cluster.Factory()
+	f.Core().V1().Namespaces().Informer()
+	f.Core().V1().Services().Informer()
+	f.Core().V1().Pods().Informer()
+	f.Apps().V1().Deployments().Informer()
+	f.Apps().V1().StatefulSets().Informer()
+	f.Discovery().V1().EndpointSlices().Informer()
+	f.Start(l.runCtx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("lab: %v cache did not sync: %w", typ, ctx.Err())
+		}
 	}
-	cc, err := coreDNSConfig(cfg)
-	if err != nil {
-		return err
-	}
-	cc.Addr = addr
-	if cc.Logger == nil {
-		cc.Logger = l.logger
-	}
-	if l.CoreDNS, err = coredns.Start(ctx, cc); err != nil {
-		return fmt.Errorf("lab: cluster DNS: %w", err)
-	}
-	l.watchExit("CoreDNS", l.CoreDNS)
 	return nil
-}
-
-// stopDNS stops the cluster DNS, whichever runs.
-func (l *Lab) stopDNS(ctx context.Context) error {
-	if l.CoreDNS != nil {
-		return l.CoreDNS.Close()
-	}
-	return l.DNS.Shutdown(ctx)
 }
 
 // DefaultNodeName is the kubelet's node name when Config.Kubelet.NodeName
@@ -540,7 +394,7 @@ func (l *Lab) close() error {
 	l.closing.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	dnsErr := l.stopDNS(ctx)
+	dnsErr := l.dp.stop(ctx)
 	l.stop()
 	close(l.errs)
 	var errs []error
@@ -591,297 +445,20 @@ func (l *Lab) publishDNSPort(ctx context.Context) error {
 	})
 }
 
-// DNSAddr returns the cluster DNS address ("IP:port"), pinlab's DNS's or
-// CoreDNS's.
-func (l *Lab) DNSAddr() string {
-	if l.CoreDNS != nil {
-		return l.CoreDNS.Addr().String()
-	}
-	return l.DNS.Addr()
-}
+// DNSAddr returns the cluster DNS address ("IP:port"): pinlab's DNS's, or
+// CoreDNS's under the real kube-proxy.
+func (l *Lab) DNSAddr() string { return l.dp.dnsAddr() }
 
 // SyncDNSLog returns once every answer the cluster DNS sent before the
 // call has reached Config.DNS.QueryLog: at once for pinlab's DNS (it logs
 // as it answers); for CoreDNS, whose answers come through dnstap up to a
 // second late, when a marker query's message has come through.
-func (l *Lab) SyncDNSLog(ctx context.Context) error {
-	if l.CoreDNS == nil {
-		return nil
-	}
-	return l.CoreDNS.SyncQueryLog(ctx)
-}
+func (l *Lab) SyncDNSLog(ctx context.Context) error { return l.dp.syncQueryLog(ctx) }
 
-// waitCached waits until the informer caches hold every object, so that
-// components and waits that read the caches see what was just written.
-func (l *Lab) waitCached(ctx context.Context, objs []runtime.Object) error {
-	f := l.Cluster.Factory()
-	stores := map[string]cache.Store{
-		"Namespace":     f.Core().V1().Namespaces().Informer().GetStore(),
-		"Service":       f.Core().V1().Services().Informer().GetStore(),
-		"Deployment":    f.Apps().V1().Deployments().Informer().GetStore(),
-		"StatefulSet":   f.Apps().V1().StatefulSets().Informer().GetStore(),
-		"EndpointSlice": f.Discovery().V1().EndpointSlices().Informer().GetStore(),
-	}
-	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
-		for _, o := range objs {
-			m, err := meta.Accessor(o)
-			if err != nil {
-				return false, err
-			}
-			key := m.GetName()
-			if _, isNS := o.(*corev1.Namespace); !isNS {
-				key = ns(m) + "/" + key
-			}
-			store := stores[fmt.Sprintf("%T", o)[strings.LastIndexByte(fmt.Sprintf("%T", o), '.')+1:]]
-			if store == nil {
-				continue
-			}
-			if _, ok, _ := store.GetByKey(key); !ok {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-}
+// Dataplane returns what serves the lab's ClusterIPs and cluster DNS.
+func (l *Lab) Dataplane() Dataplane { return l.dpName }
 
-func ns(o metav1.Object) string {
-	if o.GetNamespace() == "" {
-		return metav1.NamespaceDefault
-	}
-	return o.GetNamespace()
-}
-
-// Scale sets the spec.replicas of a Deployment or StatefulSet (kind).
-func (l *Lab) Scale(ctx context.Context, kind, namespace, name string, replicas int32) error {
-	return l.editWorkload(ctx, kind, namespace, name, func(r **int32, _ *corev1.PodTemplateSpec) { *r = &replicas })
-}
-
-// UpdateTemplate changes the pod template of a Deployment or StatefulSet
-// (kind) with edit, as kubectl set image or edit would; the workload's
-// update strategy then rolls the change out.
-func (l *Lab) UpdateTemplate(ctx context.Context, kind, namespace, name string, edit func(*corev1.PodTemplateSpec)) error {
-	return l.editWorkload(ctx, kind, namespace, name, func(_ **int32, t *corev1.PodTemplateSpec) { edit(t) })
-}
-
-// editWorkload reads a Deployment or StatefulSet, lets edit change its
-// spec.replicas and pod template, writes it back, and returns once the
-// lab's informer cache holds the written generation, so that a WaitReady
-// that follows judges the new spec and not the one before it (the cache
-// lags the API by a watch event; with the real API server that lag let
-// WaitReady return while a scale-out had no new pod yet).
-func (l *Lab) editWorkload(ctx context.Context, kind, namespace, name string, edit func(replicas **int32, t *corev1.PodTemplateSpec)) error {
-	apps := l.Cluster.Client().AppsV1()
-	f := l.Cluster.Factory().Apps().V1()
-	var written int64
-	var cached func() (metav1.Object, error)
-	switch kind {
-	case "Deployment":
-		d, err := apps.Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		edit(&d.Spec.Replicas, &d.Spec.Template)
-		if d, err = apps.Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		written = d.Generation
-		cached = func() (metav1.Object, error) { return f.Deployments().Lister().Deployments(namespace).Get(name) }
-	case "StatefulSet":
-		s, err := apps.StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		edit(&s.Spec.Replicas, &s.Spec.Template)
-		if s, err = apps.StatefulSets(namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		written = s.Generation
-		cached = func() (metav1.Object, error) { return f.StatefulSets().Lister().StatefulSets(namespace).Get(name) }
-	default:
-		return fmt.Errorf("lab: cannot change a %s; expected Deployment or StatefulSet", kind)
-	}
-	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
-		o, err := cached()
-		return err == nil && o.GetGeneration() >= written, nil
-	})
-}
-
-// WaitReady waits until every Deployment and StatefulSet has all its
-// replicas Ready, except those in skip (workloads whose pods are known
-// never to turn Ready, such as pods with a readiness probe on a port
-// nothing listens on: for those, until their first pod exists), and the
-// data plane caught up: every Service's
-// EndpointSlices list its ready pods and kube-proxy serves each ClusterIP
-// port with exactly those endpoints. The error names what is still short.
-func (l *Lab) WaitReady(ctx context.Context, skip ...WorkloadRef) error {
-	if err := l.waitDeployments(ctx, skip); err != nil {
-		return err
-	}
-	var short string
-	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
-		short = l.dataplaneShort()
-		return short == "", nil
-	})
-	if err != nil && short != "" {
-		return fmt.Errorf("lab: %s", short)
-	}
-	return err
-}
-
-// dataplaneShort describes the first Service whose slices do not match its
-// ready pods, or whose VIP rules do not match its slices (hand-written ones
-// included); "" when all match.
-func (l *Lab) dataplaneShort() string {
-	f := l.Cluster.Factory()
-	svcs, _ := f.Core().V1().Services().Lister().List(labels.Everything())
-	var served map[netip.AddrPort]servedVIP
-	for _, s := range svcs {
-		slices, _ := f.Discovery().V1().EndpointSlices().Lister().EndpointSlices(s.Namespace).List(
-			labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: s.Name}))
-		want := 0
-		if len(s.Spec.Selector) > 0 {
-			pods, _ := f.Core().V1().Pods().Lister().Pods(s.Namespace).List(labels.SelectorFromSet(s.Spec.Selector))
-			for _, p := range pods {
-				if cluster.IsPodReady(p) && p.DeletionTimestamp == nil {
-					want++
-				}
-			}
-			got := 0
-			for _, es := range slices {
-				if es.Labels[discoveryv1.LabelManagedBy] != cluster.ManagedBy {
-					continue // hand-written: the API takes them, kube-proxy uses them
-				}
-				for _, ep := range es.Endpoints {
-					if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-						got++
-					}
-				}
-			}
-			if got != want {
-				return fmt.Sprintf("Service %s/%s: EndpointSlices list %d ready endpoints, %d pods are ready", s.Namespace, s.Name, got, want)
-			}
-		}
-		// A Service without a selector (the l7-proxy gateway's, the API
-		// server's kubernetes Service) has only hand-written slices: no
-		// pod count to match, but kube-proxy must still serve what they
-		// list before traffic starts.
-		if s.Spec.ClusterIP == corev1.ClusterIPNone || s.Spec.Type == corev1.ServiceTypeExternalName {
-			continue
-		}
-		for _, sp := range s.Spec.Ports {
-			if sp.Protocol != corev1.ProtocolTCP {
-				continue
-			}
-			vip := netip.AddrPortFrom(netip.MustParseAddr(s.Spec.ClusterIP), uint16(sp.Port))
-			if served == nil {
-				var err error
-				if served, err = l.served(); err != nil {
-					return err.Error()
-				}
-			}
-			n, listening := served[vip].endpoints, served[vip].accepting
-			// What kube-proxy makes of every slice of the Service: the
-			// controller's, now matching the ready pods, and any
-			// hand-written one.
-			eps, _ := endpoints.Filter{Port: sp.Name}.Endpoints(slices)
-			if e := len(endpoints.Eligible(eps)); n != e || listening != (e > 0) {
-				msg := fmt.Sprintf("Service %s/%s: kube-proxy serves %v with %d endpoints, its EndpointSlices have %d", s.Namespace, s.Name, vip, n, e)
-				if len(s.Spec.Selector) > 0 {
-					msg += fmt.Sprintf(" (%d pods are ready)", want)
-				}
-				return msg
-			}
-		}
-	}
-	return ""
-}
-
-// waitDeployments waits until every Deployment and StatefulSet has all its
-// replicas Ready, failing fast when a pod can never run.
-// WorkloadRef names a Deployment or StatefulSet, for WaitReady.
-type WorkloadRef struct {
-	Kind, Namespace, Name string // Kind is "Deployment" or "StatefulSet"
-}
-
-func (l *Lab) waitDeployments(ctx context.Context, skip []WorkloadRef) error {
-	f := l.Cluster.Factory()
-	var short string
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		ds, err := f.Apps().V1().Deployments().Lister().List(labels.Everything())
-		if err != nil {
-			return false, err
-		}
-		ss, err := f.Apps().V1().StatefulSets().Lister().List(labels.Everything())
-		if err != nil {
-			return false, err
-		}
-		var ws []podOwner
-		for _, d := range ds {
-			ws = append(ws, podOwner{"Deployment", d.ObjectMeta, d.Spec.Selector, *d.Spec.Replicas,
-				d.Status.ObservedGeneration, d.Status.Replicas, d.Status.ReadyReplicas})
-		}
-		for _, s := range ss {
-			ws = append(ws, podOwner{"StatefulSet", s.ObjectMeta, s.Spec.Selector, *s.Spec.Replicas,
-				s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas})
-		}
-		for _, w := range ws {
-			if slices.Contains(skip, WorkloadRef{w.kind, w.Namespace, w.Name}) {
-				if w.observed < w.Generation || w.want > 0 && w.have == 0 {
-					short = fmt.Sprintf("%s %s/%s: no pod created yet", w.kind, w.Namespace, w.Name)
-					return false, nil
-				}
-				continue // created; its pods are not expected to turn Ready
-			}
-			if w.observed < w.Generation || w.ready != w.want || w.have != w.want {
-				problem, fatal := l.podProblem(w.Namespace, w.selector)
-				short = fmt.Sprintf("%s %s/%s: %d of %d pods ready%s", w.kind, w.Namespace, w.Name, w.ready, w.want, problem)
-				if fatal {
-					return false, fmt.Errorf("lab: %s", short)
-				}
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil && short != "" && ctx.Err() != nil {
-		return fmt.Errorf("lab: %s", short)
-	}
-	return err
-}
-
-// podOwner is what waitDeployments reads of a Deployment or StatefulSet.
-type podOwner struct {
-	kind string
-	metav1.ObjectMeta
-	selector    *metav1.LabelSelector
-	want        int32
-	observed    int64
-	have, ready int32
-}
-
-// permanent lists the waiting reasons the kubelet never recovers from.
-var permanent = map[string]bool{"CreateContainerConfigError": true, "FailedCreatePodSandBox": true}
-
-// podProblem describes why the first unready pod a selector picks is not
-// ready, and whether it never will be.
-func (l *Lab) podProblem(namespace string, selector *metav1.LabelSelector) (string, bool) {
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return "", false
-	}
-	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().Pods(namespace).List(sel)
-	for _, p := range pods {
-		if cluster.IsPodReady(p) {
-			continue
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && w.Message != "" {
-				return fmt.Sprintf(" (pod %s: %s: %s)", p.Name, w.Reason, w.Message), permanent[w.Reason]
-			}
-		}
-		if p.Status.Message != "" {
-			return fmt.Sprintf(" (pod %s: %s)", p.Name, p.Status.Message), false
-		}
-	}
-	return "", false
-}
+// DataplaneLogs names the log file of each process of the lab's dataplane
+// by component ("kube-proxy", "CoreDNS"); empty for pinlab's, which runs
+// in this process.
+func (l *Lab) DataplaneLogs() map[string]string { return l.dp.logs() }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"reflect"
 	"regexp"
 	"strings"
@@ -397,6 +398,11 @@ func (d Document) typeError(err error, v any, prefix string) error {
 			}
 		}
 		msg := fmt.Sprintf("cannot use %s here; expected %s", jsonKind(m[1]), goTypeAt(v, jsonPath))
+		if strings.HasPrefix(m[1], "number") {
+			if r := d.intRange(v, path, jsonPath); r != "" {
+				msg = r
+			}
+		}
 		return &Error{File: d.File, Line: line, Doc: d.Index, What: d.What(), Field: path, Err: errors.New(msg)}
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
@@ -413,6 +419,42 @@ func (d Document) typeError(err error, v any, prefix string) error {
 		}
 	}
 	return d.Errorf(prefix, "%v", msg)
+}
+
+// intRange explains a number the decoder refused for an integer field at
+// path (list indexes given; jsonPath without): an integer beyond the
+// field's range, or a number with a fraction. "" when it is neither.
+func (d Document) intRange(v any, path, jsonPath string) string {
+	t, ok := typeAt(v, jsonPath)
+	if !ok {
+		return ""
+	}
+	var lo, hi *big.Int
+	switch t = deref(t); t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := uint(t.Bits())
+		hi = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), bits-1), big.NewInt(1))
+		lo = new(big.Int).Neg(new(big.Int).Lsh(big.NewInt(1), bits-1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		hi = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(t.Bits())), big.NewInt(1))
+		lo = big.NewInt(0)
+	default:
+		return ""
+	}
+	n := d.nodeAt(path)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	if x, ok := new(big.Int).SetString(n.Value, 10); ok {
+		if x.Cmp(lo) < 0 || x.Cmp(hi) > 0 {
+			return fmt.Sprintf("%s is out of range; expected an integer from %s to %s", n.Value, lo, hi)
+		}
+		return ""
+	}
+	if _, ok := new(big.Float).SetString(n.Value); ok {
+		return fmt.Sprintf("%s is not a whole number; expected an integer", n.Value)
+	}
+	return ""
 }
 
 // jsonKind names a JSON value kind from a decoder error in user terms.

@@ -98,6 +98,11 @@ func TestErrors(t *testing.T) {
 			want: []string{"f.yaml:7:", "spec.ports", "expected an integer"},
 		},
 		{
+			name: "port beyond int32",
+			yaml: "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports:\n  - port: 3000000000\n",
+			want: []string{"f.yaml:7:", "spec.ports[0].port", "3000000000 is out of range; expected an integer from -2147483648 to 2147483647"},
+		},
+		{
 			name: "unknown kind",
 			yaml: "apiVersion: v1\nkind: Servce\nmetadata:\n  name: s\n",
 			want: []string{"f.yaml:2:", "kind", "Servce is not a kind of v1"},

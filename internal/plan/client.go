@@ -8,6 +8,17 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
+// Policies are the load-balancing policies a gRPC client may use
+// (Group.Policy, Client.Policy), by their grpc-go names: pick_first,
+// grpc-go's default, and round_robin. Package load runs each.
+var Policies = []string{"pick_first", "round_robin"}
+
+// ProxyPolicies are the load-balancing policies of the lab's L7 proxy
+// (L7Proxy.Policy), by their Envoy names: round_robin (Envoy's default),
+// least_request and peak_ewma (Linkerd's balancer). Package l7proxy
+// implements each.
+var ProxyPolicies = []string{"round_robin", "least_request", "peak_ewma"}
+
 // Group is a client group as a variant runs it.
 type Group struct {
 	Name string
@@ -26,7 +37,7 @@ type Group struct {
 type Client struct {
 	Name, Group string
 	Target      Target
-	// Policy is pick_first or round_robin.
+	// Policy is one of Policies: pick_first or round_robin.
 	Policy string
 	// Rate is calls (or streams) per second; Timeout each call's deadline.
 	Rate     float64
@@ -36,6 +47,10 @@ type Client struct {
 
 // Target is the Service a client dials, resolved against the file.
 type Target struct {
+	// URI, if set, is a grpc-go target to dial as it is, such as a
+	// dns://... or passthrough:///... target `lab load` is given; it
+	// overrides Host and Port. Scenarios never set it.
+	URI                string
 	Namespace, Service string
 	// Host is the Service's FQDN without the trailing dot.
 	Host string
@@ -74,8 +89,11 @@ func (t Target) Kind() string {
 }
 
 // GRPCTarget returns the grpc-go target that resolves through the DNS
-// server at dnsAddr.
+// server at dnsAddr, or the URI as it is.
 func (t Target) GRPCTarget(dnsAddr string) string {
+	if t.URI != "" {
+		return t.URI
+	}
 	return fmt.Sprintf("dns://%s/%s:%d", dnsAddr, t.Host, t.Port)
 }
 
@@ -145,7 +163,8 @@ type Retry struct {
 type L7Proxy struct {
 	// Placement is "sidecar" or "gateway".
 	Placement string
-	// Policy is round_robin, least_request or peak_ewma.
+	// Policy is one of ProxyPolicies: round_robin, least_request or
+	// peak_ewma.
 	Policy string
 	// Replicas is the number of gateway proxies (1 for sidecars).
 	Replicas int

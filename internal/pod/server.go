@@ -28,6 +28,7 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/workload"
 	"google.golang.org/grpc"
 	channelzsvc "google.golang.org/grpc/channelz/service"
 	"google.golang.org/grpc/codes"
@@ -55,7 +56,7 @@ type Config struct {
 	Addr netip.AddrPort
 	// MaxConnectionAge and MaxConnectionAgeGrace are passed to grpc-go's
 	// keepalive.ServerParameters; zero means infinity, as in grpc-go. They
-	// must pass CheckConnectionAge (Start refuses them otherwise).
+	// must pass workload.CheckConnectionAge (Start refuses them otherwise).
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// StartupDelay is how long after Start the server begins to listen
 	// (pod arg --startup-delay); connects are refused until then. Zero
@@ -153,7 +154,7 @@ func New(cfg Config) *Server {
 // listen after the delay ends the server (Done closes, Err says why), as a
 // process that exits during its start-up.
 func (s *Server) Start(ctx context.Context) error {
-	if err := CheckConnectionAge(s.cfg.MaxConnectionAge, s.cfg.MaxConnectionAgeGrace); err != nil {
+	if err := workload.CheckConnectionAge(s.cfg.MaxConnectionAge, s.cfg.MaxConnectionAgeGrace); err != nil {
 		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
 	}
 	if s.cfg.StartupDelay <= 0 {

@@ -20,63 +20,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestParseArgs(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		want    pod.Args
-		wantErr bool
-	}{
-		{name: "plain", args: []string{"pod", "pricing"}, want: pod.Args{Workload: "pricing"}},
-		{name: "all flags", args: []string{"pod", "pricing", "--port=9000", "--max-connection-age", "10s", "--max-connection-age-grace=5s"},
-			want: pod.Args{Workload: "pricing", Port: 9000, MaxConnectionAge: 10 * time.Second, MaxConnectionAgeGrace: 5 * time.Second}},
-		{name: "flags first", args: []string{"pod", "--max-connection-age=1m", "pricing"}, want: pod.Args{Workload: "pricing", MaxConnectionAge: time.Minute}},
-		{name: "not a pod command", args: []string{"load", "pricing"}, wantErr: true},
-		{name: "no workload", args: []string{"pod"}, wantErr: true},
-		{name: "unknown workload", args: []string{"pod", "inventory"}, wantErr: true},
-		{name: "unknown flag", args: []string{"pod", "pricing", "--max-age=1s"}, wantErr: true},
-		{name: "bad duration", args: []string{"pod", "pricing", "--max-connection-age=soon"}, wantErr: true},
-		{name: "bad port", args: []string{"pod", "pricing", "--port=70000"}, wantErr: true},
-		{name: "delays", args: []string{"pod", "pricing", "--startup-delay=2s", "--drain-delay", "500ms"},
-			want: pod.Args{Workload: "pricing", StartupDelay: 2 * time.Second, DrainDelay: 500 * time.Millisecond}},
-		{name: "negative drain delay", args: []string{"pod", "pricing", "--drain-delay=-1s"}, wantErr: true},
-		{name: "negative startup delay", args: []string{"pod", "pricing", "--startup-delay=-1s"}, wantErr: true},
-		{name: "service time", args: []string{"pod", "pricing", "--service-time=20ms"}, want: pod.Args{Workload: "pricing", ServiceTime: 20 * time.Millisecond}},
-		{name: "negative service time", args: []string{"pod", "pricing", "--service-time=-1ms"}, wantErr: true},
-		{name: "endless service time", args: []string{"pod", "pricing", "--service-time=1h"}, wantErr: true},
-		{name: "http port", args: []string{"pod", "pricing", "--http-port=8080"}, want: pod.Args{Workload: "pricing", HTTPPort: 8080}},
-		{name: "http port beside port", args: []string{"pod", "pricing", "--port", "9000", "--http-port", "9001"},
-			want: pod.Args{Workload: "pricing", Port: 9000, HTTPPort: 9001}},
-		{name: "http port zero", args: []string{"pod", "pricing", "--http-port=0"}, wantErr: true},
-		{name: "http port too big", args: []string{"pod", "pricing", "--http-port=65536"}, wantErr: true},
-		{name: "http port negative", args: []string{"pod", "pricing", "--http-port=-1"}, wantErr: true},
-		{name: "http port equals port", args: []string{"pod", "pricing", "--port=9000", "--http-port=9000"}, wantErr: true},
-		{name: "http port not a number", args: []string{"pod", "pricing", "--http-port=http"}, wantErr: true},
-		{name: "metrics port", args: []string{"pod", "pricing", "--metrics-port=9090"}, want: pod.Args{Workload: "pricing", MetricsPort: 9090}},
-		{name: "metrics port zero", args: []string{"pod", "pricing", "--metrics-port=0"}, wantErr: true},
-		{name: "metrics port equals port", args: []string{"pod", "pricing", "--port=9000", "--metrics-port=9000"}, wantErr: true},
-		{name: "metrics port equals http port", args: []string{"pod", "pricing", "--http-port=9001", "--metrics-port=9001"}, wantErr: true},
-		// grpc-go panics in its jitter below 10ns (issue 15).
-		{name: "age 1ns", args: []string{"pod", "pricing", "--max-connection-age", "1ns"}, wantErr: true},
-		{name: "age 9ns", args: []string{"pod", "pricing", "--max-connection-age=9ns"}, wantErr: true},
-		{name: "age 10ns", args: []string{"pod", "pricing", "--max-connection-age=10ns"}, want: pod.Args{Workload: "pricing", MaxConnectionAge: 10}},
-		{name: "age above 1000 days", args: []string{"pod", "pricing", "--max-connection-age=24001h"}, wantErr: true},
-		{name: "negative grace", args: []string{"pod", "pricing", "--max-connection-age-grace=-1s"}, wantErr: true},
-		{name: "grace 1ns", args: []string{"pod", "pricing", "--max-connection-age-grace=1ns"}, want: pod.Args{Workload: "pricing", MaxConnectionAgeGrace: 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := pod.ParseArgs(tt.args)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("pod.ParseArgs(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
-			}
-			if diff := cmp.Diff(tt.want, got); !tt.wantErr && diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // TestStartRefusesAgeGrpcCannotTake: a config that would panic inside
 // grpc-go's keepalive at the first connection is refused by Start.
 func TestStartRefusesAgeGrpcCannotTake(t *testing.T) {

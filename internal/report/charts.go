@@ -218,7 +218,7 @@ func timelineChart(id string, v Variant, r *Result) chart.Chart {
 	return c
 }
 
-// windowChart is one window's calls/s per pod: the bars of seed 001. Pods
+// windowChart is one window's calls/s per pod: the bars that show pinning. Pods
 // that were never Ready in the window and served nothing have no bar.
 func windowChart(id, title string, w stats.WindowStats) chart.Chart {
 	pods := append(slices.Clone(w.Pods), w.OtherPods...)

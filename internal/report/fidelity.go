@@ -13,6 +13,17 @@ import (
 	"github.com/pinlab/pinlab/internal/stats"
 )
 
+// machineOverloaded reports whether v ran on an overloaded machine (the
+// lab's own bursts aside).
+func machineOverloaded(v Variant) bool {
+	for _, o := range v.Overloaded {
+		if !o.Burst {
+			return true
+		}
+	}
+	return false
+}
+
 // Fidelity is one scenario run on two dataplanes (`lab run
 // --compare-dataplanes`: pinlab's kube-proxy and DNS, then the real
 // kube-proxy and CoreDNS), compared figure by figure: per variant and
@@ -134,7 +145,7 @@ func (f *Fidelity) compareVariant(a, b Variant) {
 		f.add(FidelityRow{Variant: a.Name, Figure: "ran", A: orNone(a.Error), B: orNone(b.Error), Tolerance: "same", Differs: a.Error != b.Error})
 		return
 	}
-	if len(a.Overloaded) > 0 || len(b.Overloaded) > 0 {
+	if machineOverloaded(a) || machineOverloaded(b) {
 		f.Overloaded = append(f.Overloaded, a.Name)
 	}
 	chance := viaClusterIP(a) || viaClusterIP(b)
@@ -389,7 +400,7 @@ func FidelityText(w io.Writer, f *Fidelity) error {
 		p.f("\n%s of how calls spread over pods differ beyond tolerance where clients reach a ClusterIP (marked ~): kube-proxy picks a pod at random per connection, so two runs on one dataplane differ as much; rerun, or use more clients, before reading them as a difference\n", plural(f.ChanceDifferences, "figure"))
 	}
 	if f.KnownDifferences > 0 {
-		p.f("\n%s differ as the dataplanes are known to (marked ≈): pinlab's ClusterIP relay resets a connection whose pod has just exited, where the kernel refuses the connect (README, \"Is pinlab's dataplane faithful?\")\n", plural(f.KnownDifferences, "figure"))
+		p.f("\n%s differ as the dataplanes are known to (marked ≈): pinlab's ClusterIP relay resets a connection whose pod has just exited, where the kernel refuses the connect (docs/control-plane.md, \"Is pinlab's dataplane faithful?\")\n", plural(f.KnownDifferences, "figure"))
 	}
 	if f.Differences == 0 {
 		if apart := f.ChanceDifferences + f.KnownDifferences; apart > 0 {

@@ -25,7 +25,7 @@ func fidelityRun(jain float64, idle int, rebalance float64) *Result {
 		Name: "clusterip", State: "done",
 		Summary: stats.Summary{Windows: []stats.WindowStats{after}, Rebalance: []stats.Rebalance{rb},
 			DNS: []stats.DNSQuery{{Type: "A", Rcode: "NOERROR", Answers: 2}}},
-		Checks: []verdict.Check{{Pass: true}},
+		Expectations: verdict.Expectations{Checks: []verdict.Check{{Pass: true}}},
 	}}}
 }
 

@@ -59,7 +59,7 @@ type view struct {
 	Style      template.CSS
 	Script     template.JS
 	Data       pageData
-	Overloaded []string
+	Overloaded []overloadLine
 	Verdict    string
 	Header     []term
 	Variants   []variantView

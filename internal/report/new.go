@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pinlab/pinlab/internal/diagnose"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/plan"
-	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/verdict"
 )
 
 // New assembles the result of a run from the plan, what the runner did
-// and the verdicts (index-aligned with run.Variants; a variant whose load
-// never started has a zero Verdict).
-func New(p *plan.Plan, run *runner.Result, verdicts []verdict.Verdict) *Result {
+// and the verdicts (verdict.JudgeRun: index-aligned with run.Variants, a
+// variant whose load never started has no why lines and no checks). It
+// judges nothing.
+func New(p *plan.Plan, run *outcome.Run, verdicts []verdict.Verdict) *Result {
 	r := &Result{
 		Scenario: p.Name, Description: p.Description, Source: p.Source,
 		Duration: p.Duration.Seconds(), Seed: run.Seed, SideBySide: run.SideBySide,
@@ -36,15 +36,18 @@ func New(p *plan.Plan, run *runner.Result, verdicts []verdict.Verdict) *Result {
 			vd = verdicts[i]
 		}
 		r.Variants = append(r.Variants, variant(v, o, vd))
+		for _, o := range vd.Overloaded {
+			r.Overloaded = r.Overloaded || !o.Burst // the lab's own bursts are not the machine's
+		}
 	}
 	return r
 }
 
-func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
+func variant(v plan.Variant, o outcome.Variant, vd verdict.Verdict) Variant {
 	out := Variant{
 		Name: v.Name, Description: v.Description, Servers: v.Servers, Patches: v.Patches,
 		DNS: o.DNS, PodCIDR: o.PodCIDR, Dataplane: o.Dataplane, Summary: o.Summary, State: o.State, Error: o.Error,
-		CPUPer1000: o.CPUPer1000, Checks: vd.Checks, Overloaded: vd.Overloaded,
+		CPUPer1000: o.CPUPer1000, Expectations: vd.Expectations,
 	}
 	if o.State == "interrupted" && o.Started {
 		out.Interrupted = o.Summary.End.Seconds()
@@ -66,8 +69,8 @@ func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
 			out.StepPods[st.Name] = st.Pod
 		}
 	}
-	for _, d := range o.Diagnoses {
-		out.Diagnoses = append(out.Diagnoses, diagnosis(d))
+	for _, d := range vd.Diagnoses {
+		out.Diagnoses = append(out.Diagnoses, Diagnosis{Service: d.Service, At: d.At.Seconds(), Error: d.Error, Result: d.Result})
 	}
 	switch len(vd.Why) {
 	case 0:
@@ -80,18 +83,6 @@ func variant(v plan.Variant, o runner.Outcome, vd verdict.Verdict) Variant {
 			lines = append(lines, w.Group+": "+w.Line)
 		}
 		out.Why = strings.Join(lines, "\n")
-	}
-	return out
-}
-
-// diagnosis judges the evidence the runner collected. diagnose.Diagnose is
-// pure, as verdict.Judge is; evidence that could not be collected is not
-// judged.
-func diagnosis(d runner.Diagnosis) Diagnosis {
-	out := Diagnosis{Service: d.Service, At: d.At.Seconds(), Error: d.Error}
-	if d.Error == "" {
-		r := diagnose.Diagnose(d.Evidence)
-		out.Result = &r
 	}
 	return out
 }

@@ -31,6 +31,13 @@ type Result struct {
 	Windows  []WindowSpec `json:"windows"`
 	Steps    []string     `json:"timeline"`
 	Variants []Variant    `json:"variants"`
+	// Overloaded is true when the load generator fell behind its schedule
+	// in some variant for the machine's reasons (its "overloaded" lists
+	// where; entries with "burst" are the lab's own work, pods starting or
+	// connections opening, and do not count): the figures there measure
+	// the machine as much as Kubernetes. It is the field a script checks;
+	// expectations either invalidated also make lab run exit 3.
+	Overloaded bool `json:"overloaded"`
 }
 
 // WindowSpec is a measurement window.
@@ -68,7 +75,7 @@ type Variant struct {
 	DNS     string `json:"dns_addr,omitempty"`
 	PodCIDR string `json:"pod_cidr,omitempty"`
 	// Dataplane is what served ClusterIPs on a real control plane
-	// (runner.Outcome.Dataplane); "" on the embedded one.
+	// (outcome.Variant.Dataplane); "" on the embedded one.
 	Dataplane string        `json:"dataplane,omitempty"`
 	Summary   stats.Summary `json:"summary"`
 	// Why says why the numbers look as they do: the line of the one
@@ -90,11 +97,11 @@ type Variant struct {
 	CPUPer1000 *float64 `json:"cpu_ms_per_1000_calls,omitempty"`
 	// StepPods maps named timeline steps to the pod each acted on.
 	StepPods map[string]string `json:"step_pods,omitempty"`
-	// Checks are the scenario's expectations as checked for this variant.
-	Checks []verdict.Check `json:"checks,omitempty"`
-	// Overloaded lists where the load generator could not keep its
-	// schedule (the machine shaped the timing figures there).
-	Overloaded []verdict.Overload `json:"overloaded,omitempty"`
+	// Expectations are the scenario's expectations as verdict.Judge
+	// checked them for this variant ("checks"), and where the load
+	// generator could not keep its schedule ("overloaded"); Failed,
+	// Invalid and Skipped count them.
+	verdict.Expectations
 	// Diagnoses are pinlab diagnose's readings of the variant's target
 	// Services, taken in its lab while load ran (lab run --diagnose).
 	Diagnoses []Diagnosis `json:"diagnoses,omitempty"`
@@ -112,38 +119,4 @@ type Diagnosis struct {
 	// nil.
 	Error  string           `json:"error,omitempty"`
 	Result *diagnose.Result `json:"result,omitempty"`
-}
-
-// Failed counts the variant's checks that were measured and did not pass.
-func (v Variant) Failed() int {
-	n := 0
-	for _, c := range v.Checks {
-		if !c.Pass && !c.Skipped && !c.Invalid {
-			n++
-		}
-	}
-	return n
-}
-
-// Invalid counts the variant's checks invalidated by an overloaded
-// machine.
-func (v Variant) Invalid() int {
-	n := 0
-	for _, c := range v.Checks {
-		if c.Invalid {
-			n++
-		}
-	}
-	return n
-}
-
-// Skipped counts the variant's checks that could not be measured.
-func (v Variant) Skipped() int {
-	n := 0
-	for _, c := range v.Checks {
-		if c.Skipped {
-			n++
-		}
-	}
-	return n
 }

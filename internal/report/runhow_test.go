@@ -5,23 +5,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/plan"
-	"github.com/pinlab/pinlab/internal/runner"
 )
 
 // TestRunHow: the header says how the variants ran, and a side-by-side run
 // that the runner split into batches (lab run --control-plane kubernetes
 // runs 4 at a time) does not claim that all ran at once.
 func TestRunHow(t *testing.T) {
-	five := make([]runner.Outcome, 5)
+	five := make([]outcome.Variant, 5)
 	for _, tt := range []struct {
 		name string
-		run  runner.Result
+		run  outcome.Run
 		want string
 	}{
-		{"all at once", runner.Result{SideBySide: true, Batch: 5, Variants: five}, "5 variant(s) side by side, seed"},
-		{"in batches", runner.Result{SideBySide: true, Batch: 4, Variants: five}, "5 variant(s) side by side, 4 at a time, seed"},
-		{"sequential", runner.Result{Batch: 1, Variants: five}, "5 variant(s) one after another, seed"},
+		{"all at once", outcome.Run{SideBySide: true, Batch: 5, Variants: five}, "5 variant(s) side by side, seed"},
+		{"in batches", outcome.Run{SideBySide: true, Batch: 4, Variants: five}, "5 variant(s) side by side, 4 at a time, seed"},
+		{"sequential", outcome.Run{Batch: 1, Variants: five}, "5 variant(s) one after another, seed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &plan.Plan{Name: "x", Source: "builtin:x"}

@@ -57,7 +57,7 @@ func verdictLine(r *Result) string {
 		notes = append(notes, fmt.Sprintf("%d not measured", skipped))
 	}
 	if invalid > 0 {
-		notes = append(notes, fmt.Sprintf("%d INVALID: the machine was overloaded", invalid))
+		notes = append(notes, fmt.Sprintf("%d INVALID: measured while the load generator fell behind", invalid))
 	}
 	note := ""
 	if len(notes) > 0 {
@@ -72,22 +72,32 @@ func verdictLine(r *Result) string {
 // overloaded warns, above everything else, where the load generator
 // could not keep its schedule.
 func (p *printer) overloaded(r *Result) {
-	for _, line := range overloadLines(r) {
-		p.f("  OVERLOADED: %s\n", line)
+	for _, o := range overloadLines(r) {
+		p.f("  %s: %s\n", o.Label, o.Text)
 	}
 }
 
+// overloadLine is one place where the load generator could not keep its
+// schedule: Label OVERLOADED where the machine was (other work on its
+// CPUs, a stall), BURST where the lab's own work was (pods starting,
+// connections opening).
+type overloadLine struct{ Label, Text string }
+
 // overloadLines say, one per place, where the load generator could not keep
 // its schedule.
-func overloadLines(r *Result) []string {
-	var out []string
+func overloadLines(r *Result) []overloadLine {
+	var out []overloadLine
 	for _, v := range r.Variants {
 		for _, o := range v.Overloaded {
 			where := "the run"
 			if o.Window != "" {
 				where = "window " + o.Window
 			}
-			out = append(out, fmt.Sprintf("variant %s, %s: the machine was overloaded (%s); timing figures there are the machine's, not the system's", v.Name, where, o.Reason))
+			if o.Burst {
+				out = append(out, overloadLine{"BURST", fmt.Sprintf("variant %s, %s: %s; the lab's own work, not the machine's: timing figures there include it", v.Name, where, o.Reason)})
+				continue
+			}
+			out = append(out, overloadLine{"OVERLOADED", fmt.Sprintf("variant %s, %s: the machine was overloaded (%s); timing figures there are the machine's, not the system's", v.Name, where, o.Reason)})
 		}
 	}
 	return out
@@ -686,8 +696,8 @@ func plural(n int, noun string) string {
 // verdict; none when there is neither.
 func Headlines(r *Result) []string {
 	var out []string
-	for _, line := range overloadLines(r) {
-		out = append(out, "OVERLOADED: "+line)
+	for _, o := range overloadLines(r) {
+		out = append(out, o.Label+": "+o.Text)
 	}
 	if line := verdictLine(r); line != "" {
 		out = append(out, line)

@@ -6,11 +6,15 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/outcome"
+	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
 	"github.com/pinlab/pinlab/internal/verdict"
 )
@@ -88,7 +92,6 @@ func sample() *Result {
 				{Name: "cart", Target: "pricing.shop.svc.cluster.local:8471", ServiceKind: "ClusterIP", ClusterIP: "127.97.4.4", Policy: "pick_first", Clients: 1, Rate: 50}},
 				Servers: "pricing: MaxConnectionAge 10s", Patches: "Deployment shop/pricing (strategic)", Why: "order: re-resolved at 30s.\ncart: pinned.", DNS: "127.97.0.10:21053",
 				WhyByGroup: []verdict.Why{{Group: "order", Line: "re-resolved at 30s."}, {Group: "cart", Line: "pinned."}},
-				Overloaded: []verdict.Overload{{Window: "settled", Reason: "schedule lag p99 35.0 ms, max 410 ms"}},
 				Summary: stats.Summary{Windows: []stats.WindowStats{w("before", 3, 10, 1, pods(0.5, 0.5)), w("settled", 40, 60, 1, pods(0.25, 0.25, 0.25, 0.25))},
 					Groups: []stats.GroupStats{
 						{Name: "cart", Service: "shop/pricing", Windows: []stats.WindowStats{w("before", 3, 10, 0.5, pods(1, 0)), w("settled", 40, 60, 0.25, pods(1, 0, 0, 0))}},
@@ -96,13 +99,13 @@ func sample() *Result {
 					},
 					ErrorWindows: []stats.ErrorWindow{{From: 30e9, To: 31.5e9, Failed: 12, ByCode: map[string]int64{"Unavailable": 12}, ByCause: map[string]int64{"refused": 10, "goaway": 2}}},
 					Rebalance:    []stats.Rebalance{{Pod: "pricing-7d9f8-c", ReadyAt: 10.6e9, After: f(19.4), Survived: true}, {Pod: "pricing-7d9f8-d", ReadyAt: 10.6e9, After: f(19.5), Survived: true}}},
-				Checks: []verdict.Check{
+				Expectations: verdict.Expectations{Overloaded: []verdict.Overload{{Window: "settled", Reason: "schedule lag p99 35.0 ms, max 410 ms"}}, Checks: []verdict.Check{
 					{Name: "new pods get calls", Metric: "addedShare", Window: "settled", Bound: ">= 0.4", Value: f(0.5), Shown: "0.5", Pass: true},
 					{Name: "cart pinned", Metric: "jain", Window: "settled", Group: "cart", Bound: "<= 0.3", Value: f(0.25), Shown: "0.25", Pass: true},
 					{Name: "fast", Metric: "latencyP99Ms", Window: "settled", Bound: "<= 20", Value: f(410), Shown: "410", Invalid: true, Note: "overloaded: schedule lag p99 35.0 ms, max 410 ms"},
 					{Name: "no failed calls", Metric: "failed", Bound: "<= 0", Value: f(12), Shown: "12", Pass: false},
 					{Name: "busy pod keeps calls", Metric: "podCalls", Window: "settled", Pod: "pricing-7d9f8-a", Bound: ">= 1", Shown: "n/a", Skipped: true, Note: "not measured: the run was interrupted before the window ended"},
-				}},
+				}}},
 			{Name: "cut", Groups: []Group{{Name: "order", Target: "x:1", ServiceKind: "headless", Policy: "round_robin", Clients: 1, Rate: 10}}, State: "interrupted", Interrupted: 15.2,
 				Summary: stats.Summary{Windows: []stats.WindowStats{{Name: "before", From: 3, To: 10, Errors: map[string]int64{"Unavailable": 70}}}}},
 			{Name: "broken", Groups: []Group{{Name: "order", Target: "x:1", ServiceKind: "ClusterIP", Policy: "pick_first", Clients: 1, Rate: 1}}, State: "failed", Error: "pods not ready"},
@@ -168,6 +171,42 @@ func TestTextDataplane(t *testing.T) {
 				if bytes.Contains(buf.Bytes(), []byte(w)) {
 					t.Errorf("report has %q:\n%s", w, buf.String())
 				}
+			}
+		})
+	}
+}
+
+// TestBurstIsNotOverload: where the lab's own work put the generator
+// behind, the report says BURST and the result is not "overloaded" (the
+// field scripts check); the machine's overload says OVERLOADED and is.
+func TestBurstIsNotOverload(t *testing.T) {
+	tests := []struct {
+		name       string
+		overloads  []verdict.Overload
+		label      string
+		overloaded bool
+	}{
+		{name: "the lab's burst", overloads: []verdict.Overload{{Window: "after", Reason: "the lab's own work (at 10s 8 pods starting, 0 connections opening): schedule lag p99 28.0 ms", Burst: true}},
+			label: "BURST: variant a, window after: the lab's own work"},
+		{name: "the machine", overloads: []verdict.Overload{{Reason: "3 seconds with schedule lag p99 up to 40.0 ms"}},
+			label: "OVERLOADED: variant a, the run: the machine was overloaded", overloaded: true},
+		{name: "both", overloads: []verdict.Overload{{Window: "after", Reason: "the lab's own work", Burst: true}, {Reason: "a stall"}},
+			label: "OVERLOADED: variant a, the run", overloaded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &plan.Plan{Name: "s", Duration: 20 * time.Second, Variants: []plan.Variant{{Name: "a"}}}
+			run := &outcome.Run{Variants: []outcome.Variant{{Variant: "a", State: "done", Started: true}}}
+			res := New(p, run, []verdict.Verdict{{Expectations: verdict.Expectations{Overloaded: tt.overloads}}})
+			var b strings.Builder
+			if err := Text(&b, res); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tt.label) {
+				t.Errorf("report:\n%s\nwant a line %q", b.String(), tt.label)
+			}
+			if res.Overloaded != tt.overloaded {
+				t.Errorf("Result.Overloaded %v, want %v", res.Overloaded, tt.overloaded)
 			}
 		})
 	}

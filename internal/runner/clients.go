@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/l7proxy"
-	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -50,8 +49,8 @@ const sidecarPort = 15001
 // the pod network, as client pods would have, paced by one Scheduler, each
 // at a random phase within its first interval (from seed), as independent
 // clients are not in step.
-func newClients(ctx context.Context, l *lab.Lab, rec *stats.Recorder, t tap, v plan.Variant, seed uint64) (_ *clients, err error) {
-	cl := &clients{dnsAddr: l.DNSAddr(), api: l.Cluster.Client(), rec: rec, sched: load.NewScheduler(), plans: slices.Clone(v.Clients)}
+func newClients(ctx context.Context, l Cluster, rec *stats.Recorder, t tap, v plan.Variant, seed uint64) (_ *clients, err error) {
+	cl := &clients{dnsAddr: l.DNSAddr(), api: l.Client(), rec: rec, sched: load.NewScheduler(), plans: slices.Clone(v.Clients)}
 	ph := phases(seed, v.Clients)
 	defer func() {
 		if err != nil {
@@ -112,7 +111,7 @@ func (cl *clients) add(c runner, cfg load.Config) {
 
 // viaProxy starts the L7 proxy a client dials (its own sidecar, or its
 // group's gateway, started once) and returns the client's target.
-func (cl *clients) viaProxy(ctx context.Context, l *lab.Lab, cp plan.Client, ip netip.Addr, gateways map[string]string) (string, error) {
+func (cl *clients) viaProxy(ctx context.Context, l Cluster, cp plan.Client, ip netip.Addr, gateways map[string]string) (string, error) {
 	if cp.Settings.L7Proxy.Placement == "gateway" {
 		if gateways[cp.Group] == "" {
 			t, err := cl.startGateway(ctx, l, cp)
@@ -131,16 +130,25 @@ func (cl *clients) viaProxy(ctx context.Context, l *lab.Lab, cp plan.Client, ip 
 }
 
 // loadConfig turns a client plan into a load client's settings (without
-// Source and Observer). A "kubernetes" resolver watches the lab's API.
+// Source and Observer). A "kubernetes" resolver watches the cluster's API.
 func (cl *clients) loadConfig(cp plan.Client) load.Config {
+	return ClientConfig(cp, cl.dnsAddr, cl.api)
+}
+
+// ClientConfig is the gRPC load client cp describes, as `lab run` and
+// `lab load` run it (without Source, Observer, Scheduler and Phase): its
+// target resolved through the cluster DNS at dns ("IP:port"), or, with the
+// "kubernetes" resolver, watched through api; a Target with a URI is
+// dialled as it is.
+func ClientConfig(cp plan.Client, dns string, api kubernetes.Interface) load.Config {
 	s := cp.Settings
 	cfg := load.Config{
-		Name: cp.Name, Target: cp.Target.GRPCTarget(cl.dnsAddr), Policy: cp.Policy, Rate: cp.Rate, Timeout: cp.Timeout,
+		Name: cp.Name, Target: cp.Target.GRPCTarget(dns), Policy: cp.Policy, Rate: cp.Rate, Timeout: cp.Timeout,
 		Resolver: s.Resolver, HealthCheck: s.HealthCheck, WaitForReady: s.WaitForReady, Stream: s.Stream, StreamLength: s.StreamLength,
 		CacheTTL: s.CacheTTL, MinResolutionInterval: s.MinResolutionInterval,
 	}
 	if s.Resolver == load.ResolverKubernetes {
-		cfg.Target, cfg.Kubernetes = cp.Target.KubernetesTarget(), cl.api
+		cfg.Target, cfg.Kubernetes = cp.Target.KubernetesTarget(), api
 	}
 	if s.CacheTTL == plan.Forever {
 		cfg.CacheTTL = load.Forever
@@ -168,7 +176,7 @@ func (cl *clients) webClient(cp plan.Client, ip netip.Addr, obs load.Observer, p
 
 // startProxy starts an L7 proxy at listen, dialling pods from source, for
 // the Service and port cp targets. Its informers run until the lab stops.
-func (cl *clients) startProxy(ctx context.Context, l *lab.Lab, cp plan.Client, listen netip.AddrPort, source netip.Addr) (*l7proxy.Proxy, error) {
+func (cl *clients) startProxy(ctx context.Context, l Cluster, cp plan.Client, listen netip.AddrPort, source netip.Addr) (*l7proxy.Proxy, error) {
 	p, err := l7proxy.New(l.Informers(), l7proxy.Config{
 		Listen: listen, Source: source, Namespace: cp.Target.Namespace, Service: cp.Target.Service,
 		Port: cp.Target.PortName, Policy: cp.Settings.L7Proxy.Policy,
@@ -189,7 +197,7 @@ func (cl *clients) startProxy(ctx context.Context, l *lab.Lab, cp plan.Client, l
 // pod IP, published as a selector-less ClusterIP Service <service>-l7gw
 // with a hand-written EndpointSlice, as a gateway Deployment behind its
 // Service would be. It returns the clients' target.
-func (cl *clients) startGateway(ctx context.Context, l *lab.Lab, cp plan.Client) (string, error) {
+func (cl *clients) startGateway(ctx context.Context, l Cluster, cp plan.Client) (string, error) {
 	name := gatewayName(cp.Target.Service)
 	port := int32(cp.Target.Port)
 	portName := cp.Target.PortName

@@ -5,9 +5,12 @@ import (
 	"sync"
 	"time"
 
+	"errors"
+
 	"github.com/pinlab/pinlab/internal/evidence"
-	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/plan"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // DiagnoseSlack is the time left between the end of a diagnosis's window
@@ -30,19 +33,6 @@ type Diagnose struct {
 	Window time.Duration
 }
 
-// Diagnosis is the evidence collected for one target Service of a variant.
-type Diagnosis struct {
-	// Service is "namespace/name".
-	Service string
-	// At is when collecting began, counted from load start.
-	At time.Duration
-	// Evidence is what was collected (partial when Error is set).
-	Evidence evidence.Evidence
-	// Error says why collecting failed or stopped short; empty when it
-	// finished.
-	Error string
-}
-
 // start returns when the first reading of a run of duration d is due.
 func (d Diagnose) start(duration time.Duration) time.Duration {
 	if d.At > 0 {
@@ -58,16 +48,33 @@ func (d Diagnose) window() time.Duration {
 	return evidence.DefaultWindow
 }
 
-// labSource lists a runner lab's objects from its informer caches: the
-// same objects a lab up's control API serves to `pinlab diagnose --lab`.
+// labSource lists a variant's objects from its cluster's informer caches:
+// the same objects a lab up's control API serves to `pinlab diagnose
+// --lab`.
 type labSource struct {
-	l       *lab.Lab
+	c       Cluster
 	variant string
 }
 
 func (s labSource) Objects(context.Context) (evidence.Objects, error) {
-	o := s.l.Objects()
-	return evidence.Objects{Services: o.Services, Pods: o.Pods, EndpointSlices: o.EndpointSlices}, nil
+	f := s.c.Informers()
+	var o evidence.Objects
+	svcs, err1 := f.Core().V1().Services().Lister().List(labels.Everything())
+	pods, err2 := f.Core().V1().Pods().Lister().List(labels.Everything())
+	slices, err3 := f.Discovery().V1().EndpointSlices().Lister().List(labels.Everything())
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return o, err
+	}
+	for _, x := range svcs {
+		o.Services = append(o.Services, *x)
+	}
+	for _, x := range pods {
+		o.Pods = append(o.Pods, *x)
+	}
+	for _, x := range slices {
+		o.EndpointSlices = append(o.EndpointSlices, *x)
+	}
+	return o, nil
 }
 
 func (s labSource) String() string { return "the lab of variant " + s.variant }
@@ -76,7 +83,7 @@ func (s labSource) String() string { return "the lab of variant " + s.variant }
 // the evidence of every target Service of the variant at once. It blocks
 // for about the window plus two readings (each bounded by
 // evidence.SampleTimeout); the caller keeps load running meanwhile.
-func (r *variantRun) diagnose(ctx context.Context, l *lab.Lab, start time.Time) []Diagnosis {
+func (r *variantRun) diagnose(ctx context.Context, l Cluster, start time.Time) []outcome.Diagnosis {
 	d := *r.opts.Diagnose
 	t := time.NewTimer(time.Until(start.Add(d.start(r.plan.Duration))))
 	defer t.Stop()
@@ -86,11 +93,11 @@ func (r *variantRun) diagnose(ctx context.Context, l *lab.Lab, start time.Time) 
 	case <-t.C:
 	}
 	targets := r.v.Services()
-	out := make([]Diagnosis, len(targets))
+	out := make([]outcome.Diagnosis, len(targets))
 	var wg sync.WaitGroup
 	for i, tg := range targets {
 		if !speaksGRPC(r.v, tg) {
-			out[i] = Diagnosis{Service: tg.Key(), At: time.Since(start), Error: notGRPC}
+			out[i] = outcome.Diagnosis{Service: tg.Key(), At: time.Since(start), Error: notGRPC}
 			continue
 		}
 		wg.Go(func() { out[i] = collect(ctx, labSource{l, r.v.Name}, tg, d.window(), start) })
@@ -115,8 +122,8 @@ func speaksGRPC(v plan.Variant, tg plan.Target) bool {
 }
 
 // collect collects the evidence of one target Service.
-func collect(ctx context.Context, src labSource, tg plan.Target, window time.Duration, start time.Time) Diagnosis {
-	d := Diagnosis{Service: tg.Key(), At: time.Since(start)}
+func collect(ctx context.Context, src labSource, tg plan.Target, window time.Duration, start time.Time) outcome.Diagnosis {
+	d := outcome.Diagnosis{Service: tg.Key(), At: time.Since(start)}
 	ev, err := evidence.Collect(ctx, src, evidence.Request{Namespace: tg.Namespace, Service: tg.Service, Window: window})
 	d.Evidence = ev
 	if err != nil {

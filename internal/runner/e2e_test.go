@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/labrun"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/runner"
@@ -23,18 +24,21 @@ var (
 
 // run loads yaml, runs every variant and returns each variant's report.
 // A run the machine overloaded (the load generator fell behind its
-// schedule: see verdict.Overload) is run once more, then skipped: its
-// numbers would be the machine's.
+// schedule: see verdict.Overload) is run again, up to attempts times in
+// all, then skipped: its numbers would be the machine's.
 func run(t *testing.T, yaml string) map[string]report.Variant {
 	t.Helper()
 	p := scenariotest.Load(t, yaml)
 	res := pipeline(t, p, 2*time.Minute, runner.Options{})
-	if o := overloaded(res); o != "" {
-		t.Logf("overloaded, running again: %s", o)
-		if res = pipeline(t, p, 2*time.Minute, runner.Options{}); overloaded(res) != "" {
-			t.Skipf("the machine is overloaded: %s", overloaded(res))
-		}
+	for try := 2; overloaded(res) != "" && try <= attempts; try++ {
+		t.Logf("overloaded, running again (%d of %d): %s", try, attempts, overloaded(res))
+		res = pipeline(t, p, 2*time.Minute, runner.Options{})
 	}
+	if o := overloaded(res); o != "" {
+		tally(t, "overloaded")
+		t.Skipf("the machine is overloaded (%d runs): %s", attempts, o)
+	}
+	tally(t, "ran")
 	out := map[string]report.Variant{}
 	for _, v := range res.Variants {
 		if v.Error != "" {
@@ -52,24 +56,23 @@ func pipeline(t *testing.T, p *plan.Plan, timeout time.Duration, opts runner.Opt
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	opts.Seed = cmp.Or(opts.Seed, uint64(time.Now().UnixNano()))
+	if opts.Backend == nil {
+		opts.Backend = labrun.Embedded()
+	}
 	r, err := runner.Run(ctx, p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	verdicts := make([]verdict.Verdict, len(r.Variants))
-	for i, o := range r.Variants {
-		if o.Started {
-			verdicts[i] = verdict.Judge(p, p.Variants[i], o.Summary)
-		}
-	}
-	return report.New(p, r, verdicts)
+	return report.New(p, r, verdict.JudgeRun(p, r))
 }
 
 // overloaded says where res was overloaded ("" if nowhere).
 func overloaded(res *report.Result) string {
 	for _, v := range res.Variants {
 		for _, o := range v.Overloaded {
-			return fmt.Sprintf("variant %s %s: %s", v.Name, cmp.Or(o.Window, "run"), o.Reason)
+			if !o.Burst { // the lab's own work is part of what the run measures
+				return fmt.Sprintf("variant %s %s: %s", v.Name, cmp.Or(o.Window, "run"), o.Reason)
+			}
 		}
 	}
 	return ""

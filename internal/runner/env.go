@@ -7,14 +7,15 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
-// workloads carries out workload actions on a lab (plan.Workloads).
-type workloads struct{ l *lab.Lab }
+// workloads carries out workload actions on a cluster (plan.Workloads).
+type workloads struct{ l Cluster }
 
 func (w workloads) Scale(ctx context.Context, wl plan.Workload, replicas int32) error {
 	return w.l.Scale(ctx, wl.Kind, wl.Namespace, wl.Name, replicas)
@@ -36,26 +37,25 @@ func (w workloads) UpdateTemplate(ctx context.Context, wl plan.Workload, image s
 	})
 }
 
-// pods picks and acts on a lab's pods (plan.Pods); rec tells the busiest
-// and quietest apart.
+// pods picks and acts on a cluster's pods (plan.Pods); rec tells the
+// busiest and quietest apart.
 type pods struct {
-	l   *lab.Lab
+	l   Cluster
 	rec *stats.Recorder
 }
 
 func (p pods) Do(ctx context.Context, verb plan.PodVerb, namespace, name string, grace *int64) error {
-	k := p.l.Kubelet
 	switch verb {
 	case plan.PodDelete:
 		return p.l.DeletePod(ctx, namespace, name, grace)
 	case plan.PodKill:
-		return k.Kill(namespace, name)
+		return p.l.KillPod(namespace, name)
 	case plan.PodHang, plan.PodResume:
-		return k.Hang(namespace, name, verb == plan.PodHang)
+		return p.l.HangPod(namespace, name, verb == plan.PodHang)
 	case plan.PodNotReady, plan.PodReady:
-		return k.SetReady(namespace, name, verb == plan.PodReady)
+		return p.l.SetPodReady(namespace, name, verb == plan.PodReady)
 	case plan.PodUnhealthy, plan.PodHealthy:
-		return k.SetHealthy(namespace, name, verb == plan.PodHealthy)
+		return p.l.SetPodHealthy(namespace, name, verb == plan.PodHealthy)
 	}
 	return fmt.Errorf("runner: no pod action %q", verb)
 }
@@ -70,13 +70,13 @@ func (p pods) Pick(ref plan.PodRef) (string, string, error) {
 		}
 	}
 	if ref.Name != "" {
-		if _, err := p.l.Pod(ref.Namespace, ref.Name); err != nil {
+		if _, err := p.lister().Pods(ref.Namespace).Get(ref.Name); err != nil {
 			return "", "", fmt.Errorf("no pod %s/%s now", ref.Namespace, ref.Name)
 		}
 		return ref.Namespace, ref.Name, nil
 	}
 	w := ref.Workload
-	all, err := p.l.Pods(w.Namespace, w.PodLabels)
+	all, err := p.lister().Pods(w.Namespace).List(labels.SelectorFromSet(w.PodLabels))
 	if err != nil {
 		return "", "", err
 	}
@@ -92,6 +92,8 @@ func (p pods) Pick(ref plan.PodRef) (string, string, error) {
 	slices.SortFunc(cands, p.order(ref.Pick, cands))
 	return cands[0].Namespace, cands[0].Name, nil
 }
+
+func (p pods) lister() corelisters.PodLister { return p.l.Informers().Core().V1().Pods().Lister() }
 
 // order sorts pods first by pick.
 func (p pods) order(pick string, cands []*corev1.Pod) func(a, b *corev1.Pod) int {

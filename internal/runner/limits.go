@@ -3,6 +3,9 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/pinlab/pinlab/internal/plan"
@@ -70,13 +73,9 @@ func proxies(g plan.Group) int {
 }
 
 // checkFiles refuses variants that together (side by side, or the
-// largest one alone) would need more file descriptors than the process's
-// limit (Go raises the soft limit to the hard one at start).
+// largest one alone) would need more file descriptors than the process
+// may open, after EnsureFiles raised the limit where it may.
 func checkFiles(p *plan.Plan, sideBySide bool) error {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return nil // cannot tell: let the run find out
-	}
 	need, why := 0, ""
 	for _, v := range p.Variants {
 		n, w := fdNeed(v)
@@ -89,7 +88,8 @@ func checkFiles(p *plan.Plan, sideBySide bool) error {
 			why = fmt.Sprintf("variant %s needs about %d (%s)", v.Name, n, w)
 		}
 	}
-	if uint64(need) <= lim.Cur*9/10 || raiseFiles(&lim, uint64(need)*5/4) {
+	limit, ok := EnsureFiles(uint64(need))
+	if ok {
 		return nil
 	}
 	what := "this run"
@@ -103,17 +103,45 @@ func checkFiles(p *plan.Plan, sideBySide bool) error {
 		fixes = "raise the hard limit (ulimit -Hn, as root), run the variants one after another, or lower counts and replicas"
 	}
 	return fmt.Errorf("runner: %s would hold about %d file descriptors at their peak, more than 90%% of the %d this process may open (ulimit -n); %s. To run it, %s: %w",
-		what, need, lim.Cur, why, fixes, ErrTooManyFiles)
+		what, need, limit, why, fixes, ErrTooManyFiles)
 }
 
-// raiseFiles raises the process's file limit to want when it may
-// (CAP_SYS_RESOURCE raises the hard limit, up to fs.nr_open); false if it
-// could not.
-func raiseFiles(lim *syscall.Rlimit, want uint64) bool {
-	next := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
-	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next) != nil {
-		return false
+// EnsureFiles makes room for need file descriptors: it returns true when
+// need is within 90% of the process's soft limit (Go raises the soft limit
+// to the hard one at start), raising both limits first when it may (as
+// root or with CAP_SYS_RESOURCE, up to need and a quarter more, but no
+// further than the system's fs.nr_open). It returns the soft limit it
+// leaves, for messages. Safe for concurrent use; it changes the whole
+// process's limit.
+func EnsureFiles(need uint64) (limit uint64, ok bool) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, true // cannot tell: let the run find out
 	}
-	*lim = next
-	return true
+	if need <= lim.Cur*9/10 {
+		return lim.Cur, true
+	}
+	want := need * 5 / 4
+	if sys := nrOpen(); sys > 0 && want > sys {
+		want = sys
+	}
+	next := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
+	if want <= lim.Cur || syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next) != nil {
+		return lim.Cur, false
+	}
+	return next.Cur, need <= next.Cur*9/10
+}
+
+// nrOpen is the system's ceiling on a process's file limit
+// (/proc/sys/fs/nr_open), 0 if unknown.
+func nrOpen() uint64 {
+	b, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }

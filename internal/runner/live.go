@@ -1,10 +1,6 @@
 package runner
 
-import (
-	"time"
-
-	"github.com/pinlab/pinlab/internal/stats"
-)
+import "github.com/pinlab/pinlab/internal/outcome"
 
 // Live is told what each variant's lab does as it happens, for a live view
 // (pinlab lab run --ui); variant is the variant's index in the plan.
@@ -16,21 +12,7 @@ type Live interface {
 	// Conn: a load client's connection opened (open) or closed.
 	Conn(variant int, client string, open bool)
 	// Event: a pod changed or a timeline step was carried out.
-	Event(variant int, e LiveEvent)
-}
-
-// LiveEvent is one change in a variant's lab.
-type LiveEvent struct {
-	At time.Time
-	// Pod is the pod that changed, with its IP when known; Phase its new
-	// phase as the API shows it (created, ready, not-ready, terminating,
-	// deleted), or empty for a kubelet event (Text: "sigterm", "killed",
-	// "restarted", ...).
-	Pod, IP string
-	Phase   stats.PodPhase
-	// Text describes a timeline step ("10s: scale Deployment pricing to
-	// 10") or a kubelet event; Err is a failed step's error.
-	Text, Err string
+	Event(variant int, e outcome.LiveEvent)
 }
 
 // tap forwards one variant's events to Options.Live; its zero value
@@ -52,7 +34,7 @@ func (t tap) conn(client string, open bool) {
 	}
 }
 
-func (t tap) event(e LiveEvent) {
+func (t tap) event(e outcome.LiveEvent) {
 	if t.live != nil {
 		t.live.Event(t.variant, e)
 	}

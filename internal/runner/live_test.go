@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pinlab/pinlab/internal/labrun"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/scenariotest"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -20,7 +22,7 @@ type liveLog struct {
 	served map[int]map[string]int64
 	opened map[int]int
 	closed map[int]int
-	events map[int][]runner.LiveEvent
+	events map[int][]outcome.LiveEvent
 }
 
 func (l *liveLog) Served(v int, pod string) {
@@ -42,7 +44,7 @@ func (l *liveLog) Conn(v int, _ string, open bool) {
 	}
 }
 
-func (l *liveLog) Event(v int, e runner.LiveEvent) {
+func (l *liveLog) Event(v int, e outcome.LiveEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events[v] = append(l.events[v], e)
@@ -68,10 +70,10 @@ spec:
   - name: headless-rr
     clients: [{target: "`+headless+`", policy: round_robin}]
 `)
-	live := &liveLog{served: map[int]map[string]int64{}, opened: map[int]int{}, closed: map[int]int{}, events: map[int][]runner.LiveEvent{}}
+	live := &liveLog{served: map[int]map[string]int64{}, opened: map[int]int{}, closed: map[int]int{}, events: map[int][]outcome.LiveEvent{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := runner.Run(ctx, p, runner.Options{Live: live})
+	res, err := runner.Run(ctx, p, runner.Options{Live: live, Backend: labrun.Embedded()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ spec:
 			if ready < 3 {
 				t.Errorf("%d pods turned Ready live, want 3 (2, then 1 added by the scale step): %+v", ready, live.events[i])
 			}
-			if !slices.ContainsFunc(live.events[i], func(e runner.LiveEvent) bool {
+			if !slices.ContainsFunc(live.events[i], func(e outcome.LiveEvent) bool {
 				return strings.Contains(e.Text, "scale Deployment pricing to 3") && e.Err == "" && !e.At.IsZero()
 			}) {
 				t.Errorf("no scale step among the live events: %+v", live.events[i])

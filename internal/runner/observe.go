@@ -10,6 +10,7 @@ import (
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/proxy"
@@ -127,7 +128,7 @@ func proxyObserver(rec *stats.Recorder) func(proxy.Conn, proxy.ConnEvent) {
 func podEvents(rec *stats.Recorder, live tap) func(*corev1.Pod, string, time.Time) {
 	return func(p *corev1.Pod, event string, at time.Time) {
 		rec.PodEvent(p.Name, event, at)
-		live.event(LiveEvent{At: at, Pod: p.Name, IP: p.Status.PodIP, Text: event})
+		live.event(outcome.LiveEvent{At: at, Pod: p.Name, IP: p.Status.PodIP, Text: event})
 	}
 }
 
@@ -153,7 +154,7 @@ func newPodPhases(rec *stats.Recorder, t tracker, live tap) *podPhases {
 // phase records a pod's phase and tells the live view.
 func (p *podPhases) phase(pod *corev1.Pod, ph stats.PodPhase, at time.Time) {
 	p.rec.PodPhase(pod.Name, pod.Status.PodIP, ph, at)
-	p.tap.event(LiveEvent{At: at, Pod: pod.Name, IP: pod.Status.PodIP, Phase: ph})
+	p.tap.event(outcome.LiveEvent{At: at, Pod: pod.Name, IP: pod.Status.PodIP, Phase: ph})
 }
 
 func (p *podPhases) handlers() cache.ResourceEventHandlerFuncs {

@@ -3,21 +3,17 @@ package runner
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/clusterdns"
-	"github.com/pinlab/pinlab/internal/kubelet"
-	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/plan"
-	"github.com/pinlab/pinlab/internal/proxy"
 	"github.com/pinlab/pinlab/internal/stats"
 )
 
-// variantRun is one variant in its own lab.
+// variantRun is one variant on its own cluster.
 type variantRun struct {
 	plan  *plan.Plan
 	v     plan.Variant
@@ -28,12 +24,12 @@ type variantRun struct {
 
 	state   atomic.Value // string
 	rec     atomic.Pointer[stats.Recorder]
-	started atomic.Int64 // unix nanos of load start
-	outcome Outcome      // written by run only
+	started atomic.Int64    // unix nanos of load start
+	outcome outcome.Variant // written by run only
 }
 
-func (r *variantRun) progress() Progress {
-	p := Progress{Variant: r.v.Name, State: r.state.Load().(string), Duration: r.plan.Duration}
+func (r *variantRun) progress() outcome.Progress {
+	p := outcome.Progress{Variant: r.v.Name, State: r.state.Load().(string), Duration: r.plan.Duration}
 	if s := r.started.Load(); s != 0 {
 		p.Elapsed = min(time.Since(time.Unix(0, s)), r.plan.Duration)
 	}
@@ -44,7 +40,7 @@ func (r *variantRun) progress() Progress {
 }
 
 func (r *variantRun) run(ctx context.Context) {
-	r.outcome = Outcome{Variant: r.v.Name}
+	r.outcome = outcome.Variant{Variant: r.v.Name}
 	r.state.Store("starting")
 	err := r.execute(ctx)
 	switch {
@@ -60,81 +56,51 @@ func (r *variantRun) run(ctx context.Context) {
 	r.state.Store(r.outcome.State)
 }
 
-// labConfig is the variant's lab, its observers recording into rec.
-func (r *variantRun) labConfig(rec *stats.Recorder, t tracker) lab.Config {
-	dns := r.plan.DNS
-	cfg := lab.Config{
-		Seed: r.seed, Logger: r.opts.Logger,
-		Waiting: func() { r.state.Store("waiting for a free address range") },
-		DNS: clusterdns.Config{TTL: dns.TTL, FixedOrder: dns.FixedOrder, Pods: clusterdns.PodMode(dns.Pods),
-			Cache: cacheConfig(dns.Cache), QueryLog: dnsObserver(rec)},
-		Proxy: proxy.Config{Mode: proxy.Mode(r.v.Cluster.ProxyMode), OnConn: proxyObserver(rec)},
-		Kubelet: kubelet.Config{Observe: t.observer(rec, r.tap), Events: podEvents(rec, r.tap),
-			DeadAddress: r.v.Cluster.DeadAddress, RestartBackoff: r.v.Cluster.RestartBackoff},
+// setup is what the variant's cluster is started with, its hooks
+// recording into rec.
+func (r *variantRun) setup(rec *stats.Recorder, t tracker) Setup {
+	return Setup{
+		Index: r.index, Variant: r.v, DNS: r.plan.DNS, Seed: r.seed, Logger: r.opts.Logger,
+		State: func(s string) { r.state.Store(s) },
+		Hooks: Hooks{Pod: t.observer(rec, r.tap), PodEvent: podEvents(rec, r.tap), DNSQuery: dnsObserver(rec), Conn: proxyObserver(rec)},
 	}
-	if dns.TTL == 0 {
-		cfg.DNS.TTL = -1 // no caching
-	}
-	return cfg
-}
-
-// cacheConfig is the cluster DNS's cache plugin for the plan's; nil for
-// none.
-func cacheConfig(c *plan.DNSCache) *clusterdns.CacheConfig {
-	if c == nil {
-		return nil
-	}
-	class := func(cl plan.DNSCacheClass) clusterdns.CacheClass {
-		return clusterdns.CacheClass{Capacity: cl.Capacity, MaxTTL: cl.MaxTTL, MinTTL: cl.MinTTL, Disable: slices.Clone(cl.Disable)}
-	}
-	return &clusterdns.CacheConfig{Success: class(c.Success), Denial: class(c.Denial), KeepTTL: c.KeepTTL}
 }
 
 func (r *variantRun) execute(ctx context.Context) error {
 	rec := stats.NewRecorder(time.Now())
 	r.rec.Store(rec)
 	t := tracker(r.v.Services())
-	cfg := r.labConfig(rec, t)
-	if r.opts.ControlPlane != nil {
-		// Not bounded by the setup timeout: it may wait for another
-		// variant's control plane to stop.
-		r.state.Store("starting its control plane")
-		api, stop, err := r.opts.ControlPlane(ctx, r.index)
-		if err != nil {
-			return fmt.Errorf("variant %s: %w", r.v.Name, err)
-		}
-		defer stop()
-		cfg.API = api
-		r.state.Store("starting")
+	// Not bounded by the setup timeout: the backend may wait for room
+	// (another variant's address range or control plane).
+	c, err := r.opts.Backend.Start(ctx, r.setup(rec, t))
+	if err != nil {
+		return fmt.Errorf("variant %s: %w", r.v.Name, err)
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer c.Close()
+	r.state.Store("starting")
+	setupCtx, cancel := context.WithTimeout(ctx, SetupTimeout)
 	defer cancel()
-	l, err := lab.Start(setupCtx, cfg)
+	r.outcome.DNS, r.outcome.PodCIDR = c.DNSAddr(), c.PodCIDR().String()
+	if d, ok := c.(dataplaneNamer); ok {
+		r.outcome.Dataplane = d.DataplaneName()
+	}
+	if _, err := c.Informers().Core().V1().Pods().Informer().AddEventHandler(newPodPhases(rec, t, r.tap).handlers()); err != nil {
+		return err
+	}
+	if err := c.Apply(setupCtx, r.v.CopyObjects()); err != nil {
+		return fmt.Errorf("variant %s: the cluster's API rejected the objects: %w", r.v.Name, err)
+	}
+	if err := c.WaitReady(setupCtx); err != nil {
+		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.v.Name, SetupTimeout, err)
+	}
+	r.outcome.ClusterIPs = clusterIPs(c, r.v)
+	rec.Node(c.NodeIP())
+	cl, err := newClients(setupCtx, c, rec, r.tap, r.v, r.seed)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	r.outcome.DNS, r.outcome.PodCIDR = l.DNSAddr(), l.PodCIDR().String()
-	if cfg.API != nil {
-		r.outcome.Dataplane = string(l.Dataplane())
-	}
-	if err := l.WatchPods(newPodPhases(rec, t, r.tap).handlers()); err != nil {
-		return err
-	}
-	if err := l.Apply(setupCtx, r.v.CopyObjects()); err != nil {
-		return fmt.Errorf("variant %s: the lab's API rejected the objects: %w", r.v.Name, err)
-	}
-	if err := l.WaitReady(setupCtx); err != nil {
-		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.v.Name, setupTimeout, err)
-	}
-	r.outcome.ClusterIPs = clusterIPs(l, r.v)
-	rec.Node(l.NodeIP())
-	cl, err := newClients(setupCtx, l, rec, r.tap, r.v, r.seed)
-	if err != nil {
-		return err
-	}
-	r.drive(ctx, l, rec, cl)
-	if err := l.Err(); err != nil {
+	r.drive(ctx, c, rec, cl)
+	if err := c.Err(); err != nil {
 		// The figures up to the failure are kept; the variant failed.
 		return fmt.Errorf("variant %s: %w", r.v.Name, err)
 	}
@@ -142,10 +108,11 @@ func (r *variantRun) execute(ctx context.Context) error {
 }
 
 // clusterIPs returns the ClusterIP of each target Service that has one.
-func clusterIPs(l *lab.Lab, v plan.Variant) map[string]string {
+func clusterIPs(c Cluster, v plan.Variant) map[string]string {
 	out := map[string]string{}
+	svcs := c.Informers().Core().V1().Services().Lister()
 	for _, t := range v.Services() {
-		if svc, err := l.Service(t.Namespace, t.Service); err == nil && !t.Headless {
+		if svc, err := svcs.Services(t.Namespace).Get(t.Service); err == nil && !t.Headless {
 			out[t.Key()] = svc.Spec.ClusterIP
 		}
 	}
@@ -154,7 +121,7 @@ func clusterIPs(l *lab.Lab, v plan.Variant) map[string]string {
 
 // drive runs load for the plan's duration, applying timeline steps, then
 // stops the clients (in-flight calls finish) and summarises.
-func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder, cl *clients) {
+func (r *variantRun) drive(ctx context.Context, l Cluster, rec *stats.Recorder, cl *clients) {
 	start := time.Now()
 	rec.SetStart(start)
 	r.started.Store(start.UnixNano())
@@ -212,7 +179,7 @@ func (r *variantRun) drive(ctx context.Context, l *lab.Lab, rec *stats.Recorder,
 // query log holds every answer sent so far: CoreDNS's (the real dataplane)
 // come through dnstap up to a second late; pinlab's DNS logs as it
 // answers.
-func (r *variantRun) syncDNSLog(ctx context.Context, l *lab.Lab) {
+func (r *variantRun) syncDNSLog(ctx context.Context, l Cluster) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dnsLogSync)
 	defer cancel()
 	if err := l.SyncDNSLog(ctx); err != nil && r.opts.Logger != nil {
@@ -249,7 +216,7 @@ func (r *variantRun) timeline(ctx context.Context, env plan.Env, rec *stats.Reco
 		}
 		now := time.Now()
 		rec.Step(st.Name, text, pod, err, now)
-		ev := LiveEvent{At: now, Text: text}
+		ev := outcome.LiveEvent{At: now, Text: text}
 		if err != nil {
 			ev.Err = err.Error()
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
 	"google.golang.org/grpc/codes"
@@ -134,9 +133,9 @@ func checkNarrowing(s site, e Expectation, m plan.MetricSpec) error {
 	if e.Code != "" && statusCodes[e.Code] == codes.OK {
 		return s.Errorf("code", "%q: expected a gRPC status code name such as Unavailable or DeadlineExceeded", e.Code)
 	}
-	if e.Cause != "" && !slices.Contains(load.Causes, load.Cause(e.Cause)) {
+	if e.Cause != "" && !slices.Contains(plan.Causes, plan.Cause(e.Cause)) {
 		var names []string
-		for _, c := range load.Causes {
+		for _, c := range plan.Causes {
 			names = append(names, string(c))
 		}
 		return s.Errorf("cause", "%q: expected one of %s", e.Cause, strings.Join(names, ", "))

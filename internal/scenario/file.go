@@ -156,11 +156,15 @@ func Load(name string, data []byte) (*plan.Plan, error) {
 // what the API server would reject, or the lab cannot run, is an error;
 // what it takes but would spoil a scenario run (a Service that selects no
 // pods, an EndpointSlice before or without its Service) is in
-// File.Warnings. A Scenario document may be present; it is decoded
-// strictly but otherwise ignored.
+// File.Warnings. A Scenario document may be present: it is not run, but
+// it is checked as Load checks it, and what Load refuses in it is an error
+// here too (a file lab up starts is one lab run takes).
 func LoadObjects(name string, data []byte) (*File, error) {
 	f, err := parse(name, data)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.scenarioError(data); err != nil {
 		return nil, err
 	}
 	c := &check{objs: f.Objects, lenient: true}
@@ -172,6 +176,21 @@ func LoadObjects(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// scenarioError is what Load refuses in f's Scenario document (nil
+// without one): Load's errors at that document. Errors Load finds in the
+// objects are LoadObjects's own to judge, more leniently.
+func (f *File) scenarioError(data []byte) error {
+	if f.Scenario == nil {
+		return nil
+	}
+	_, err := Load(f.Name, data)
+	var me *manifest.Error
+	if errors.As(err, &me) && me.Doc == f.doc.Index {
+		return err
+	}
+	return nil
 }
 
 // parse decodes every document of a file, refusing a file beyond

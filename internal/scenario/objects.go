@@ -8,8 +8,8 @@ import (
 	"sort"
 
 	"github.com/pinlab/pinlab/internal/cluster"
-	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/workload"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -227,8 +227,8 @@ func (objs objects) checkDeployment(o Object, d *appsv1.Deployment) error {
 // that can never succeed are checked apart (see probes.go): Kubernetes
 // accepts them.
 func checkPodSpec(o Object, spec *corev1.PodSpec) error {
-	if _, err := kubelet.WorkloadFor(spec); err != nil {
-		var se *kubelet.SpecError
+	if _, err := workload.For(spec); err != nil {
+		var se *workload.SpecError
 		if errors.As(err, &se) {
 			return o.Errorf("spec.template.spec."+se.Field, "%s", se.Msg)
 		}
@@ -335,12 +335,12 @@ func (objs objects) service(ns, name string) *corev1.Service {
 
 // backends returns the workloads in namespace ns whose pods the Service
 // selects.
-func (objs objects) backends(ns string, s *corev1.Service) []workload {
+func (objs objects) backends(ns string, s *corev1.Service) []owner {
 	if len(s.Spec.Selector) == 0 {
 		return nil
 	}
 	sel := labels.SelectorFromSet(s.Spec.Selector)
-	var out []workload
+	var out []owner
 	for _, w := range objs.workloads() {
 		if w.Namespace == ns && sel.Matches(labels.Set(w.Template.Labels)) {
 			out = append(out, w)
@@ -363,7 +363,7 @@ func (objs objects) podLabels(ns string) string {
 // podPort resolves a Service port's targetPort against a workload's pods
 // (a name is looked up among the container ports, as the EndpointSlice
 // controller does).
-func podPort(w workload, sp corev1.ServicePort) (int, error) {
+func podPort(w owner, sp corev1.ServicePort) (int, error) {
 	if sp.TargetPort.Type == intstr.Int {
 		if sp.TargetPort.IntVal == 0 {
 			return int(sp.Port), nil
@@ -386,12 +386,12 @@ func podPort(w workload, sp corev1.ServicePort) (int, error) {
 
 // checkTargetPort reports a Service port whose traffic the selected pods
 // would refuse.
-func checkTargetPort(w workload, sp corev1.ServicePort) error {
+func checkTargetPort(w owner, sp corev1.ServicePort) error {
 	port, err := podPort(w, sp)
 	if err != nil {
 		return err
 	}
-	wl, err := kubelet.WorkloadFor(&w.Template.Spec)
+	wl, err := workload.For(&w.Template.Spec)
 	if err != nil {
 		return nil // reported on the workload
 	}

@@ -5,10 +5,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/manifest"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -394,10 +394,10 @@ func checkGroup(s site, c Client, objs objects) (plan.Group, error) {
 }
 
 func checkPolicy(p string) error {
-	if p == "" || p == "pick_first" || p == "round_robin" {
+	if p == "" || slices.Contains(plan.Policies, p) {
 		return nil
 	}
-	return fmt.Errorf("%q: expected one of %s", p, strings.Join(load.Policies, ", "))
+	return fmt.Errorf("%q: expected one of %s", p, strings.Join(plan.Policies, ", "))
 }
 
 // withoutKey returns the keys of a JSON object other than key, and the

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // ProbeWarning is a probe of a pod template that can never succeed: it
 // targets a port nothing in the pod listens on, or an HTTP path the pod's
-// server does not answer (kubelet.CheckProbePort). Kubernetes accepts such
+// server does not answer (workload.CheckProbePort). Kubernetes accepts such
 // a pod; a readiness or startup probe there keeps the pod from ever turning
 // Ready, a liveness probe restarts its container forever.
 type ProbeWarning struct {
@@ -61,7 +61,7 @@ func (objs objects) checkProbes() error {
 	return nil
 }
 
-// The probe fields of the lab's one container, as kubelet.SpecError names
+// The probe fields of the lab's one container, as workload.SpecError names
 // them.
 const (
 	readinessField = "containers[0].readinessProbe"
@@ -70,18 +70,18 @@ const (
 )
 
 // probeErrors returns one error per probe of a runnable pod spec that can
-// never succeed, in the order kubelet.CheckProbePort checks them. A spec
+// never succeed, in the order workload.CheckProbePort checks them. A spec
 // the kubelet cannot run has none (checkPodSpec reports it).
-func probeErrors(spec *corev1.PodSpec) []*kubelet.SpecError {
-	w, err := kubelet.WorkloadFor(spec)
+func probeErrors(spec *corev1.PodSpec) []*workload.SpecError {
+	w, err := workload.For(spec)
 	if err != nil {
 		return nil
 	}
 	c := spec.Containers[0] // a copy: each probe found is taken out of it
-	var out []*kubelet.SpecError
+	var out []*workload.SpecError
 	for range 3 {
-		var se *kubelet.SpecError
-		if !errors.As(kubelet.CheckProbePort(&c, w.Port), &se) {
+		var se *workload.SpecError
+		if !errors.As(workload.CheckProbePort(&c, w.Port), &se) {
 			break
 		}
 		out = append(out, se)

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pinlab/pinlab/internal/kubelet"
-	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/workload"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -34,14 +33,14 @@ func (pl *planner) servers(path string, overlays []ServerOverlay, objs objects) 
 	return objs, strings.Join(desc, ", "), nil
 }
 
-func checkServerOverlay(s site, o ServerOverlay, w workload) error {
+func checkServerOverlay(s site, o ServerOverlay, w owner) error {
 	if a := o.MaxConnectionAge; a != nil {
-		if err := pod.CheckConnectionAge(a.Duration, 0); err != nil {
+		if err := workload.CheckConnectionAge(a.Duration, 0); err != nil {
 			return s.Errorf("maxConnectionAge", "%v", err)
 		}
 	}
 	if g := o.MaxConnectionAgeGrace; g != nil {
-		if err := pod.CheckConnectionAge(0, g.Duration); err != nil {
+		if err := workload.CheckConnectionAge(0, g.Duration); err != nil {
 			return s.Errorf("maxConnectionAgeGrace", "%v", err)
 		}
 	}
@@ -74,7 +73,7 @@ func applyServer(o ServerOverlay, obj *Object) {
 	}
 	for i := range w.Template.Spec.Containers {
 		c := &w.Template.Spec.Containers[i]
-		if !kubelet.IsPinlabImage(c.Image) {
+		if !workload.IsPinlabImage(c.Image) {
 			continue
 		}
 		if o.MaxConnectionAge != nil {
@@ -92,7 +91,7 @@ func applyServer(o ServerOverlay, obj *Object) {
 	}
 }
 
-func describeServer(o ServerOverlay, w workload) []string {
+func describeServer(o ServerOverlay, w owner) []string {
 	var desc []string
 	if o.MaxConnectionAge != nil {
 		desc = append(desc, fmt.Sprintf("%s: MaxConnectionAge %v", w.Name, o.MaxConnectionAge.Duration))
@@ -135,7 +134,7 @@ func (objs objects) copy() objects {
 }
 
 // find returns the object of workload w in the set.
-func (objs objects) find(w workload) *Object {
+func (objs objects) find(w owner) *Object {
 	for i := range objs {
 		if v, ok := asWorkload(objs[i].Obj); ok && v.Kind == w.Kind && v.Name == w.Name && v.Namespace == w.Namespace {
 			return &objs[i]

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/l7proxy"
 	"github.com/pinlab/pinlab/internal/plan"
 	"google.golang.org/grpc/codes"
 
@@ -329,8 +328,8 @@ func checkL7Proxy(at site, x *L7Proxy) error {
 	if x.Placement != "" && !slices.Contains(placements, x.Placement) {
 		return at.Errorf("placement", "%q: expected sidecar or gateway", x.Placement)
 	}
-	if x.Policy != "" && !slices.Contains(l7proxy.Policies, x.Policy) {
-		return at.Errorf("policy", "%q: expected one of %s", x.Policy, strings.Join(l7proxy.Policies, ", "))
+	if x.Policy != "" && !slices.Contains(plan.ProxyPolicies, x.Policy) {
+		return at.Errorf("policy", "%q: expected one of %s", x.Policy, strings.Join(plan.ProxyPolicies, ", "))
 	}
 	if x.Replicas < 0 || x.Replicas > 10 || x.Replicas > 0 && x.Placement != "gateway" {
 		return at.Errorf("replicas", "%d: gateway replicas, 1 to 10, only with placement: gateway", x.Replicas)

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/plan"
-	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/workload"
 )
 
 // stepKind is one kind of timeline action: the step field that sets it and
@@ -163,11 +162,11 @@ func (b *stepBuilder) update(st *Step, at site) (plan.Action, error) {
 	if u.Image == "" && u.Args == nil {
 		return nil, at.Errorf("", "set image, args or both")
 	}
-	if u.Image != "" && !kubelet.IsPinlabImage(u.Image) {
+	if u.Image != "" && !workload.IsPinlabImage(u.Image) {
 		return nil, at.Errorf("image", "%q: the lab runs only the pinlab image (a new tag such as pinlab:v2 is fine)", u.Image)
 	}
 	if u.Args != nil {
-		if _, err := pod.ParseArgs(u.Args); err != nil {
+		if _, err := workload.ParseArgs(u.Args); err != nil {
 			return nil, at.Errorf("args", "%v", err)
 		}
 	}

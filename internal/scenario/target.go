@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/plan"
-	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -67,7 +66,11 @@ func splitTarget(target string) (string, int, error) {
 	if err != nil || port < 1 || port > 65535 {
 		return "", 0, fmt.Errorf("%q: port %q is not a number from 1 to 65535", target, portStr)
 	}
-	return strings.TrimSuffix(strings.ToLower(host), "."), port, nil
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if ip := net.ParseIP(host); ip != nil {
+		return "", 0, fmt.Errorf("%q: %s is an IP address; a client targets a Service by name, <service>[.<namespace>[.svc.%s]]:<port>, which the lab's DNS resolves", target, host, Zone)
+	}
+	return host, port, nil
 }
 
 // checkClientPort checks that a client's port reaches the Service: a
@@ -120,8 +123,8 @@ func servicePortName(s *corev1.Service, port int) string {
 func (objs objects) maxConnectionAge(ns string, s *corev1.Service) time.Duration {
 	for _, w := range objs.backends(ns, s) {
 		for _, c := range w.Template.Spec.Containers {
-			if args, err := kubelet.ContainerArgs(&c); err == nil {
-				if a, err := pod.ParseArgs(args); err == nil && a.MaxConnectionAge > 0 {
+			if args, err := workload.ContainerArgs(&c); err == nil {
+				if a, err := workload.ParseArgs(args); err == nil && a.MaxConnectionAge > 0 {
 					return a.MaxConnectionAge
 				}
 			}
@@ -137,7 +140,7 @@ func (objs objects) checkProtocolPort(t plan.Target, protocol string) error {
 	web := protocol == plan.ProtocolHTTP || protocol == plan.ProtocolWebSocket
 	s := objs.service(t.Namespace, t.Service)
 	for _, w := range objs.backends(t.Namespace, s) {
-		wl, err := kubelet.WorkloadFor(&w.Template.Spec)
+		wl, err := workload.For(&w.Template.Spec)
 		if err != nil {
 			continue // reported on the workload
 		}

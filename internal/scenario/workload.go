@@ -18,15 +18,16 @@ const (
 	KindStatefulSet = "StatefulSet"
 )
 
-// workload is an object that owns pods: a Deployment or a StatefulSet.
-type workload struct {
+// owner is an object that owns pods, a workload resource in Kubernetes'
+// terms: a Deployment or a StatefulSet.
+type owner struct {
 	Kind, Name, Namespace string
 	Replicas              int32 // spec.replicas, defaulted to 1
 	Template              *corev1.PodTemplateSpec
 }
 
-// asWorkload views obj as a workload; ok is false for other kinds.
-func asWorkload(obj runtime.Object) (w workload, ok bool) {
+// asWorkload views obj as an owner of pods; ok is false for other kinds.
+func asWorkload(obj runtime.Object) (w owner, ok bool) {
 	replicas := func(r *int32) int32 {
 		if r == nil {
 			return 1
@@ -41,23 +42,23 @@ func asWorkload(obj runtime.Object) (w workload, ok bool) {
 	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return workload{KindDeployment, o.Name, ns(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
+		return owner{KindDeployment, o.Name, ns(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
 	case *appsv1.StatefulSet:
-		return workload{KindStatefulSet, o.Name, ns(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
+		return owner{KindStatefulSet, o.Name, ns(o.Namespace), replicas(o.Spec.Replicas), &o.Spec.Template}, true
 	}
-	return workload{}, false
+	return owner{}, false
 }
 
-func (w workload) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.Namespace, w.Name) }
+func (w owner) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.Namespace, w.Name) }
 
 // ref returns the plan's reference to w.
-func (w workload) ref() plan.Workload {
+func (w owner) ref() plan.Workload {
 	return plan.Workload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, PodLabels: w.Template.Labels}
 }
 
 // workloads returns the set's workloads.
-func (objs objects) workloads() []workload {
-	var out []workload
+func (objs objects) workloads() []owner {
+	var out []owner
 	for _, o := range objs {
 		if w, ok := asWorkload(o.Obj); ok {
 			out = append(out, w)
@@ -68,8 +69,8 @@ func (objs objects) workloads() []workload {
 
 // workload finds a workload by kind, name and namespace (empty: unique
 // across namespaces).
-func (objs objects) workload(kind, ns, name string) (workload, error) {
-	var found []workload
+func (objs objects) workload(kind, ns, name string) (owner, error) {
+	var found []owner
 	var all []string
 	for _, w := range objs.workloads() {
 		if w.Kind != kind {
@@ -82,20 +83,20 @@ func (objs objects) workload(kind, ns, name string) (workload, error) {
 	}
 	switch {
 	case name == "":
-		return workload{}, errors.New("required")
+		return owner{}, errors.New("required")
 	case len(found) == 1:
 		return found[0], nil
 	case len(found) > 1:
-		return workload{}, fmt.Errorf("a %s %q exists in several namespaces; set namespace", kind, name)
+		return owner{}, fmt.Errorf("a %s %q exists in several namespaces; set namespace", kind, name)
 	}
-	return workload{}, fmt.Errorf("no %s %q in this file (%ss: %s)", kind, name, kind, listOrNone(all))
+	return owner{}, fmt.Errorf("no %s %q in this file (%ss: %s)", kind, name, kind, listOrNone(all))
 }
 
 // workloadRef finds the workload r names.
-func (objs objects) workloadRef(r WorkloadRef) (workload, error) {
+func (objs objects) workloadRef(r WorkloadRef) (owner, error) {
 	kind, name, err := ref(r.Deployment, r.StatefulSet)
 	if err != nil {
-		return workload{}, err
+		return owner{}, err
 	}
 	return objs.workload(kind, r.Namespace, name)
 }

@@ -69,8 +69,8 @@ func addrs(r *dns.Msg) []string {
 // the asking pod address.
 func TestCoreDNSAnswersThroughKubeDNS(t *testing.T) {
 	useLab(t, lab.DataplaneKubeProxyNFTables)
-	if theLab.CoreDNS == nil || theLab.DNS != nil {
-		t.Fatalf("lab's DNS: CoreDNS %v, pinlab's %v; want CoreDNS only", theLab.CoreDNS, theLab.DNS)
+	if dp, logs := theLab.Dataplane(), theLab.DataplaneLogs(); dp.KubeProxyMode() == "" || logs["CoreDNS"] == "" {
+		t.Fatalf("lab's dataplane %s, its logs %v; want the real one, with CoreDNS's log", dp, logs)
 	}
 	if want := netip.AddrPortFrom(lab.DNSPodIP(netns.PodPrefix), 53).String(); theLab.DNSAddr() != want {
 		t.Errorf("DNSAddr %s, want CoreDNS's %s", theLab.DNSAddr(), want)

@@ -1,4 +1,4 @@
-package pod
+package workload
 
 import (
 	"errors"
@@ -8,18 +8,20 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// DefaultPort is the port the pricing workload listens on when neither the
-// command line nor the pod spec names one.
+// DefaultPort is the port the pricing workload's gRPC server listens on
+// when neither the command line (--port) nor the pod spec (a TCP
+// containerPort) names one.
 const DefaultPort = 8471
 
-// Workloads lists the workload names a pod command line may name.
-var Workloads = []string{"pricing"}
+// Names lists the workload names a pod command line may name.
+var Names = []string{"pricing"}
 
 // Args is a parsed pod command line, the container args of a pod whose image
-// is pinlab: `pod <workload> [--port N] [--http-port N]
+// is pinlab: `pod <workload> [--port N] [--http-port N] [--metrics-port N]
 // [--max-connection-age D] [--max-connection-age-grace D] [--startup-delay D]
-// [--drain-delay D] [--service-time D]`. The same line runs the workload outside the lab
-// (`pinlab pod pricing ...`).
+// [--drain-delay D] [--service-time D]`, durations as Go's
+// time.ParseDuration reads them. The kubelet turns it into the config of the
+// servers of package pod (pod.Config, pod.WebConfig).
 type Args struct {
 	// Workload names what the pod serves; only "pricing" exists.
 	Workload string
@@ -27,14 +29,14 @@ type Args struct {
 	// containerPort, else DefaultPort.
 	Port int
 	// HTTPPort, if not zero, is the TCP port of the pod's HTTP/1.1 and
-	// WebSocket server (WebServer), served beside the gRPC server by the
+	// WebSocket server (pod.WebServer), served beside the gRPC server by the
 	// same process. Zero means the pod's containerPort named "http",
-	// if it declares one, else no HTTP server (the kubelet resolves this).
+	// if it declares one, else no HTTP server (For resolves this).
 	HTTPPort int
 	// MetricsPort, if not zero, is the TCP port of the pod's Prometheus
-	// metrics server (GET /metrics; see Config.MetricsAddr). Zero means the
-	// pod's containerPort named "metrics", if it declares one, else no
-	// metrics server (the kubelet resolves this).
+	// metrics server (GET /metrics; see pod.Config.MetricsAddr). Zero means
+	// the pod's containerPort named "metrics", if it declares one, else no
+	// metrics server (For resolves this).
 	MetricsPort int
 	// MaxConnectionAge is grpc-go's keepalive.ServerParameters.MaxConnectionAge:
 	// after about this long (grpc-go adds +/-10% jitter) the server sends
@@ -61,9 +63,13 @@ type Args struct {
 }
 
 // ParseArgs parses container args such as
-// ["pod", "pricing", "--max-connection-age=10s"]. Errors name the bad
-// argument: --port must be 0 to 65535, --http-port and --metrics-port,
-// when given, 1 to 65535 and different from --port and from each other.
+// ["pod", "pricing", "--max-connection-age=10s"], with GNU-style flags
+// (spf13/pflag: --flag=v or --flag v, flags before or after the workload
+// name). Errors start with "pod: " and name the bad argument: --port must
+// be 0 to 65535, --http-port and --metrics-port, when given, 1 to 65535
+// and different from --port and from each other; the connection ages must
+// pass CheckConnectionAge; the delays must not be negative and
+// --service-time must be at most 10s.
 func ParseArgs(args []string) (Args, error) {
 	if len(args) == 0 || args[0] != "pod" {
 		return Args{}, errors.New(`pod: args must start with "pod", e.g. [pod, pricing]`)
@@ -84,11 +90,11 @@ func ParseArgs(args []string) (Args, error) {
 	}
 	rest := fs.Args()
 	if len(rest) != 1 {
-		return Args{}, fmt.Errorf("pod: want exactly one workload name after \"pod\" (one of %v), got %q", Workloads, rest)
+		return Args{}, fmt.Errorf("pod: want exactly one workload name after \"pod\" (one of %v), got %q", Names, rest)
 	}
 	a.Workload = rest[0]
 	if a.Workload != "pricing" {
-		return Args{}, fmt.Errorf("pod: unknown workload %q, want one of %v", a.Workload, Workloads)
+		return Args{}, fmt.Errorf("pod: unknown workload %q, want one of %v", a.Workload, Names)
 	}
 	if a.Port < 0 || a.Port > 65535 {
 		return Args{}, fmt.Errorf("pod: --port %d is not a TCP port (1-65535)", a.Port)
@@ -135,7 +141,8 @@ const (
 // CheckConnectionAge reports a MaxConnectionAge or MaxConnectionAgeGrace
 // that grpc-go cannot take: negative values, and an age other than zero
 // outside MinConnectionAge to MaxConnectionAgeLimit. The grace has no
-// floor: grpc-go only arms a timer with it.
+// floor: grpc-go only arms a timer with it. The error has no prefix; the
+// caller says whose ages they are.
 func CheckConnectionAge(age, grace time.Duration) error {
 	switch {
 	case age < 0 || grace < 0:
