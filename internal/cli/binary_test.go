@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -14,19 +13,12 @@ import (
 
 	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // buildPinlab builds the pinlab command into a temporary directory and
 // returns its path.
-func buildPinlab(t *testing.T) string {
-	t.Helper()
-	pinlab := filepath.Join(t.TempDir(), "pinlab")
-	build := exec.Command("go", "build", "-o", pinlab, "../../cmd/pinlab")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return pinlab
-}
+func buildPinlab(t *testing.T) string { return labtest.BuildPinlab(t) }
 
 // requireControlPlane returns the control plane's binaries, after checking
 // that the dataplanes given can run here: without them the test skips,
@@ -65,7 +57,14 @@ type upProcess struct {
 // stops it with Ctrl-C (SIGINT), then kills it after a minute.
 func startLabUpBinary(t *testing.T, pinlab string, args ...string) *upProcess {
 	t.Helper()
+	return startLabUpEnv(t, pinlab, nil, args...)
+}
+
+// startLabUpEnv is startLabUpBinary with env added to pinlab's environment.
+func startLabUpEnv(t *testing.T, pinlab string, env []string, args ...string) *upProcess {
+	t.Helper()
 	u := &upProcess{cmd: exec.Command(pinlab, append([]string{"lab", "up"}, args...)...), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &lockedBuffer{}}
+	u.cmd.Env = append(os.Environ(), env...)
 	stdout, err := u.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

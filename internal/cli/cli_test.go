@@ -3,15 +3,17 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/exit"
 )
 
 func TestLabRunFlags(t *testing.T) {
@@ -143,8 +145,7 @@ func TestParseRefs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseRefs(tt.args, tt.defaultKind, tt.many)
 			if tt.wantErr != "" {
-				var ue usageError
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !exit.IsUsage(err) {
 					t.Fatalf("parseRefs(%q) = %v, %v; want a usage error containing %q", tt.args, got, err, tt.wantErr)
 				}
 				return
@@ -207,5 +208,18 @@ func TestCtlWithoutLab(t *testing.T) {
 	code = Main([]string{"lab", "get", "ingresses"}, &out, &errb)
 	if code != ExitUsage {
 		t.Errorf("unknown kind: exit %d, want %d", code, ExitUsage)
+	}
+}
+
+// TestHelpNamesExitCodes: pinlab --help says what every exit code means.
+func TestHelpNamesExitCodes(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"--help"}, &out, &errb); code != ExitOK {
+		t.Fatalf("--help: exit %d, %s", code, errb.String())
+	}
+	for _, c := range exit.Codes {
+		if !regexp.MustCompile(fmt.Sprintf(`(?m)^  %d +\S`, c)).MatchString(out.String()) {
+			t.Errorf("pinlab --help names no exit code %d:\n%s", c, out.String())
+		}
 	}
 }

@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/lab"
-	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/labrun"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/pinlab/pinlab/internal/stats"
 )
@@ -62,7 +59,7 @@ func TestCompareDataplanes(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	var got comparison
+	var got labrun.Comparison
 	if jerr := json.Unmarshal(stdout.Bytes(), &got); jerr != nil || got.Fidelity == nil {
 		t.Fatalf("lab run --compare-dataplanes: %v; its JSON: %v\nstderr:\n%s", err, jerr, stderr.String())
 	}
@@ -97,47 +94,4 @@ func windowOf(v report.Variant, name string) (stats.WindowStats, bool) {
 		}
 	}
 	return stats.WindowStats{}, false
-}
-
-// TestWithoutIPVS: under the real dataplane, ipvs variants are left out
-// with a note; a plan of ipvs variants only is a usage error.
-func TestWithoutIPVS(t *testing.T) {
-	variant := func(name, mode string) plan.Variant {
-		return plan.Variant{Name: name, Cluster: plan.Cluster{ProxyMode: mode}}
-	}
-	tests := []struct {
-		name     string
-		variants []plan.Variant
-		want     []string // the variants kept
-		note     string
-		wantErr  string
-	}{
-		{name: "no ipvs", variants: []plan.Variant{variant("a", "nftables"), variant("b", "")}, want: []string{"a", "b"}},
-		{name: "iptables on nftables", variants: []plan.Variant{variant("a", "iptables"), variant("b", "nftables")}, want: []string{"a", "b"},
-			note: "variant a: its proxy mode runs as the real kube-proxy's nftables mode"},
-		{name: "one ipvs", variants: []plan.Variant{variant("iptables", "iptables"), variant("ipvs", "ipvs"), variant("nftables", "nftables")},
-			want: []string{"iptables", "nftables"}, note: "leaving out variant ipvs: proxy mode ipvs, which the real kube-proxy does not run here (--dataplane kube-proxy-nftables is nftables mode)"},
-		{name: "only ipvs", variants: []plan.Variant{variant("ipvs", "ipvs")}, wantErr: "variant ipvs: proxy mode ipvs"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, note, err := withoutIPVS(&plan.Plan{Name: "kube-proxy-modes", Variants: tt.variants}, lab.DataplaneKubeProxyNFTables)
-			if tt.wantErr != "" {
-				var ue usageError
-				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("withoutIPVS: %v, want a usage error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, p.VariantNames()); diff != "" {
-				t.Errorf("variants kept (-want +got):\n%s", diff)
-			}
-			if !strings.HasPrefix(note, tt.note) || (tt.note == "") != (note == "") {
-				t.Errorf("note %q, want it to start with %q", note, tt.note)
-			}
-		})
-	}
 }

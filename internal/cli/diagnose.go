@@ -10,6 +10,7 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/spf13/cobra"
 )
@@ -17,14 +18,9 @@ import (
 // Exit codes of pinlab diagnose, besides ExitOK (balanced), ExitError,
 // ExitUsage and ExitInterrupted.
 const (
-	ExitPinned  = 4 // the verdict is pinned
-	ExitUnknown = 5 // the verdict is "could not tell"
+	ExitPinned  = int(exit.Pinned)  // the verdict is pinned
+	ExitUnknown = int(exit.Unknown) // the verdict is "could not tell"
 )
-
-// exitCode ends a command with code and no error message.
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
 // DiagnoseOptions are the inputs of `pinlab diagnose`.
 type DiagnoseOptions struct {
@@ -51,14 +47,8 @@ type DiagnoseOptions struct {
 	Out, Err io.Writer
 }
 
-// NewCmdDiagnose returns `pinlab diagnose`; runF replaces the run in
-// tests of the flags (nil: the real one).
-func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *DiagnoseOptions) error) *cobra.Command {
-	o := &DiagnoseOptions{Out: stdout, Err: stderr}
-	cmd := &cobra.Command{
-		Use:   "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME]",
-		Short: "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
-		Long: `Follow seed 001's diagnostic path for one Service: (1) compare per-pod request
+// diagnoseLong is diagnose's help.
+const diagnoseLong = `Follow the diagnostic path for pinning on one Service: (1) compare per-pod request
 rates, sampled twice from each pod's grpc.channelz.v1 service --window apart;
 (2) count the connections each client holds and to which pods; (3) look for
 an L7 proxy in the path (sidecar containers, mesh annotations, a gateway
@@ -82,11 +72,20 @@ With --prometheus URL the per-pod rates come from Prometheus instead
 left out; -v shows the queries); the connections still come from channelz.
 
 Bounds: listing the objects 10s, each pod's sample 5s (8 pods at once), each
-Prometheus query 10s; the whole run takes about --window plus two samples.`,
+Prometheus query 10s; the whole run takes about --window plus two samples.`
+
+// NewCmdDiagnose returns `pinlab diagnose`; runF replaces the run in
+// tests of the flags (nil: the real one).
+func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *DiagnoseOptions) error) *cobra.Command {
+	o := &DiagnoseOptions{Out: stdout, Err: stderr}
+	cmd := &cobra.Command{
+		Use:     "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME]",
+		Short:   "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
+		Long:    diagnoseLong,
 		Example: "  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageError{fmt.Errorf("diagnose takes one Service name, got %d arguments", len(args))}
+				return exit.UsageError(fmt.Errorf("diagnose takes one Service name, got %d arguments", len(args)))
 			}
 			return nil
 		},
@@ -118,15 +117,15 @@ Prometheus query 10s; the whole run takes about --window plus two samples.`,
 func (o *DiagnoseOptions) check() error {
 	switch {
 	case o.Lab && (o.Kubeconfig != "" || o.Context != ""):
-		return usageError{errors.New("--lab and --kubeconfig/--context are two sources; give one")}
+		return exit.UsageError(errors.New("--lab and --kubeconfig/--context are two sources; give one"))
 	case o.Output != "text" && o.Output != "json":
-		return usageError{fmt.Errorf("-o %q: want text or json", o.Output)}
+		return exit.UsageError(fmt.Errorf("-o %q: want text or json", o.Output))
 	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
-		return usageError{fmt.Errorf("--window %v: want 100ms to 10m", o.Window)}
+		return exit.UsageError(fmt.Errorf("--window %v: want 100ms to 10m", o.Window))
 	}
 	if o.Prometheus != "" {
 		if err := (&evidence.Prometheus{URL: o.Prometheus}).Check(); err != nil {
-			return usageError{fmt.Errorf("--prometheus %q: want the server's base URL, http://IP:PORT inside 127.0.0.0/8 such as http://127.0.0.1:9090 (%w)", o.Prometheus, err)}
+			return exit.UsageError(fmt.Errorf("--prometheus %q: want the server's base URL, http://IP:PORT inside 127.0.0.0/8 such as http://127.0.0.1:9090 (%w)", o.Prometheus, err))
 		}
 	}
 	return nil
@@ -204,9 +203,9 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 func verdictExit(v diagnose.Verdict) error {
 	switch v {
 	case diagnose.Pinned:
-		return exitCode(ExitPinned)
+		return exit.Pinned
 	case diagnose.Unknown:
-		return exitCode(ExitUnknown)
+		return exit.Unknown
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/prometheus/common/model"
@@ -42,9 +43,9 @@ func (d *diagLab) startPrometheus(t *testing.T, bin string, window time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups := MetricsTargets(objs.Pods)
+	groups := control.MetricsTargets(objs.Pods)
 	var cfg strings.Builder
-	if err := writeScrapeConfig(&cfg, groups, model.Duration(scrapeInterval).String()); err != nil {
+	if err := control.WriteScrapeConfig(&cfg, groups, model.Duration(scrapeInterval).String()); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {

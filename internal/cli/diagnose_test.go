@@ -18,6 +18,7 @@ import (
 	"github.com/pinlab/pinlab/internal/l7proxy"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/labup"
 	"github.com/pinlab/pinlab/internal/load"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -532,9 +533,11 @@ func TestLabLoad(t *testing.T) {
 	}
 }
 
-// TestLabLoadFailures: a lab load whose every call fails says so and
+// TestLabLoadFailures: a lab load with failed calls says how many and
 // exits 1 (a fresh tester saw exit 0 and an empty table for a port nothing
-// serves); a negative --duration is a usage error.
+// serves, and later exit 0 after 11,477 failed calls), unless
+// --allow-failures takes them; a negative --duration or budget is a usage
+// error.
 func TestLabLoadFailures(t *testing.T) {
 	d := startDiagLab(t, 1, 1, nil)
 	tests := []struct {
@@ -544,7 +547,10 @@ func TestLabLoadFailures(t *testing.T) {
 		stdout, stderr string
 	}{
 		{name: "port nothing serves", args: []string{"pricing-headless:9999", "--duration", "1s"}, code: ExitError,
-			stdout: "failed: Unavailable", stderr: "lab load: all "},
+			stdout: "failed: Unavailable", stderr: "calls failed (the last: "},
+		{name: "failures within the budget", args: []string{"pricing-headless:9999", "--duration", "1s", "--allow-failures", "1000"}, code: ExitOK,
+			stdout: "failed: Unavailable"},
+		{name: "negative budget", args: []string{"pricing:8471", "--allow-failures", "-1"}, code: ExitUsage, stderr: "--allow-failures -1: want 0 or more"},
 		{name: "negative duration", args: []string{"pricing:8471", "--duration", "-1s"}, code: ExitUsage, stderr: "--duration -1s: want a positive duration"},
 	}
 	for _, tt := range tests {
@@ -575,7 +581,7 @@ func TestLabLoadLabStops(t *testing.T) {
 	labtest.WaitFor(t, 30*time.Second, "lab load to start its clients", func() bool { return strings.Contains(out.String(), "2 clients calling") })
 	d.srv.Shutdown(ctx)
 	d.l.Close()
-	limit := labMisses*(labCheckEvery+labCheckTimeout) + 10*time.Second
+	limit := labup.LabMisses*(2*labup.LabCheckEvery+time.Second) + 10*time.Second
 	select {
 	case code := <-done:
 		if code != ExitError || !strings.Contains(errb.String(), "lab load: the lab at "+d.ctl.Addr+" stopped answering (3 checks 1s apart failed") {

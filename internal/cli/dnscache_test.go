@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
+	"github.com/pinlab/pinlab/internal/exit"
+	"github.com/pinlab/pinlab/internal/labup"
 )
 
 // TestLabUpDNSCacheFlags: the --dns-cache flags give the cluster DNS
@@ -48,8 +49,7 @@ func TestLabUpDNSCacheFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseLabUp(tt.args)
 			if tt.wantErr != "" {
-				var ue usageError
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !exit.IsUsage(err) {
 					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
 				}
 				return
@@ -57,7 +57,11 @@ func TestLabUpDNSCacheFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got.dnsCache); diff != "" {
+			cache, err := labup.ParseDNSCache(got.DNSCache, got.DNSCacheSuccess, got.DNSCacheDenial, got.DNSCacheKeepTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, cache); diff != "" {
 				t.Errorf("cache plugin (-want +got):\n%s", diff)
 			}
 		})

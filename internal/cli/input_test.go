@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/machinetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,7 +26,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asPinlab) == "1" {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// The CLI's tests start labs: they hold the machine against the other
+	// lab-heavy test binaries, the scenario tests above all.
+	release := machinetest.Hold()
+	code := m.Run()
+	release()
+	os.Exit(code)
 }
 
 // interruptLimit is how long pinlab may take from SIGINT to its exit while
@@ -191,8 +197,18 @@ func TestInterruptWhileReading(t *testing.T) {
 // TestLabUpFileLimit: lab up refuses, before starting, manifests whose
 // pods would use up the process's file descriptors (issue 15's tester:
 // with ulimit -n 200, 594 pods failed and lab up said "starting" forever).
+// The command runs without CAP_SYS_RESOURCE, with which it would raise
+// the limit instead.
 func TestLabUpFileLimit(t *testing.T) {
-	p := &process{cmd: exec.Command("sh", "-c", `ulimit -n 200 && exec "$0" "$@"`, os.Args[0], "lab", "up", "-f", "big-headless", "--control", "127.0.0.1:0"), done: make(chan error, 1)}
+	args := []string{"sh", "-c", `ulimit -n 200 && exec "$0" "$@"`, os.Args[0], "lab", "up", "-f", "big-headless", "--control", "127.0.0.1:0"}
+	if os.Geteuid() == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("as root, the test needs setpriv (util-linux) to drop CAP_SYS_RESOURCE")
+		}
+		args = append([]string{setpriv, "--bounding-set", "-sys_resource", "--"}, args...)
+	}
+	p := &process{cmd: exec.Command(args[0], args[1:]...), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), asPinlab+"=1")
 	p.cmd.Stderr = &p.stderr
 	if err := p.cmd.Start(); err != nil {

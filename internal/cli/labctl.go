@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/control"
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/spf13/cobra"
 )
 
@@ -59,7 +60,7 @@ func parseRefs(args []string, defaultKind string, many bool) ([]ref, error) {
 		example = "pod/db-0 (or just db-0)"
 	}
 	if len(args) == 0 {
-		return nil, usageError{fmt.Errorf("expected KIND/NAME such as %s", example)}
+		return nil, exit.UsageError(fmt.Errorf("expected KIND/NAME such as %s", example))
 	}
 	var refs []ref
 	switch first := args[0]; {
@@ -74,26 +75,26 @@ func parseRefs(args []string, defaultKind string, many bool) ([]ref, error) {
 	case kindAliases[strings.ToLower(first)] != "":
 		kind := kindAliases[strings.ToLower(first)]
 		if len(args) == 1 {
-			return nil, usageError{fmt.Errorf("%q: missing the name: expected %s NAME or %s/NAME", first, first, first)}
+			return nil, exit.UsageError(fmt.Errorf("%q: missing the name: expected %s NAME or %s/NAME", first, first, first))
 		}
 		for _, name := range args[1:] {
 			if strings.Contains(name, "/") {
-				return nil, usageError{fmt.Errorf("%q: give either %s NAME or KIND/NAME, not both", name, first)}
+				return nil, exit.UsageError(fmt.Errorf("%q: give either %s NAME or KIND/NAME, not both", name, first))
 			}
 			refs = append(refs, ref{kind, name})
 		}
 	case defaultKind != "":
 		for _, name := range args {
 			if strings.Contains(name, "/") {
-				return nil, usageError{fmt.Errorf("%q: give either NAMEs or KIND/NAMEs, not both", name)}
+				return nil, exit.UsageError(fmt.Errorf("%q: give either NAMEs or KIND/NAMEs, not both", name))
 			}
 			refs = append(refs, ref{defaultKind, name})
 		}
 	default:
-		return nil, usageError{fmt.Errorf("%q: expected KIND/NAME such as %s", first, example)}
+		return nil, exit.UsageError(fmt.Errorf("%q: expected KIND/NAME such as %s", first, example))
 	}
 	if !many && len(refs) > 1 {
-		return nil, usageError{fmt.Errorf("expected one KIND/NAME, got %d: %s", len(refs), strings.Join(args, " "))}
+		return nil, exit.UsageError(fmt.Errorf("expected one KIND/NAME, got %d: %s", len(refs), strings.Join(args, " ")))
 	}
 	return refs, nil
 }
@@ -104,13 +105,13 @@ func splitSlash(arg, example string) (ref, error) {
 	kind, ok := kindAliases[strings.ToLower(res)]
 	switch {
 	case res == "":
-		return ref{}, usageError{fmt.Errorf("%q: missing the kind before the slash: expected KIND/NAME such as %s", arg, example)}
+		return ref{}, exit.UsageError(fmt.Errorf("%q: missing the kind before the slash: expected KIND/NAME such as %s", arg, example))
 	case !ok:
-		return ref{}, usageError{fmt.Errorf("%q: unknown kind %q; expected %s", arg, res, kindList)}
+		return ref{}, exit.UsageError(fmt.Errorf("%q: unknown kind %q; expected %s", arg, res, kindList))
 	case name == "":
-		return ref{}, usageError{fmt.Errorf("%q: missing the name after the slash: expected %s/NAME", arg, res)}
+		return ref{}, exit.UsageError(fmt.Errorf("%q: missing the name after the slash: expected %s/NAME", arg, res))
 	case strings.Contains(name, "/"):
-		return ref{}, usageError{fmt.Errorf("%q: expected one slash, as in %s", arg, example)}
+		return ref{}, exit.UsageError(fmt.Errorf("%q: expected one slash, as in %s", arg, example))
 	}
 	return ref{kind, name}, nil
 }
@@ -129,13 +130,13 @@ func NewCmdLabScale(stdout io.Writer) *cobra.Command {
 			}
 			kind, name := refs[0].kind, refs[0].name
 			if kind != "Deployment" && kind != "StatefulSet" {
-				return usageError{fmt.Errorf("cannot scale a %s; expected deployment or statefulset", kind)}
+				return exit.UsageError(fmt.Errorf("cannot scale a %s; expected deployment or statefulset", kind))
 			}
 			if !cmd.Flags().Changed("replicas") {
-				return usageError{fmt.Errorf("--replicas is required")}
+				return exit.UsageError(fmt.Errorf("--replicas is required"))
 			}
 			if replicas < 0 || replicas > control.MaxReplicas {
-				return usageError{fmt.Errorf("--replicas %d: expected 0 to %d", replicas, control.MaxReplicas)}
+				return exit.UsageError(fmt.Errorf("--replicas %d: expected 0 to %d", replicas, control.MaxReplicas))
 			}
 			if err := o.client().Scale(cmd.Context(), control.ScaleRequest{Kind: kind, Namespace: o.Namespace, Name: name, Replicas: &replicas}); err != nil {
 				return err
@@ -164,7 +165,7 @@ or just the pod names (only pods can be deleted).`,
 			}
 			for _, r := range refs {
 				if r.kind != "Pod" {
-					return usageError{fmt.Errorf("%s/%s: only pods can be deleted", strings.ToLower(r.kind), r.name)}
+					return exit.UsageError(fmt.Errorf("%s/%s: only pods can be deleted", strings.ToLower(r.kind), r.name))
 				}
 			}
 			for _, r := range refs {
@@ -198,7 +199,7 @@ func NewCmdLabReady(stdout io.Writer, ready bool) *cobra.Command {
 			}
 			kind, name := refs[0].kind, refs[0].name
 			if kind != "Pod" {
-				return usageError{fmt.Errorf("readiness is a pod's, got %s", kind)}
+				return exit.UsageError(fmt.Errorf("readiness is a pod's, got %s", kind))
 			}
 			if err := o.client().SetReady(cmd.Context(), o.Namespace, name, ready); err != nil {
 				return err
@@ -224,18 +225,18 @@ func NewCmdLabGet(stdout, stderr io.Writer) *cobra.Command {
 		Args: func(_ *cobra.Command, args []string) error {
 			switch len(args) {
 			case 0:
-				return usageError{fmt.Errorf("lab get needs the kinds to list, e.g. pinlab lab get svc,pods,endpointslices (kinds: %s)", kindList)}
+				return exit.UsageError(fmt.Errorf("lab get needs the kinds to list, e.g. pinlab lab get svc,pods,endpointslices (kinds: %s)", kindList))
 			case 1:
 				return nil
 			}
-			return usageError{fmt.Errorf("lab get takes one comma-separated list of kinds, got %d arguments: %s", len(args), strings.Join(args, " "))}
+			return exit.UsageError(fmt.Errorf("lab get takes one comma-separated list of kinds, got %d arguments: %s", len(args), strings.Join(args, " ")))
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var kinds []string
 			for _, k := range strings.Split(args[0], ",") {
 				kind, ok := kindAliases[strings.ToLower(k)]
 				if !ok {
-					return usageError{fmt.Errorf("%q: unknown kind; expected %s", k, kindList)}
+					return exit.UsageError(fmt.Errorf("%q: unknown kind; expected %s", k, kindList))
 				}
 				kinds = append(kinds, kind)
 			}
@@ -260,8 +261,8 @@ func labGet(ctx context.Context, o *CtlOptions, kinds []string) error {
 	}
 	printed := 0
 	for _, k := range kinds {
-		sel := filter(objs, ns)
-		if count(k, sel) == 0 {
+		sel := control.Filter(objs, ns)
+		if control.Count(k, sel) == 0 {
 			continue
 		}
 		if printed > 0 {

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/pinlab/pinlab/internal/control"
-	"github.com/pinlab/pinlab/internal/lab"
 )
 
 // TestLabCtlToken: lab up writes its token to a file only its user can
@@ -61,12 +60,9 @@ func TestLabCtlToken(t *testing.T) {
 
 	// When lab up closes the lab, its API answers no more.
 	var whenClosing error
-	orig := closeLab
-	t.Cleanup(func() { closeLab = orig })
-	closeLab = func(l *lab.Lab) {
-		_, whenClosing = u.client.Info(context.Background())
-		orig(l)
-	}
+	orig := labUpStopping
+	t.Cleanup(func() { labUpStopping = orig })
+	labUpStopping = func() { _, whenClosing = u.client.Info(context.Background()) }
 	if err := u.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/control"
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/spf13/cobra"
 )
@@ -33,7 +34,7 @@ The command's exit code is lab exec's. A lab on the embedded control plane
 needs no exec: its addresses are on the host's loopback.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
-				return usageError{fmt.Errorf("expected -- CMD [ARGS...], e.g. %s lab exec -- dig -b 10.244.254.1 @10.96.0.10 kubernetes.default.svc.cluster.local (-b: a pod address, which the real kube-proxy needs)", selfName())}
+				return exit.UsageError(fmt.Errorf("expected -- CMD [ARGS...], e.g. %s lab exec -- dig -b 10.244.254.1 @10.96.0.10 kubernetes.default.svc.cluster.local (-b: a pod address, which the real kube-proxy needs)", selfName()))
 			}
 			return nil
 		},
@@ -71,9 +72,9 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if code := ee.ExitCode(); code > 0 {
-			return exitCode(code)
+			return exit.Code(code)
 		}
-		return exitCode(ExitInterrupted)
+		return exit.Interrupted
 	}
 	if err != nil {
 		return fmt.Errorf("lab exec: %w", err)

@@ -6,24 +6,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/evidence"
-	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/exit"
+	"github.com/pinlab/pinlab/internal/labrun"
 	"github.com/pinlab/pinlab/internal/loopback"
-	"github.com/pinlab/pinlab/internal/netns"
-	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/outcome"
 	"github.com/pinlab/pinlab/internal/report"
-	"github.com/pinlab/pinlab/internal/runner"
-	"github.com/pinlab/pinlab/internal/scenario"
-	"github.com/pinlab/pinlab/internal/verdict"
 	"github.com/pinlab/pinlab/scenarios"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // LabRunOptions are the inputs of `pinlab lab run`.
@@ -47,12 +43,12 @@ type LabRunOptions struct {
 	UIAddr string
 	// ControlPlane is "embedded" or "kubernetes": each variant's lab on
 	// its own real control plane, in a private network namespace (see
-	// labup_kubernetes.go).
+	// package kubelab).
 	ControlPlane string
 	// Dataplane is what serves each variant's ClusterIPs and cluster DNS
 	// on a real control plane: pinlab (its kube-proxy emulation and DNS),
 	// kube-proxy-nftables or kube-proxy-iptables (the real kube-proxy and
-	// the real CoreDNS; see lab.API.Dataplane).
+	// the real CoreDNS).
 	// Only with ControlPlane kubernetes.
 	Dataplane string
 	// CompareDataplanes runs the scenario twice on real control planes,
@@ -83,49 +79,28 @@ func NewCmdLabRun(stdout, stderr io.Writer, runF func(context.Context, *LabRunOp
 		Long: fmt.Sprintf(`Run a scenario: Kubernetes YAML (Namespace, Deployment, Service) plus one
 kind: Scenario document, from a file, standard input (-) or a built-in by
 name. Without an argument runs the built-in %q scenario.
-Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", ")),
+Built-in scenarios: %s.
+
+Exit codes: 0 done; 1 a failed expectation, timeline step or variant, or an
+error; 2 bad flags, scenario name or variant, or a run too large for this
+machine; 3 some expectations could not be judged
+on an overloaded machine (-o json: "overloaded" is true whenever the load
+generator fell behind its schedule for the machine's reasons, not the lab's
+own bursts: the field scripts check); 6 with
+--compare-dataplanes, a figure that differs; 130 interrupted.`, scenarios.Default, strings.Join(scenarios.Names(), ", ")),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return usageError{fmt.Errorf("lab run takes at most one scenario, got %d", len(args))}
+				return exit.UsageError(fmt.Errorf("lab run takes at most one scenario, got %d", len(args)))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("variant") && (len(opts.Variants) == 0 || slices.Contains(opts.Variants, "")) {
-				return usageError{errors.New("--variant: an empty variant name; name one or more variants")}
-			}
 			opts.File = scenarios.Default
 			opts.In = cmd.InOrStdin()
 			if len(args) == 1 {
 				opts.File = args[0]
 			}
-			if opts.Output != "table" && opts.Output != "json" {
-				return usageError{fmt.Errorf("-o %q: expected table or json", opts.Output)}
-			}
-			if opts.Progress != "auto" && opts.Progress != "on" && opts.Progress != "off" {
-				return usageError{fmt.Errorf("--progress %q: expected auto, on or off", opts.Progress)}
-			}
-			if _, ok := logLevels[opts.LogLevel]; !ok && opts.LogLevel != "off" {
-				return usageError{fmt.Errorf("--log-level %q: expected off, info or debug", opts.LogLevel)}
-			}
-			switch opts.ControlPlane {
-			case controlPlaneEmbedded:
-			case controlPlaneKubernetes:
-			default:
-				return usageError{fmt.Errorf("--control-plane %q: expected %s or %s", opts.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes)}
-			}
-			if opts.CompareDataplanes {
-				if err := opts.checkCompare(cmd.Flags().Changed("control-plane"), cmd.Flags().Changed("dataplane")); err != nil {
-					return err
-				}
-			}
-			if err := checkDataplane(opts.Dataplane, cmd.Flags().Changed("dataplane") || opts.CompareDataplanes, opts.ControlPlane); err != nil {
-				return err
-			}
-			if err := loopback.CheckAddr(opts.UIAddr); err != nil {
-				return usageError{fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", opts.UIAddr, err)}
-			}
-			if err := opts.checkDiagnose(cmd.Flags().Changed("diagnose-at") || cmd.Flags().Changed("diagnose-window")); err != nil {
+			if err := opts.check(cmd.Flags()); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -144,7 +119,7 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
-	f.StringVar(&opts.Dataplane, "dataplane", string(lab.DataplanePinlab), dataplaneUsage)
+	f.StringVar(&opts.Dataplane, "dataplane", labrun.DataplanePinlab, dataplaneUsage)
 	f.BoolVar(&opts.CompareDataplanes, "compare-dataplanes", false, "run the scenario on real control planes twice, on pinlab's dataplane and on the real one (--dataplane, default kube-proxy-nftables), variants one after another, and print the figures side by side with the differences beyond tolerance marked (implies --control-plane kubernetes; exit 6 when they differ)")
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
@@ -154,129 +129,93 @@ Built-in scenarios: %s.`, scenarios.Default, strings.Join(scenarios.Names(), ", 
 }
 
 func labRun(ctx context.Context, opts *LabRunOptions) error {
-	onKube := opts.ControlPlane == controlPlaneKubernetes
-	if onKube && !netns.Inside() {
-		if _, err := controlplane.BinDir(); err != nil {
-			return err
-		}
-		if err := lab.Dataplane(opts.Dataplane).Check(); err != nil {
-			return fmt.Errorf("--dataplane %s: %w", opts.Dataplane, err)
-		}
-		if !opts.UI {
-			return runInNetns(ctx, "lab run")
-		}
-		// The dashboard's listener is bound here, on the host's loopback,
-		// and served by the run inside (a socket stays in the namespace it
-		// was bound in).
-		ln, err := listenUI(ctx, opts.UIAddr)
-		if err != nil {
-			return err
-		}
-		defer ln.Close()
-		f, err := ln.(*net.TCPListener).File()
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return runInNetns(ctx, "lab run", f)
-	}
-	p, err := await(ctx, inputName(opts.File), func() (*plan.Plan, error) {
-		if opts.File != "-" {
-			return scenario.Open(ctx, opts.File)
-		}
-		data, err := scenario.ReadAll(ctx, inputName(opts.File), opts.In)
-		if err != nil {
-			return nil, fmt.Errorf("lab run: %w", err)
-		}
-		return scenario.Load(stdinName, data)
-	})
-	if errors.Is(err, scenario.ErrNotFound) {
-		return usageError{err}
-	}
-	if err != nil {
-		return err
-	}
-	if p, err = p.Select(opts.Variants); err != nil {
-		return usageError{fmt.Errorf("--variant: %w", err)}
-	}
-	if dp := lab.Dataplane(opts.Dataplane); dp.KubeProxyMode() != "" {
-		var left string
-		if p, left, err = withoutIPVS(p, dp); err != nil {
-			return err
-		}
-		if left != "" {
-			fmt.Fprintln(opts.Err, left)
-		}
-	}
-	if opts.Diagnose {
-		if err := diagnoseFits(opts, p); err != nil {
-			return err
-		}
-	}
-	html, err := createHTML(opts.HTML)
-	if err != nil {
-		return err
-	}
-	ui, err := startUI(ctx, opts, p)
-	if err != nil {
-		html.discard()
-		return err
-	}
-	if opts.CompareDataplanes {
-		return compareDataplanes(ctx, opts, p)
-	}
-	ro := runner.Options{Sequential: opts.Sequential, Seed: opts.Seed}
-	if onKube && lab.Dataplane(opts.Dataplane).KubeProxyMode() != "" && !opts.Sequential && len(p.Variants) > 1 {
-		// Every variant's kube-proxy would own the same kernel tables (table
-		// ip kube-proxy, the KUBE-* chains) of the one network namespace.
-		fmt.Fprintf(opts.Err, "--dataplane %s: running the variants one after another (each variant's kube-proxy programs the same kernel tables of the lab's network namespace)\n", opts.Dataplane)
-		ro.Sequential = true
-	}
-	if opts.Diagnose {
-		ro.Diagnose = &runner.Diagnose{At: opts.DiagnoseAt, Window: opts.DiagnoseWindow}
-	}
-	if lvl, ok := logLevels[opts.LogLevel]; ok {
-		ro.Logger = slog.New(slog.NewTextHandler(opts.Err, &slog.HandlerOptions{Level: lvl}))
-	}
-	if onKube {
-		ro.AtOnce = maxControlPlanes
-		if ro.ControlPlane, err = variantControlPlanes(ro.Logger, lab.Dataplane(opts.Dataplane)); err != nil {
-			html.discard()
-			return err
-		}
-	}
-	var line func([]runner.Progress)
+	var line *progressLine
 	if show(opts) {
-		pl := &progressLine{w: opts.Err, live: isTerminal(opts.Err)}
-		line = pl.update
-		defer pl.finish()
+		line = &progressLine{w: opts.Err, live: isTerminal(opts.Err)}
+		defer line.finish()
 	}
-	ro.Progress = progress(line, ui)
-	if ui != nil {
-		ro.Live = ui.board
+	eo := opts.engineOptions(line)
+	if opts.CompareDataplanes {
+		return compare(ctx, opts, eo)
 	}
-	run, err := runner.Run(ctx, p, ro)
-	if run == nil {
+	// The HTML file is created once the scenario has been read and checked
+	// (a bad scenario leaves a file already there alone), before the run,
+	// so that a path that cannot be written fails at once.
+	var html *htmlFile
+	eo.Prepared = func() (err error) {
+		html, err = createHTML(opts.HTML)
+		return err
+	}
+	res, err := labrun.Run(ctx, eo)
+	if res == nil {
 		html.discard()
-		ui.finish(nil)
+		return err
 	}
-	if errors.Is(err, runner.ErrTooMuch) || errors.Is(err, runner.ErrTooManyFiles) {
-		return usageError{err}
+	if werr := write(opts, res); werr != nil {
+		return werr
 	}
-	if run != nil {
-		res := report.New(p, run, judge(p, run))
-		ui.finish(res)
-		if werr := write(opts, res); werr != nil {
-			return werr
-		}
-		if werr := html.write(res); werr != nil {
-			return werr
-		}
-		if err == nil {
-			err = outcome(opts, res)
-		}
+	if werr := html.write(res); werr != nil {
+		return werr
+	}
+	if err == nil {
+		err = runError(opts, res)
 	}
 	return err
+}
+
+// engineOptions are the engine's options for the flags; line, if not
+// nil, shows the progress.
+func (o *LabRunOptions) engineOptions(line *progressLine) labrun.Options {
+	eo := labrun.Options{
+		Scenario: o.File, In: o.In, ControlPlane: o.ControlPlane, Dataplane: o.Dataplane,
+		Variants: o.Variants, Sequential: o.Sequential, Seed: o.Seed, UI: o.UI, UIAddr: o.UIAddr, Notes: o.Err,
+	}
+	if lvl, ok := logLevels[o.LogLevel]; ok {
+		eo.Logger = slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: lvl}))
+	}
+	eo.Diagnose, eo.DiagnoseAt, eo.DiagnoseWindow = o.Diagnose, o.DiagnoseAt, o.DiagnoseWindow
+	if line != nil {
+		eo.Progress = line.update
+	}
+	return eo
+}
+
+// check checks the flags (f says which were given) before anything
+// starts; its errors are usage errors.
+func (o *LabRunOptions) check(f *pflag.FlagSet) error {
+	if f.Changed("html") && o.HTML == "" {
+		return exit.UsageError(errors.New("--html: an empty path; give the report's file"))
+	}
+	if f.Changed("variant") && (len(o.Variants) == 0 || slices.Contains(o.Variants, "")) {
+		return exit.UsageError(errors.New("--variant: an empty variant name; name one or more variants"))
+	}
+	if o.Output != "table" && o.Output != "json" {
+		return exit.UsageError(fmt.Errorf("-o %q: expected table or json", o.Output))
+	}
+	if o.Progress != "auto" && o.Progress != "on" && o.Progress != "off" {
+		return exit.UsageError(fmt.Errorf("--progress %q: expected auto, on or off", o.Progress))
+	}
+	if _, ok := logLevels[o.LogLevel]; !ok && o.LogLevel != "off" {
+		return exit.UsageError(fmt.Errorf("--log-level %q: expected off, info or debug", o.LogLevel))
+	}
+	switch o.ControlPlane {
+	case controlPlaneEmbedded:
+	case controlPlaneKubernetes:
+	default:
+		return exit.UsageError(fmt.Errorf("--control-plane %q: expected %s or %s", o.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes))
+	}
+	if o.CompareDataplanes {
+		if err := o.checkCompare(f.Changed("control-plane"), f.Changed("dataplane")); err != nil {
+			return err
+		}
+	}
+	if err := checkDataplane(o.Dataplane, f.Changed("dataplane") || o.CompareDataplanes, o.ControlPlane); err != nil {
+		return err
+	}
+	if err := loopback.CheckAddr(o.UIAddr); err != nil {
+		return exit.UsageError(fmt.Errorf("--ui-addr %q: expected IP:port inside 127.0.0.0/8 (%v)", o.UIAddr, err))
+	}
+	return o.checkDiagnose(f.Changed("diagnose-at") || f.Changed("diagnose-window"))
 }
 
 // checkDiagnose checks the --diagnose flags; implied is true when a flag
@@ -285,32 +224,11 @@ func (o *LabRunOptions) checkDiagnose(implied bool) error {
 	o.Diagnose = o.Diagnose || implied
 	switch {
 	case o.DiagnoseAt < 0:
-		return usageError{fmt.Errorf("--diagnose-at %v: want a time of load, 0 or more", o.DiagnoseAt)}
+		return exit.UsageError(fmt.Errorf("--diagnose-at %v: want a time of load, 0 or more", o.DiagnoseAt))
 	case o.DiagnoseWindow < 100*time.Millisecond || o.DiagnoseWindow > 10*time.Minute:
-		return usageError{fmt.Errorf("--diagnose-window %v: want 100ms to 10m", o.DiagnoseWindow)}
+		return exit.UsageError(fmt.Errorf("--diagnose-window %v: want 100ms to 10m", o.DiagnoseWindow))
 	}
 	return nil
-}
-
-// diagnoseFits refuses a diagnosis whose window would not end before the
-// scenario's load does.
-func diagnoseFits(o *LabRunOptions, p *plan.Plan) error {
-	if end := o.DiagnoseAt + o.DiagnoseWindow; end > p.Duration {
-		return usageError{fmt.Errorf("--diagnose-at %v plus --diagnose-window %v ends after the scenario's %v of load; diagnose reads the pods while load runs", o.DiagnoseAt, o.DiagnoseWindow, p.Duration)}
-	}
-	return nil
-}
-
-// judge reads each variant's measurements (variants whose load never
-// started have nothing to judge).
-func judge(p *plan.Plan, run *runner.Result) []verdict.Verdict {
-	out := make([]verdict.Verdict, len(run.Variants))
-	for i, o := range run.Variants {
-		if o.Started {
-			out[i] = verdict.Judge(p, p.Variants[i], o.Summary)
-		}
-	}
-	return out
 }
 
 func write(opts *LabRunOptions, res *report.Result) error {
@@ -320,9 +238,9 @@ func write(opts *LabRunOptions, res *report.Result) error {
 	return report.Text(opts.Out, res)
 }
 
-// outcome is the run's error for the exit code: a failed variant, failed
+// runError is the run's error for the exit code: a failed variant, failed
 // expectations or failed timeline steps.
-func outcome(opts *LabRunOptions, res *report.Result) error {
+func runError(opts *LabRunOptions, res *report.Result) error {
 	failed, steps, invalid := 0, 0, 0
 	for _, v := range res.Variants {
 		if v.Error != "" {
@@ -344,7 +262,7 @@ func outcome(opts *LabRunOptions, res *report.Result) error {
 	case steps > 0:
 		return fmt.Errorf("%s failed (see \"step failed\" in the report)", plural(steps, "timeline step"))
 	case invalid > 0:
-		return overloadedError{fmt.Errorf("%d of the scenario's expectations could not be judged: the machine was overloaded (see OVERLOADED and INVALID in the report); run again on a quieter machine", invalid)}
+		return exit.OverloadedError(fmt.Errorf("%d of the scenario's expectations could not be judged: they were measured while the load generator fell behind (see OVERLOADED or BURST, and INVALID, in the report); run again on a quieter machine", invalid))
 	}
 	return nil
 }
@@ -380,7 +298,7 @@ type progressLine struct {
 	wrote bool
 }
 
-func (p *progressLine) update(ps []runner.Progress) {
+func (p *progressLine) update(ps []outcome.Progress) {
 	var parts []string
 	var states []string
 	var elapsed, dur time.Duration

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/pinlab/pinlab/internal/control"
-	"github.com/pinlab/pinlab/internal/kubelet"
-	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -44,7 +42,7 @@ run it again after a scale (file_sd files are re-read by Prometheus).`,
 			switch o.Format {
 			case "file_sd", "scrape-config":
 			default:
-				return usageError{fmt.Errorf("-o %q: want file_sd or scrape-config", o.Format)}
+				return exit.UsageError(fmt.Errorf("-o %q: want file_sd or scrape-config", o.Format))
 			}
 			return labTargets(cmd.Context(), o)
 		},
@@ -56,53 +54,15 @@ run it again after a scale (file_sd files are re-read by Prometheus).`,
 	return cmd
 }
 
-// TargetGroup is one entry of a Prometheus file_sd file.
-type TargetGroup struct {
-	Targets []string          `json:"targets"`
-	Labels  map[string]string `json:"labels"`
-}
-
-// MetricsTargets returns a file_sd group per pod of pods that has a pod IP
-// and a metrics port (kubelet.Workload.MetricsPort), in pods' order. Labels
-// are the pod's labels (characters Prometheus does not take in label names
-// become _) plus namespace and pod.
-func MetricsTargets(pods []corev1.Pod) []TargetGroup {
-	var out []TargetGroup
-	for _, p := range pods {
-		w, err := kubelet.WorkloadFor(&p.Spec)
-		if err != nil || w.MetricsPort == 0 || p.Status.PodIP == "" {
-			continue
-		}
-		labels := map[string]string{}
-		for k, v := range p.Labels {
-			labels[labelName(k)] = v
-		}
-		labels["namespace"], labels["pod"] = p.Namespace, p.Name
-		out = append(out, TargetGroup{Targets: []string{fmt.Sprintf("%s:%d", p.Status.PodIP, w.MetricsPort)}, Labels: labels})
-	}
-	return out
-}
-
-// labelName maps a Kubernetes label key to a Prometheus label name, as
-// Prometheus's Kubernetes discovery does for __meta_kubernetes_pod_label_*.
-func labelName(k string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, k)
-}
-
 func labTargets(ctx context.Context, o *TargetsOptions) error {
 	objs, err := o.client().Objects(ctx)
 	if err != nil {
 		return err
 	}
 	pods := slices.DeleteFunc(objs.Pods, func(p corev1.Pod) bool { return !o.AllNamespaces && p.Namespace != o.Namespace })
-	groups := MetricsTargets(pods)
+	groups := control.MetricsTargets(pods)
 	if len(groups) == 0 {
-		fmt.Fprintf(o.Err, "no pod serves metrics here (give pods --metrics-port or a containerPort named %q)\n", kubelet.MetricsPortName)
+		fmt.Fprintf(o.Err, "no pod serves metrics here (give pods --metrics-port or a containerPort named %q)\n", control.MetricsPortName)
 	}
 	if len(groups) > 0 {
 		info, err := o.client().Info(ctx)
@@ -120,31 +80,13 @@ func labTargets(ctx context.Context, o *TargetsOptions) error {
 	}
 	if o.Format == "file_sd" {
 		if groups == nil {
-			groups = []TargetGroup{}
+			groups = []control.TargetGroup{}
 		}
 		enc := json.NewEncoder(o.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(groups)
 	}
-	return writeScrapeConfig(o.Out, groups, o.Interval)
-}
-
-// writeScrapeConfig writes a prometheus.yml with one job, "pinlab", whose
-// static_configs are groups (JSON is YAML, so each group is written as
-// JSON).
-func writeScrapeConfig(w io.Writer, groups []TargetGroup, interval string) error {
-	fmt.Fprintf(w, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\nscrape_configs:\n- job_name: pinlab\n  metrics_path: %s\n  static_configs:\n", interval, interval, pod.MetricsPath)
-	if len(groups) == 0 {
-		fmt.Fprintf(w, "  - targets: []\n")
-	}
-	for _, g := range groups {
-		b, err := json.Marshal(g)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "  - %s\n", b)
-	}
-	return nil
+	return control.WriteScrapeConfig(o.Out, groups, o.Interval)
 }
 
 // defaultTokenPath is control.TokenPath of addr, or "" when it has none.

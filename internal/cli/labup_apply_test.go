@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"testing"
+
+	"github.com/pinlab/pinlab/internal/scenariotest"
 )
 
 // applyDocs is what kubectl apply takes against a real API server but lab
@@ -46,7 +48,7 @@ spec:
 `
 
 func TestLabUpAppliesAsKubectl(t *testing.T) {
-	ctl, _ := upLab(t, writeFile(t, "apply.yaml", applyDocs))
+	ctl, _ := upLab(t, scenariotest.WriteFile(t, "apply.yaml", applyDocs))
 	objs, err := ctl.Objects(context.Background())
 	if err != nil {
 		t.Fatal(err)

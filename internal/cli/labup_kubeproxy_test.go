@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -118,6 +121,27 @@ func TestLabUpStopsWhenADataplaneProcessDies(t *testing.T) {
 			}
 			if left := processesWith(state[1]); len(left) > 0 {
 				t.Errorf("processes left after lab up stopped: %v", left)
+			}
+			// The error names the components' logs: they are kept (a
+			// tester found the named log deleted), and nothing else.
+			kept := regexp.MustCompile(`logs are kept in (\S+);`).FindStringSubmatch(stderr)
+			if kept == nil || kept[1] != state[1] {
+				t.Fatalf("lab up did not say the logs are kept in %s:\n%s", state[1], stderr)
+			}
+			defer os.RemoveAll(kept[1])
+			var logs, others []string
+			filepath.WalkDir(kept[1], func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					if filepath.Ext(p) == ".log" {
+						logs = append(logs, filepath.Base(p))
+					} else {
+						others = append(others, p)
+					}
+				}
+				return nil
+			})
+			if !slices.Contains(logs, "kube-apiserver.log") || len(others) > 0 {
+				t.Errorf("kept in %s: logs %v and %v; want the components' logs only", kept[1], logs, others)
 			}
 		})
 	}

@@ -7,19 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/dashboard"
+	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/report"
 )
 
@@ -120,6 +123,21 @@ func TestLabUpKubernetes(t *testing.T) {
 	if out, err := exec1("sh", "-c", "exit 7"); err == nil || !strings.Contains(fmt.Sprint(err), "7") {
 		t.Errorf("lab exec -- sh -c 'exit 7': %v, want exit status 7\n%s", err, out)
 	}
+	// From the host, the lab's pod and Service addresses do not route off
+	// the machine while it runs (as root: an unreachable route), and the
+	// routes go with the lab (checked with the route lookup, not traffic).
+	if os.Geteuid() == 0 {
+		for _, a := range []string{"10.244.0.5", "10.96.0.10"} {
+			if r := routeTo(t, a); !unreachable(r) {
+				t.Errorf("ip route get %s on the host while the lab runs: %q, want no route", a, r)
+			}
+		}
+		defer func() {
+			if out, _ := exec.Command("ip", "route", "show", "proto", "199").Output(); len(strings.TrimSpace(string(out))) > 0 {
+				t.Errorf("pinlab's host routes after lab up stopped: %s", out)
+			}
+		}()
+	}
 	kubectl("rollout", "restart", "deployment/pricing", "-n", "shop")
 	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
 	victim := strings.Fields(kubectl("get", "pods", "-n", "shop", "-l", "app=pricing", "-o", "jsonpath={.items[0].metadata.name}"))[0]
@@ -135,6 +153,18 @@ func TestLabUpKubernetes(t *testing.T) {
 		c.Close()
 		t.Errorf("the control API %s still accepts after lab up stopped", ctl)
 	}
+}
+
+// routeTo is the host's route to addr (`ip route get`), or ip's error.
+func routeTo(t *testing.T, addr string) string {
+	t.Helper()
+	out, _ := exec.Command("ip", "route", "get", addr).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
+
+// unreachable reports whether route, what routeTo printed, is no route.
+func unreachable(route string) bool {
+	return strings.Contains(route, "No route to host") || strings.HasPrefix(route, "unreachable")
 }
 
 // processesWith lists the command lines of processes whose command line
@@ -154,36 +184,6 @@ func processesWith(s string) []string {
 		}
 	}
 	return out
-}
-
-func TestSubnet(t *testing.T) {
-	tests := []struct {
-		name    string
-		p       string
-		bits, i int
-		want    string // "" for an error
-	}{
-		{name: "first variant's pods", p: "10.244.0.0/16", bits: 20, i: 0, want: "10.244.0.0/20"},
-		{name: "second variant's Services", p: "10.96.0.0/16", bits: 20, i: 1, want: "10.96.16.0/20"},
-		{name: "last /20", p: "10.244.0.0/16", bits: 20, i: 15, want: "10.244.240.0/20"},
-		{name: "beyond the range", p: "10.244.0.0/16", bits: 20, i: 16},
-		{name: "wider than the range", p: "10.244.0.0/16", bits: 8, i: 0},
-		{name: "IPv6", p: "fd00::/64", bits: 80, i: 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := subnet(netip.MustParsePrefix(tt.p), tt.bits, tt.i)
-			if tt.want == "" {
-				if err == nil {
-					t.Fatalf("subnet = %v, want an error", got)
-				}
-				return
-			}
-			if err != nil || got.String() != tt.want {
-				t.Fatalf("subnet = %v, %v; want %s", got, err, tt.want)
-			}
-		})
-	}
 }
 
 // lockedBuffer is a strings.Builder safe to read while a process writes.
@@ -225,8 +225,9 @@ func TestLabRunKubernetesUI(t *testing.T) {
 	pinlab := buildPinlab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	html := filepath.Join(t.TempDir(), "report.html")
 	cmd := exec.CommandContext(ctx, pinlab, "lab", "run", writeScenario(t, 6*time.Second, 2*time.Second), "--variant", "clusterip",
-		"--control-plane", "kubernetes", "--ui", "--ui-addr", "127.0.0.1:0", "--progress", "off", "-o", "json")
+		"--control-plane", "kubernetes", "--ui", "--ui-addr", "127.0.0.1:0", "--progress", "off", "-o", "json", "--html", html)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	stderrPipe, err := cmd.StderrPipe()
@@ -281,6 +282,11 @@ func TestLabRunKubernetesUI(t *testing.T) {
 	if err != nil || len(res.Variants) != 1 {
 		t.Fatalf("lab run's JSON: %v, %d variants; want one", err, len(res.Variants))
 	}
+	// The run inside the namespace wrote the HTML report; the command on
+	// the host left it there.
+	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("clusterip")) {
+		t.Errorf("--html %s after the run: %v, %d bytes; want the report with the variant", html, err, len(page))
+	}
 }
 
 // TestLabUpKubernetesComponentFails: a control plane component that exits
@@ -323,5 +329,123 @@ func TestLabUpKubernetesComponentFails(t *testing.T) {
 	}
 	if left := processesWith(kept[1]); len(left) > 0 {
 		t.Errorf("processes left after lab up failed: %v", left)
+	}
+}
+
+// TestLabUpKubernetesKilled: kill -9 of lab up's process in the network
+// namespace, or of lab up itself, leaves no key, token or kubeconfig
+// behind (the components' logs aside), and the first says what died; the
+// next lab up sweeps what the second left (a tester found 123 MB with
+// tokens.csv and sa.key left, and exit 137 with no message).
+func TestLabUpKubernetesKilled(t *testing.T) {
+	requireControlPlane(t)
+	pinlab := buildPinlab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	secrets := func(tmp string) []string { // what must not be left: anything but logs
+		var left []string
+		filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && filepath.Ext(p) != ".log" && filepath.Base(p) != "owner" {
+				left = append(left, p)
+			}
+			return nil
+		})
+		return left
+	}
+	start := func(tmp string) (*upProcess, string) { // tmp is the labs' TMPDIR: their sessions are there
+		dir := t.TempDir()
+		up := startLabUpEnv(t, pinlab, []string{"TMPDIR=" + tmp}, "-f", "scale-out", "--control-plane", "kubernetes", "--control", freeAddr(t), "--token-file", filepath.Join(dir, "token"))
+		up.waitUp(ctx, t, "  export KUBECONFIG=")
+		return up, dir
+	}
+
+	t.Run("the process inside", func(t *testing.T) {
+		tmp := t.TempDir()
+		up, dir := start(tmp)
+		inner := childPID(t, up.cmd.Process.Pid)
+		syscall.Kill(inner, syscall.SIGKILL)
+		select {
+		case err := <-up.exited:
+			if exitCodeOf(err) != ExitError || !strings.Contains(up.stderr.String(), "the lab's process in its network namespace was killed by signal 9 (killed)") {
+				t.Errorf("lab up after its process inside was killed: %v\nstderr:\n%s", err, up.stderr.String())
+			}
+		case <-ctx.Done():
+			t.Fatal("lab up still running after its process inside was killed")
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("the token file's directory holds %v after the kill; want the token and the kubeconfig removed", ents)
+		}
+		if left := secrets(tmp); len(left) != 0 {
+			t.Errorf("left after the kill: %v", left)
+		}
+	})
+	t.Run("lab up itself", func(t *testing.T) {
+		tmp := t.TempDir()
+		up, _ := start(tmp)
+		inner := childPID(t, up.cmd.Process.Pid)
+		up.cmd.Process.Kill()
+		<-up.exited
+		labtest.WaitFor(t, time.Minute, "the process inside to stop", func() bool { return syscall.Kill(inner, 0) != nil })
+		next, _ := start(tmp) // its start sweeps what the first left
+		next.stop(t)
+		if left := secrets(tmp); len(left) != 0 {
+			t.Errorf("left after lab up was killed and another started: %v", left)
+		}
+		if ents, _ := filepath.Glob(filepath.Join(tmp, "pinlab-lab-*")); len(ents) != 0 {
+			t.Errorf("sessions left: %v", ents)
+		}
+	})
+}
+
+// childPID is the pid of pid's child (lab up's process in the network
+// namespace), forked by whichever of pid's threads.
+func childPID(t *testing.T, pid int) int {
+	t.Helper()
+	var child int
+	labtest.WaitFor(t, 10*time.Second, "lab up's child", func() bool {
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if fs := strings.Fields(string(b)); len(fs) > 0 {
+				n, err := strconv.Atoi(fs[0])
+				child = n
+				return err == nil
+			}
+		}
+		return false
+	})
+	return child
+}
+
+// TestLabUpKubernetesTwoLabsRoutes: two labs on real control planes, with
+// different TMPDIRs, hold the host's unreachable routes together: the
+// first to stop leaves them to the second, the second removes them (a
+// tester found them left after both stopped, or removed while one ran).
+func TestLabUpKubernetesTwoLabsRoutes(t *testing.T) {
+	requireControlPlane(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the host's routes are changed only as root")
+	}
+	pinlab := buildPinlab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	start := func() *upProcess {
+		up := startLabUpEnv(t, pinlab, []string{"TMPDIR=" + t.TempDir()}, "--control-plane", "kubernetes", "--control", freeAddr(t), "--token-file", filepath.Join(t.TempDir(), "token"))
+		up.waitUp(ctx, t, "  export KUBECONFIG=")
+		return up
+	}
+	routes := func() string {
+		out, _ := exec.Command("ip", "route", "show", "proto", "199").Output()
+		return strings.TrimSpace(string(out))
+	}
+	a := start()
+	b := start()
+	a.stop(t)
+	if r := routeTo(t, "10.244.0.5"); !unreachable(r) {
+		t.Errorf("the second lab still runs: ip route get 10.244.0.5 = %q, want no route", r)
+	}
+	b.stop(t)
+	if r := routes(); r != "" {
+		t.Errorf("pinlab's host routes after both labs stopped: %s", r)
 	}
 }

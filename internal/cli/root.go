@@ -5,38 +5,25 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes.
+// Exit codes (package exit says what each means).
 const (
-	ExitOK    = 0
-	ExitError = 1 // the command failed (bad input, a failed run)
-	ExitUsage = 2 // bad flags or arguments
-	// ExitOverloaded: lab run finished and no expectation failed, but some
-	// could not be judged: the machine was overloaded where they were
-	// measured (the load generator fell behind its schedule).
-	ExitOverloaded = 3
-	// ExitInterrupted: SIGINT or SIGTERM stopped a command before it was
-	// done (128 + SIGINT, as shells report a process killed by Ctrl-C).
-	// `lab up` stopped by Ctrl-C once it is up has done its job and exits 0.
-	ExitInterrupted = 130
+	ExitOK          = int(exit.OK)
+	ExitError       = int(exit.Failed)
+	ExitUsage       = int(exit.Usage)
+	ExitOverloaded  = int(exit.Overloaded)
+	ExitInterrupted = int(exit.Interrupted)
 )
-
-// usageError marks errors in how the command was called.
-type usageError struct{ error }
-
-// overloadedError marks a run whose checks an overloaded machine
-// invalidated.
-type overloadedError struct{ error }
 
 // Main runs pinlab with args and returns the process exit code. It cancels
 // the run on SIGINT, SIGTERM or SIGHUP (the terminal closed): each ends it
@@ -54,28 +41,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return codeOf(ctx, root.ExecuteContext(ctx), stderr)
 }
 
-// codeOf reports err, what a command run with ctx returned, on stderr and
-// returns the process exit code for it.
+// codeOf reports err, what a command run with ctx returned, on stderr
+// (unless it was said already) and returns the process exit code for it.
 func codeOf(ctx context.Context, err error, stderr io.Writer) int {
-	if err == nil {
-		return ExitOK
+	code, say := exit.Of(ctx, err)
+	if say {
+		fmt.Fprintf(stderr, "pinlab: %v\n", err)
 	}
-	var ec exitCode
-	if errors.As(err, &ec) {
-		return int(ec)
-	}
-	fmt.Fprintf(stderr, "pinlab: %v\n", err)
-	var ue usageError
-	var oe overloadedError
-	switch {
-	case errors.As(err, &ue):
-		return ExitUsage
-	case errors.As(err, &oe):
-		return ExitOverloaded
-	case ctx.Err() != nil:
-		return ExitInterrupted
-	}
-	return ExitError
+	return int(code)
 }
 
 // NewRootCmd returns the pinlab command tree.
@@ -87,7 +60,21 @@ func NewRootCmd(stdout, stderr io.Writer) *cobra.Command {
 grpc-go servers, ClusterIP Services are served by a kube-proxy-like L4 proxy,
 a real DNS server answers cluster DNS, and real gRPC clients drive load. It
 reports per-pod request rates so connection pinning and its fixes show up as
-numbers.`,
+numbers.
+
+Exit codes:
+  0    done (lab up: stopped by Ctrl-C once up; diagnose: balanced)
+  1    failed: bad input, a failed run, a failed expectation or timeline step,
+       a lab that refused or stopped answering, lab load with failed calls
+  2    bad flags or arguments (an unknown scenario or variant too)
+  3    lab run: no expectation failed, but some could not be judged on an
+       overloaded machine (-o json has "overloaded": true whenever the load
+       generator fell behind for the machine's reasons, even when no
+       expectation was affected; not for the lab's own bursts)
+  4    diagnose: pinned
+  5    diagnose: could not tell
+  6    lab run --compare-dataplanes: a figure differs beyond its tolerance
+  130  interrupted (Ctrl-C, SIGTERM, SIGHUP) before the command was done`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Inside a lab's private network namespace (lab up --control-plane
@@ -103,7 +90,7 @@ numbers.`,
 	groupCmd(root)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit.UsageError(err) })
 	root.AddCommand(newCmdLab(stdout, stderr), NewCmdReport(stdout, stderr, nil), NewCmdDiagnose(stdout, stderr, nil))
 	return root
 }
@@ -133,7 +120,7 @@ func groupCmd(cmd *cobra.Command) {
 		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += fmt.Sprintf("; did you mean %q?", s[0])
 		}
-		return usageError{fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())}
+		return exit.UsageError(fmt.Errorf("%s (see %s --help)", msg, c.CommandPath()))
 	}
 	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 }
