@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,11 +54,13 @@ func TestBuiltinScenarios(t *testing.T) {
 		t.Skip("runs every built-in scenario (up to 75s each)")
 	}
 	sem := make(chan struct{}, 3)
-	run := func(t *testing.T, name string, p *plan.Plan) (int, string) { return inProcess(t, p) }
+	run := func(t *testing.T, name string, p *plan.Plan) (int, string, *report.Result) { return inProcess(t, p) }
 	if raceEnabled {
 		sem = make(chan struct{}, 1)
 		pinlab := labtest.BuildPinlab(t)
-		run = func(t *testing.T, name string, p *plan.Plan) (int, string) { return command(t, pinlab, name) }
+		run = func(t *testing.T, name string, p *plan.Plan) (int, string, *report.Result) {
+			return command(t, pinlab, name)
+		}
 	}
 	for _, name := range scenarios.Names() {
 		p, err := scenario.Open(context.Background(), name)
@@ -71,19 +74,21 @@ func TestBuiltinScenarios(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			judged, text := run(t, name, p)
+			judged, text, res := run(t, name, p)
+			whose := overloadedBy(res)
 			for try := 2; judged == judgedInvalid && try <= attempts; try++ {
 				t.Logf("checks INVALID (overloaded), running again (%d of %d):\n%s", try, attempts, text)
-				judged, text = run(t, name, p)
+				judged, text, res = run(t, name, p)
+				whose = worse(whose, overloadedBy(res))
 			}
 			if judged == judgedInvalid {
 				// Past its schedule the generator's figures are the
 				// machine's, and so can be what they decide: probes time
 				// out, pods go not Ready, calls miss their deadlines.
-				tally(t, "overloaded")
+				tally(t, cmp.Or(whose, byOther), overloaded(res))
 				t.Skipf("checks INVALID %d times (overloaded), nothing judged:\n%s", attempts, text)
 			}
-			tally(t, "ran")
+			tally(t, "ran", "")
 			if judged != judgedPass {
 				t.Errorf("the scenario failed:\n%s", text)
 			}
@@ -92,8 +97,9 @@ func TestBuiltinScenarios(t *testing.T) {
 }
 
 // inProcess runs p in this process and judges it as pinlab lab run does,
-// returning the outcome and the text report (with why, when it failed).
-func inProcess(t *testing.T, p *plan.Plan) (int, string) {
+// returning the outcome, the text report (with why, when it failed) and
+// the result.
+func inProcess(t *testing.T, p *plan.Plan) (int, string, *report.Result) {
 	res := pipeline(t, p, 8*time.Minute, runner.Options{})
 	var buf bytes.Buffer
 	report.Text(&buf, res)
@@ -111,37 +117,46 @@ func inProcess(t *testing.T, p *plan.Plan) (int, string) {
 	}
 	switch {
 	case failed > 0:
-		return judgedFail, buf.String()
+		return judgedFail, buf.String(), res
 	case invalid(res) > 0:
-		return judgedInvalid, buf.String()
+		return judgedInvalid, buf.String(), res
 	}
 	if o := overloaded(res); o != "" {
 		t.Logf("overloaded outside what the checks judge (none INVALID; lab run would not exit 3): %s", o)
 	}
-	return judgedPass, buf.String()
+	return judgedPass, buf.String(), res
 }
 
-// command runs `pinlab lab run name` with the pinlab binary at path and
-// returns its outcome by its exit code, and its output. Ctrl-C (SIGINT)
-// stops it after 8 minutes.
-func command(t *testing.T, pinlab, name string) (int, string) {
+// command runs `pinlab lab run name -o json` with the pinlab binary at
+// path and returns its outcome by its exit code, its report as text (and
+// its standard error) and its result (nil when it wrote none). Ctrl-C
+// (SIGINT) stops it after 8 minutes.
+func command(t *testing.T, pinlab, name string) (int, string, *report.Result) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pinlab, "lab", "run", name)
+	cmd := exec.CommandContext(ctx, pinlab, "lab", "run", name, "-o", "json")
 	cmd.Dir = t.TempDir()
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Minute
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	text := stdout.String()
+	res, jerr := report.ReadJSON(bytes.NewReader(stdout.Bytes()))
+	if jerr == nil {
+		var buf bytes.Buffer
+		report.Text(&buf, res)
+		text = buf.String()
+	}
+	text += stderr.String()
 	var exit *exec.ExitError
 	switch {
-	case err == nil:
-		return judgedPass, out.String()
-	case errors.As(err, &exit) && exit.ExitCode() == judgedInvalid:
-		return judgedInvalid, out.String()
+	case err == nil && jerr == nil:
+		return judgedPass, text, res
+	case errors.As(err, &exit) && exit.ExitCode() == judgedInvalid && jerr == nil:
+		return judgedInvalid, text, res
 	}
-	return judgedFail, fmt.Sprintf("%s\npinlab lab run %s: %v", out.String(), name, err)
+	return judgedFail, fmt.Sprintf("%s\npinlab lab run %s: %v (its JSON: %v)", text, name, err, jerr), res
 }
 
 // invalid counts the checks an overloaded machine invalidated.

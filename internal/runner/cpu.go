@@ -13,54 +13,70 @@ import (
 )
 
 // sampleCPU records, every second until ctx ends, the machine's busy share
-// of all CPUs (from /proc/stat; -1 where it cannot be read) and this
-// process's share (getrusage over the time of all CPUs): what the report
-// puts beside the schedule lag when it says a run was overloaded.
+// of all CPUs and the hypervisor's steal (from /proc/stat; -1 and 0 where
+// it cannot be read) and this process's share (getrusage over the time of
+// all CPUs): what the report puts beside the schedule lag when it says a
+// run was overloaded, and whose the overload was.
 func sampleCPU(ctx context.Context, rec *stats.Recorder) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	busy0, total0, ok0 := machineTicks()
+	t0, ok0 := machineTicks()
 	cpu0, at0 := processCPU(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			busy, total, ok := machineTicks()
-			machine := -1.0
-			if ok && ok0 && total > total0 {
-				machine = float64(busy-busy0) / float64(total-total0)
+			t1, ok := machineTicks()
+			machine, steal := -1.0, 0.0
+			if ok && ok0 && t1.total > t0.total {
+				all := float64(t1.total - t0.total)
+				machine, steal = float64(t1.busy-t0.busy)/all, float64(t1.steal-t0.steal)/all
 			}
 			cpu := processCPU()
 			process := (cpu - cpu0).Seconds() / (now.Sub(at0).Seconds() * float64(runtime.NumCPU()))
-			rec.CPU(now, machine, process)
-			busy0, total0, ok0, cpu0, at0 = busy, total, ok, cpu, now
+			rec.CPU(now, machine, process, steal)
+			t0, ok0, cpu0, at0 = t1, ok, cpu, now
 		}
 	}
 }
 
-// machineTicks reads the busy and total CPU ticks of all CPUs from the
-// first line of /proc/stat (busy: all but idle and iowait).
-func machineTicks() (busy, total uint64, ok bool) {
+// ticks are CPU time counters of all CPUs, in clock ticks.
+type ticks struct{ busy, steal, total uint64 }
+
+// machineTicks reads the CPU ticks of all CPUs from the first line of
+// /proc/stat (proc(5)): user, nice, system, idle, iowait, irq, softirq,
+// steal, then guest and guest_nice, which user and nice already count.
+// Busy is all but idle and iowait, steal included.
+func machineTicks() (ticks, bool) {
 	f, err := os.Open("/proc/stat")
 	if err != nil {
-		return 0, 0, false
+		return ticks{}, false
 	}
 	defer f.Close()
 	line, err := bufio.NewReader(f).ReadString('\n')
+	return parseTicks(line, err)
+}
+
+// parseTicks parses the first line of /proc/stat; err is its read error.
+func parseTicks(line string, err error) (ticks, bool) {
 	fields := strings.Fields(line)
 	if err != nil || len(fields) < 6 || fields[0] != "cpu" {
-		return 0, 0, false
+		return ticks{}, false
 	}
-	for i, s := range fields[1:] {
+	var t ticks
+	for i, s := range fields[1:min(len(fields), 9)] {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return 0, 0, false
+			return ticks{}, false
 		}
-		total += n
+		t.total += n
 		if i != 3 && i != 4 { // idle, iowait
-			busy += n
+			t.busy += n
+		}
+		if i == 7 {
+			t.steal = n
 		}
 	}
-	return busy, total, true
+	return t, true
 }

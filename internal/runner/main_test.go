@@ -3,6 +3,7 @@ package runner_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -33,10 +34,11 @@ func TestMain(m *testing.M) {
 const attempts = 3
 
 // tally records, when PINLAB_RUNS_LOG names a file, that a scenario test
-// ran ("ran NAME") or was skipped because the machine was overloaded
-// ("overloaded NAME"), a line each: .ci/run counts them and fails when too
-// many were skipped on a machine nothing else loads.
-func tally(t *testing.T, what string) {
+// ran ("ran NAME") or was skipped because the machine was overloaded: by
+// the hypervisor's steal in every attempt ("stolen NAME: why") or not
+// ("overloaded NAME: why"), a line each. .ci/run counts them and fails
+// when too many were skipped for reasons other than the hypervisor's.
+func tally(t *testing.T, what, why string) {
 	path := os.Getenv("PINLAB_RUNS_LOG")
 	if path == "" {
 		return
@@ -47,5 +49,9 @@ func tally(t *testing.T, what string) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%s %s\n", what, t.Name())
+	line := what + " " + t.Name()
+	if why != "" {
+		line += ": " + strings.Join(strings.Fields(why), " ")
+	}
+	fmt.Fprintln(f, line)
 }

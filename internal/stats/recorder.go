@@ -433,17 +433,19 @@ func (r *Recorder) Lag(clientName string, due time.Time, lag time.Duration) {
 }
 
 // CPU records the machine's and the process's CPU use over the second
-// before at: machine is the busy share of all CPUs (0-1; negative when
-// unknown), process the process's CPU time over the time of all CPUs.
-func (r *Recorder) CPU(at time.Time, machine, process float64) {
+// before at: machine is the busy share of all CPUs (0-1, steal included;
+// negative when unknown), process the process's CPU time over the time of
+// all CPUs, and steal the share the hypervisor gave to other guests
+// (0 when unknown).
+func (r *Recorder) CPU(at time.Time, machine, process, steal float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cpu = append(r.cpu, cpuAt{at: at, machine: machine, process: process})
+	r.cpu = append(r.cpu, cpuAt{at: at, machine: machine, process: process, steal: steal})
 }
 
 type cpuAt struct {
-	at               time.Time
-	machine, process float64
+	at                      time.Time
+	machine, process, steal float64
 }
 
 // ClientConn records a client's connection to remote opening or closing;

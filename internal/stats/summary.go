@@ -168,12 +168,16 @@ type LagSecond struct {
 	Max float64 `json:"max_ms"`
 }
 
-// CPUSecond is the CPU use over the second before At (shares 0-1;
-// Machine negative when unknown).
+// CPUSecond is the CPU use over the second before At (shares 0-1 of all
+// CPUs; Machine negative when unknown). Machine counts Steal as busy.
 type CPUSecond struct {
 	At      Offset  `json:"at_s"`
 	Machine float64 `json:"machine"`
 	Process float64 `json:"process"`
+	// Steal is the time a virtual machine's hypervisor ran other guests
+	// while this machine's CPUs had work ("steal" in /proc/stat); 0 when
+	// none or not measured.
+	Steal float64 `json:"steal,omitempty"`
 }
 
 // GroupStats are the windows of one client group: the pods of the Service
@@ -240,7 +244,7 @@ func (r *Recorder) Summarize(windows []Window, end time.Duration) Summary {
 	}
 	s.Lag = r.lagTimeline()
 	for _, c := range r.cpu {
-		s.CPU = append(s.CPU, CPUSecond{At: r.at(c.at), Machine: c.machine, Process: c.process})
+		s.CPU = append(s.CPU, CPUSecond{At: r.at(c.at), Machine: c.machine, Process: c.process, Steal: c.steal})
 	}
 	return s
 }

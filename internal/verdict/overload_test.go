@@ -12,13 +12,16 @@ import (
 // TestOverloadCases: a quiet run is not overloaded; a second the lab
 // itself spent starting pods or opening connections is the lab's burst,
 // not the machine's overload; a CPU hog beside the lab or a stalled
-// process is the machine's, also when a burst happened too.
+// process is the machine's, also when a burst happened too; the
+// hypervisor's steal explains a second it overlaps by StealShare or more,
+// and only when it explains every second that is not a burst.
 func TestOverloadCases(t *testing.T) {
 	quiet := func() stats.Summary {
 		s := stats.Summary{End: stats.Offset(20e9)}
-		for range 20 {
+		for i := range 20 {
 			s.Lag = append(s.Lag, stats.LagSecond{P99: 1, Max: 3})
-			s.CPU = append(s.CPU, stats.CPUSecond{Machine: 0.5, Process: 0.45})
+			// sampled a little after each second's end, as sampleCPU does
+			s.CPU = append(s.CPU, stats.CPUSecond{At: stats.Offset(float64(i+1)*1e9 + 3e6), Machine: 0.5, Process: 0.45, Steal: 0.01})
 		}
 		s.Windows = []stats.WindowStats{{Name: "before", From: 0, To: 10, LagP99: 1, LagMax: 3, MachineCPU: 0.5, ProcessCPU: 0.45},
 			{Name: "after", From: 10, To: 20, LagP99: 1, LagMax: 3, MachineCPU: 0.5, ProcessCPU: 0.45}}
@@ -36,6 +39,10 @@ func TestOverloadCases(t *testing.T) {
 			}
 		}
 	}
+	stealAt := func(s *stats.Summary, second int, share float64) {
+		s.CPU[second].Steal = share
+		s.CPU[second].Machine += share
+	}
 	scaleAt := func(s *stats.Summary, second, pods int) {
 		for i := range pods {
 			at := stats.Offset(float64(second)*1e9 + float64(i)*1e7)
@@ -47,6 +54,7 @@ func TestOverloadCases(t *testing.T) {
 		edit   func(*stats.Summary)
 		want   int    // overloads
 		burst  bool   // every one a burst
+		steal  bool   // every one the hypervisor's
 		reason string // in the first's reason
 	}{
 		{name: "a quiet run", edit: func(*stats.Summary) {}},
@@ -72,6 +80,16 @@ func TestOverloadCases(t *testing.T) {
 		{name: "a stalled process", edit: func(s *stats.Summary) { lagAt(s, 5, 150, 400) }, want: 2, reason: "max 400 ms"},
 		{name: "a burst and a stall", edit: func(s *stats.Summary) { scaleAt(s, 10, 8); lagAt(s, 10, 28, 36); lagAt(s, 15, 150, 400) },
 			want: 2, reason: "2 seconds with schedule lag"},
+		{name: "the hypervisor's steal", edit: func(s *stats.Summary) { stealAt(s, 5, 0.12); lagAt(s, 5, 45, 60) },
+			want: 2, steal: true, reason: "the hypervisor's: in 1 such second it ran other guests for 5-12% of the CPUs' time (steal)"},
+		{name: "a stall in stolen time", edit: func(s *stats.Summary) { stealAt(s, 5, 0.3); lagAt(s, 5, 150, 1200) },
+			want: 2, steal: true, reason: "max 1200 ms"},
+		{name: "steal under the share", edit: func(s *stats.Summary) { stealAt(s, 5, 0.04); lagAt(s, 5, 45, 60) },
+			want: 2, reason: "1 second with schedule lag"},
+		{name: "steal in another second", edit: func(s *stats.Summary) { stealAt(s, 4, 0.2); stealAt(s, 6, 0.2); lagAt(s, 5, 45, 60) },
+			want: 2, reason: "1 second with schedule lag"},
+		{name: "one second stolen, one not", edit: func(s *stats.Summary) { stealAt(s, 5, 0.2); lagAt(s, 5, 45, 60); lagAt(s, 15, 45, 60) },
+			want: 3, reason: "2 seconds with schedule lag"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,9 +103,17 @@ func TestOverloadCases(t *testing.T) {
 				if o.Burst != tt.burst {
 					t.Errorf("overload %+v: Burst %v, want %v", o, o.Burst, tt.burst)
 				}
+				if o.Steal != tt.steal && tt.name != "one second stolen, one not" {
+					t.Errorf("overload %+v: Steal %v, want %v", o, o.Steal, tt.steal)
+				}
 			}
 			if tt.want > 0 && !strings.Contains(got[0].Reason, tt.reason) {
 				t.Errorf("reason %q, want it to contain %q", got[0].Reason, tt.reason)
+			}
+			if tt.name == "one second stolen, one not" { // the run is not the hypervisor's; the window "before" is, "after" not
+				if got[0].Steal || !got[1].Steal || got[2].Steal {
+					t.Errorf("Steal of run, before, after: %v %v %v, want false true false", got[0].Steal, got[1].Steal, got[2].Steal)
+				}
 			}
 		})
 	}
