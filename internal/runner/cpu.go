@@ -29,9 +29,8 @@ func sampleCPU(ctx context.Context, rec *stats.Recorder) {
 		case now := <-t.C:
 			t1, ok := machineTicks()
 			machine, steal := -1.0, 0.0
-			if ok && ok0 && t1.total > t0.total {
-				all := float64(t1.total - t0.total)
-				machine, steal = float64(t1.busy-t0.busy)/all, float64(t1.steal-t0.steal)/all
+			if ok && ok0 {
+				machine, steal = shares(t0, t1)
 			}
 			cpu := processCPU()
 			process := (cpu - cpu0).Seconds() / (now.Sub(at0).Seconds() * float64(runtime.NumCPU()))
@@ -56,6 +55,18 @@ func machineTicks() (ticks, bool) {
 	defer f.Close()
 	line, err := bufio.NewReader(f).ReadString('\n')
 	return parseTicks(line, err)
+}
+
+// shares returns the machine's busy share and the steal share of all CPUs
+// between two readings: -1 and 0 (unknown) when no time passed or a
+// counter went back (a VM's steal counter can jump back after it moved
+// between hosts).
+func shares(t0, t1 ticks) (machine, steal float64) {
+	if t1.total <= t0.total || t1.busy < t0.busy || t1.steal < t0.steal {
+		return -1, 0
+	}
+	all := float64(t1.total - t0.total)
+	return min(float64(t1.busy-t0.busy)/all, 1), min(float64(t1.steal-t0.steal)/all, 1)
 }
 
 // parseTicks parses the first line of /proc/stat; err is its read error.

@@ -34,3 +34,28 @@ func TestParseTicks(t *testing.T) {
 		})
 	}
 }
+
+// TestShares: busy and steal over all the ticks between two readings;
+// unknown (-1, 0) when no time passed or a counter went back.
+func TestShares(t *testing.T) {
+	base := ticks{busy: 1000, steal: 100, total: 4000}
+	tests := []struct {
+		name           string
+		next           ticks
+		machine, steal float64
+	}{
+		{name: "a quarter busy, a tenth stolen", next: ticks{busy: 1050, steal: 120, total: 4200}, machine: 0.25, steal: 0.1},
+		{name: "idle", next: ticks{busy: 1000, steal: 100, total: 4200}, machine: 0, steal: 0},
+		{name: "no time passed", next: base, machine: -1, steal: 0},
+		{name: "steal went back", next: ticks{busy: 1050, steal: 90, total: 4200}, machine: -1, steal: 0},
+		{name: "busy went back", next: ticks{busy: 900, steal: 120, total: 4200}, machine: -1, steal: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			machine, steal := shares(base, tt.next)
+			if machine != tt.machine || steal != tt.steal {
+				t.Errorf("shares = %v, %v; want %v, %v", machine, steal, tt.machine, tt.steal)
+			}
+		})
+	}
+}

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 
 // attempts is how many times a scenario test runs a scenario the machine
 // overloaded before it skips: this VM's steal time (5-17% most seconds,
-// about a third at times) overloaded 2 to 6 of 16 scenario tests in a
+// about a third at times) overloaded 2 to 6 of 15 scenario tests in a
 // CI run with two.
 const attempts = 3
 

@@ -3,7 +3,6 @@ package verdict
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/pinlab/pinlab/internal/plan"
@@ -37,12 +36,12 @@ type Overload struct {
 	// Such a stretch says nothing about the machine; the timing checks it
 	// could have decided are still INVALID.
 	Burst bool `json:"burst,omitempty"`
-	// Steal is true when the hypervisor explains it: the machine is a
-	// virtual one, and in every second that made the stretch overloaded
-	// and was not the lab's burst, the hypervisor ran other guests for at
-	// least StealShare of the CPUs' time (stolen). It is still the
-	// machine's overload, and invalidates as any other; it says that the
-	// lab did not cause it.
+	// Steal is true when the hypervisor's steal time coincided with every
+	// second that made the stretch overloaded and was not the lab's own
+	// burst, by the rule of theft (well above the run's usual steal, CPU
+	// to spare without it, lag within the time stolen). It is still the
+	// machine's overload, and invalidates as any other; it says the lab
+	// is unlikely to have caused it.
 	Steal bool `json:"steal,omitempty"`
 	// ProbeStallMs is, for the run as a whole, the largest lag of one call
 	// (ms) when it reached ProbeStall; 0 otherwise. The process then could
@@ -76,95 +75,33 @@ const (
 	BurstConns = 50
 )
 
-// StealShare is the hypervisor's steal, as a share of all CPUs over a
-// second, from which a second the generator fell behind is the
-// hypervisor's (stolen): on 2 CPUs, 100 ms of one vCPU's second given to
-// other guests, in slices of milliseconds to tens of milliseconds during
-// which every thread on that vCPU, the generator's among them, waits.
-// This VM's steal was 5-17% of most seconds for hours and a third at
-// times, and a CI run on it skipped 6 of 15 scenario tests as overloaded.
-const StealShare = 0.05
-
 // overloads returns the overloaded windows of s, and the run itself when
 // any second of it was overloaded; those the lab's own bursts explain are
 // marked Burst, those the hypervisor's steal explains Steal.
 func overloads(s *stats.Summary) []Overload {
 	bursts := labBursts(s)
+	th := newTheft(s)
 	var out []Overload
-	if o, ok := runOverload(s, bursts); ok {
+	if o, ok := runOverload(s, bursts, th); ok {
 		out = append(out, o)
 	}
 	for _, w := range s.Windows {
 		if r := windowOverload(w); r != "" {
 			o := Overload{Window: w.Name, Reason: r}
-			clean := !contended(w.MachineCPU, w.ProcessCPU) && w.ErrorCauses[string(plan.CauseNotSent)] == 0
-			if b := burstOnly(s, bursts, w); b != "" && clean {
+			busy := contended(w.MachineCPU, w.ProcessCPU)
+			notSent := w.ErrorCauses[string(plan.CauseNotSent)]
+			if w.MachineCPU >= 0 && !busy {
+				notSent = 0 // as windowOverload: the system's doing
+			}
+			if b := burstOnly(s, bursts, w); b != "" && !busy && w.ErrorCauses[string(plan.CauseNotSent)] == 0 {
 				o.Reason, o.Burst = b+": "+r, true
-			} else if st := stolenOnly(s, bursts, w); st != "" && w.ErrorCauses[string(plan.CauseNotSent)] == 0 {
+			} else if st := th.explains(th.windowSeconds(bursts, w)); st != "" && notSent == 0 {
 				o.Reason, o.Steal = r+"; "+st, true
 			}
 			out = append(out, o)
 		}
 	}
 	return out
-}
-
-// stealIn returns the hypervisor's steal in second i of s: that of the
-// CPU sample covering most of it (0 when none was taken).
-func stealIn(s *stats.Summary, i int) float64 {
-	for _, c := range s.CPU {
-		if at := c.At.Seconds(); at >= float64(i)+0.5 && at < float64(i)+1.5 {
-			return c.Steal
-		}
-	}
-	return 0
-}
-
-// stolen reports whether the hypervisor's steal explains second i.
-func stolen(s *stats.Summary, i int) bool { return stealIn(s, i) >= StealShare }
-
-// stealText says how much the hypervisor took in seconds secs, all stolen.
-func stealText(s *stats.Summary, secs []int) string {
-	top := 0.0
-	for _, i := range secs {
-		top = max(top, stealIn(s, i))
-	}
-	return fmt.Sprintf("the hypervisor's: in %s it ran other guests for %.0f-%.0f%% of the CPUs' time (steal)", plural(len(secs), "such second"), 100*StealShare, 100*top)
-}
-
-// stolenOnly says what the hypervisor took when every second of window w
-// that fell behind, or kept the CPUs busy with others' work, was a burst
-// or stolen, and at least one was stolen ("" otherwise).
-func stolenOnly(s *stats.Summary, bursts map[int]string, w stats.WindowStats) string {
-	var secs []int
-	for i := int(w.From); i < int(math.Ceil(w.To)); i++ {
-		bad := i < len(s.Lag) && lagged(s.Lag[i])
-		if !bad && !contendedIn(s, i) {
-			continue
-		}
-		if _, ok := bursts[i]; ok && bad && s.Lag[i].Max < ProbeStall {
-			continue
-		}
-		if !stolen(s, i) {
-			return ""
-		}
-		secs = append(secs, i)
-	}
-	if len(secs) == 0 {
-		return ""
-	}
-	return stealText(s, secs)
-}
-
-// contendedIn reports whether the CPU sample covering most of second i of
-// s was contended.
-func contendedIn(s *stats.Summary, i int) bool {
-	for _, c := range s.CPU {
-		if at := c.At.Seconds(); at >= float64(i)+0.5 && at < float64(i)+1.5 {
-			return contended(c.Machine, c.Process)
-		}
-	}
-	return false
 }
 
 // labBursts maps each second of s to what the lab was doing in it and the
@@ -260,7 +197,7 @@ func windowOverload(w stats.WindowStats) string {
 // runOverload says why the run was overloaded, from its seconds' lag and
 // its clients' unsent calls, marking it Burst when the lab's own bursts
 // explain every second that fell behind; false if it was not overloaded.
-func runOverload(s *stats.Summary, bursts map[int]string) (Overload, bool) {
+func runOverload(s *stats.Summary, bursts map[int]string, th theft) (Overload, bool) {
 	var bad []int
 	var what []string // the bursts of the seconds that fell behind
 	worst := stats.LagSecond{}
@@ -288,29 +225,10 @@ func runOverload(s *stats.Summary, bursts map[int]string) (Overload, bool) {
 	var busy []int
 	for _, c := range s.CPU {
 		if contended(c.Machine, c.Process) && c.At.Seconds() <= s.End.Seconds() {
-			busy = append(busy, int(c.At.Seconds()))
+			busy = append(busy, secondOf(c))
 		}
 	}
-	// The seconds that were neither the lab's burst nor stolen: any one
-	// of them and the overload is not the hypervisor's.
-	var theft []int
-	unexplained := false
-	for _, i := range bad {
-		if _, ok := bursts[i]; ok && s.Lag[i].Max < ProbeStall {
-			continue
-		}
-		if !stolen(s, i) {
-			unexplained = true
-		}
-		theft = append(theft, i)
-	}
-	for _, at := range busy {
-		if i := at - 1; !stolen(s, i) {
-			unexplained = true
-		} else if !slices.Contains(theft, i) {
-			theft = append(theft, i)
-		}
-	}
+	secs := th.runSeconds(bursts, bad, busy)
 	var notSent int64
 	if b := busiest(s.CPU); b < 0 || b >= OverloadBusy { // unknown counts as busy
 		for _, c := range s.Clients {
@@ -330,14 +248,14 @@ func runOverload(s *stats.Summary, bursts map[int]string) (Overload, bool) {
 		return Overload{Reason: "the lab's own work (" + strings.Join(what, "; ") + "): " + strings.Join(parts, "; "), Burst: true}, true
 	}
 	if len(busy) > 0 {
-		parts = append(parts, fmt.Sprintf("%s with the machine's CPUs over %.0f%% busy, mostly with other work (from %ds)", plural(len(busy), "second"), 100*OverloadBusy, busy[0]-1))
+		parts = append(parts, fmt.Sprintf("%s with the machine's CPUs over %.0f%% busy, mostly with other work (from %ds)", plural(len(busy), "second"), 100*OverloadBusy, busy[0]))
 	}
 	if notSent > 0 {
 		parts = append(parts, fmt.Sprintf("%d calls not sent", notSent))
 	}
 	o := Overload{Reason: strings.Join(parts, "; "), ProbeStallMs: stall, ProbeStallFrom: stallFrom}
-	if !unexplained && len(theft) > 0 && notSent == 0 {
-		o.Reason, o.Steal = o.Reason+"; "+stealText(s, theft), true
+	if st := th.explains(secs); st != "" && notSent == 0 {
+		o.Reason, o.Steal = o.Reason+"; "+st, true
 	}
 	return o, true
 }
