@@ -50,7 +50,7 @@ type upProcess struct {
 	cmd    *exec.Cmd
 	lines  chan string
 	exited chan error
-	stderr *lockedBuffer
+	stderr *labtest.Buffer
 }
 
 // startLabUpBinary starts pinlab lab up with args; the test's cleanup
@@ -63,7 +63,7 @@ func startLabUpBinary(t *testing.T, pinlab string, args ...string) *upProcess {
 // startLabUpEnv is startLabUpBinary with env added to pinlab's environment.
 func startLabUpEnv(t *testing.T, pinlab string, env []string, args ...string) *upProcess {
 	t.Helper()
-	u := &upProcess{cmd: exec.Command(pinlab, append([]string{"lab", "up"}, args...)...), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &lockedBuffer{}}
+	u := &upProcess{cmd: exec.Command(pinlab, append([]string{"lab", "up"}, args...)...), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &labtest.Buffer{}}
 	u.cmd.Env = append(os.Environ(), env...)
 	stdout, err := u.cmd.StdoutPipe()
 	if err != nil {

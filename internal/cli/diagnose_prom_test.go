@@ -55,7 +55,7 @@ func (d *diagLab) startPrometheus(t *testing.T, bin string, window time.Duration
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--web.listen-address="+addr,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--log.level=warn")
-	var logs syncBuffer
+	var logs labtest.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

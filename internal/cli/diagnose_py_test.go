@@ -52,7 +52,7 @@ func startPyClient(t *testing.T, target string, rate int) *pyClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr labtest.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -573,7 +573,7 @@ func TestLabLoadFailures(t *testing.T) {
 func TestLabLoadLabStops(t *testing.T) {
 	d := startDiagLab(t, 1, 1, nil)
 	ctx := labtest.Context(t, time.Minute)
-	var out, errb syncBuffer
+	var out, errb labtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"lab", "load", "pricing:8471", "-n", "shop", "--clients", "2", "--rate", "20", "--duration", "5m", "--control", d.ctl.Addr, "--token-file", d.tokenFile}, &out, &errb)
@@ -604,7 +604,7 @@ func TestDiagnoseInterrupted(t *testing.T) {
 	}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb labtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"diagnose", "pricing", "-n", "shop", "--lab", "--control", addr, "--token-file", tokenFile, "--window", "1m"}, &out, &errb)

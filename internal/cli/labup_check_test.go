@@ -21,6 +21,8 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // TestLabUpFlags: flags are checked before anything starts.
@@ -91,13 +93,13 @@ func TestControlAddressInUse(t *testing.T) {
 
 // cancelOn is a writer that cancels when it sees a string.
 type cancelOn struct {
-	syncBuffer
+	labtest.Buffer
 	on     string
 	cancel context.CancelFunc
 }
 
 func (c *cancelOn) Write(p []byte) (int, error) {
-	n, err := c.syncBuffer.Write(p)
+	n, err := c.Buffer.Write(p)
 	if strings.Contains(c.String(), c.on) {
 		c.cancel()
 	}
@@ -120,7 +122,7 @@ func TestLabUpInterrupted(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		errb := &cancelOn{on: "starting", cancel: cancel}
-		opts := &LabUpOptions{File: "dns-demo", Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: errb}
+		opts := &LabUpOptions{File: "dns-demo", Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "disabled", Out: &labtest.Buffer{}, Err: errb}
 		err := labUp(ctx, opts)
 		if err == nil || !strings.Contains(err.Error(), "interrupted while starting the lab from builtin:dns-demo") || strings.Contains(err.Error(), "ready") {
 			t.Errorf("labUp = %v; want an interruption, not what was not ready", err)
@@ -138,7 +140,7 @@ func TestLabUpFixedClusterIP(t *testing.T) {
 	}
 	defer lock.Close()
 	file := scenariotest.WriteFile(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\nspec:\n  clusterIP: 127.107.0.5\n  ports:\n  - {name: grpc, port: 8471}\n")
-	opts := &LabUpOptions{File: file, Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "disabled", Out: &syncBuffer{}, Err: &syncBuffer{}}
+	opts := &LabUpOptions{File: file, Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "disabled", Out: &labtest.Buffer{}, Err: &labtest.Buffer{}}
 	err = labUp(context.Background(), opts)
 	if err == nil || !strings.Contains(err.Error(), "address range 12 is in use by another lab") {
 		t.Errorf("labUp = %v; want range 12 in use", err)

@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -186,24 +185,6 @@ func processesWith(s string) []string {
 	return out
 }
 
-// lockedBuffer is a strings.Builder safe to read while a process writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // exitCodeOf is a command's exit code from its Run error.
 func exitCodeOf(err error) int {
 	var ee *exec.ExitError
@@ -237,7 +218,7 @@ func TestLabRunKubernetesUI(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr labtest.Buffer
 	url := make(chan string, 1)
 	copied := make(chan struct{})
 	go func() {

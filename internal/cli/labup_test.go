@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -18,24 +17,6 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/labtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the lab's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // needDig returns dig's path; without dig the test is skipped, unless
 // PINLAB_REQUIRE_DIG is set (CI installs dnsutils and sets it).
@@ -82,7 +63,7 @@ type labUpRun struct {
 func startLabUp(t *testing.T, name string, edit ...func(*LabUpOptions)) *labUpRun {
 	t.Helper()
 	u := &labUpRun{out: &signalBuffer{on: "stop with Ctrl-C", seen: make(chan struct{})}}
-	errb := &syncBuffer{}
+	errb := &labtest.Buffer{}
 	u.opts = &LabUpOptions{File: name, Control: freeAddr(t), TokenFile: filepath.Join(t.TempDir(), "token"), LogLevel: "off", Pods: "insecure", Out: u.out, Err: errb}
 	for _, e := range edit {
 		e(u.opts)
@@ -118,16 +99,16 @@ func startLabUp(t *testing.T, name string, edit ...func(*LabUpOptions)) *labUpRu
 	return u
 }
 
-// signalBuffer is a syncBuffer that closes seen once on has been written.
+// signalBuffer is a labtest.Buffer that closes seen once on has been written.
 type signalBuffer struct {
-	syncBuffer
+	labtest.Buffer
 	on   string
 	seen chan struct{}
 	once sync.Once
 }
 
 func (s *signalBuffer) Write(p []byte) (int, error) {
-	n, err := s.syncBuffer.Write(p)
+	n, err := s.Buffer.Write(p)
 	if strings.Contains(s.String(), s.on) {
 		s.once.Do(func() { close(s.seen) })
 	}

@@ -39,10 +39,10 @@ func TestLabUpStartsNeverReadyPods(t *testing.T) {
 
 // upLabFile runs `pinlab lab up -f path` until the test ends and returns a
 // client of its control API once it serves, and its standard error.
-func upLabFile(t *testing.T, path string) (*control.Client, *syncBuffer) {
+func upLabFile(t *testing.T, path string) (*control.Client, *labtest.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuffer{}, &syncBuffer{}
+	out, errb := &labtest.Buffer{}, &labtest.Buffer{}
 	opts := &LabUpOptions{File: path, Control: freeAddr(t), LogLevel: "off", Pods: "disabled", Out: out, Err: errb}
 	done := make(chan error, 1)
 	go func() { done <- labUp(ctx, opts) }()

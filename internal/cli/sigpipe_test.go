@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/control"
+
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // TestLabUpStdoutClosed: `pinlab lab up | head -1` closes lab up's
@@ -33,7 +35,7 @@ func TestLabUpStdoutClosed(t *testing.T) {
 	ctl, tokenFile := freeAddr(t), filepath.Join(t.TempDir(), "token")
 	up := exec.Command(pinlab, "lab", "up", "--control", ctl, "--token-file", tokenFile)
 	up.Stdout = w
-	var stderr lockedBuffer
+	var stderr labtest.Buffer
 	up.Stderr = &stderr
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
