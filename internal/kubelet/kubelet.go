@@ -62,6 +62,10 @@ type Config struct {
 	// MaxPods is the registered Node's pod capacity; default
 	// DefaultMaxPods.
 	MaxPods int
+	// APIPort is the port the kubelet API is served on (package
+	// kubeletapi), which a registered Node reports in
+	// status.daemonEndpoints for the API server to reach it; 0: none.
+	APIPort int32
 	// NodeIP is the source address of probes and the pods' hostIP; default
 	// 127.0.0.1.
 	NodeIP netip.Addr

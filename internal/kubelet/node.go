@@ -90,6 +90,7 @@ func (k *Kubelet) nodeStatus(n *corev1.Node) {
 		{Type: corev1.NodeInternalIP, Address: k.cfg.NodeIP.String()},
 		{Type: corev1.NodeHostName, Address: k.cfg.NodeName},
 	}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = k.cfg.APIPort
 	n.Status.NodeInfo.KubeletVersion = "pinlab"
 	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = goruntime.GOOS, goruntime.GOARCH
 }

@@ -2,10 +2,12 @@ package kubelet
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/podlog"
 	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 // new container.
 type container struct {
 	srv     *process
+	out     *podlog.Log // its standard output, as kubectl logs reads it
 	started metav1.Time
 	cancel  context.CancelFunc // ends the probe goroutines
 	probes  sync.WaitGroup
@@ -51,8 +54,12 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	if err == nil {
 		err = srv.Start(ctx)
 	}
-	c := &container{srv: srv, started: metav1.Now()}
+	c := &container{srv: srv, out: podlog.New(), started: metav1.Now()}
+	w.mu.Lock()
+	w.outs[0], w.outs[1] = c.out, w.outs[0]
+	w.mu.Unlock()
 	if err != nil {
+		c.out.Printf("pinlab pod %s: cannot start: %v", w.key, err)
 		w.exited(c, 1, "Error", err.Error())
 		w.afterExit(ctx, false)
 		return
@@ -64,6 +71,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	w.mu.Unlock()
 	w.waiting, w.term = "", nil
 	w.log()("started", "ip", w.ip, "port", cfg.grpc.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
+	c.out.Printf("pinlab pod %s: serving gRPC (health, channelz) on %s%s, restart %d", w.key, cfg.grpc.Addr, httpText(w.wl.HTTPPort), w.restarts)
 	if w.restarts > 0 {
 		w.event(p, "restarted")
 	}
@@ -205,6 +213,19 @@ func (w *podWorker) exited(c *container, code int32, reason, message string) {
 		StartedAt: c.started, FinishedAt: metav1.NewTime(now),
 	}
 	w.log()("exited", "code", code, "reason", reason)
+	if message != "" {
+		reason += ": " + message
+	}
+	c.out.Printf("exited with code %d (%s)", code, reason)
+	c.out.Close()
+}
+
+// httpText says on which port a pod serves HTTP, if it does.
+func httpText(port int) string {
+	if port == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and HTTP, WebSocket on port %d", port)
 }
 
 // exitCode returns how a container whose server stopped ended: 137

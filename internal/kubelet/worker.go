@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/podlog"
 	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
@@ -23,9 +24,10 @@ type podWorker struct {
 	mu      sync.Mutex
 	pod     *corev1.Pod
 	vanish  bool
-	unready bool          // readiness forced false (SetReady), as a failing probe
-	cur     *container    // the running container, nil when none
-	changed chan struct{} // cap 1: a newer pod state, vanish or unready is waiting
+	unready bool           // readiness forced false (SetReady), as a failing probe
+	cur     *container     // the running container, nil when none
+	outs    [2]*podlog.Log // the latest container run's output and the one's before
+	changed chan struct{}  // cap 1: a newer pod state, vanish or unready is waiting
 
 	probed  chan probeResult // from probe goroutines
 	stopped chan error       // cap 1: the end of a stop sequence
@@ -107,10 +109,40 @@ func (w *podWorker) log() func(msg string, args ...any) {
 	return w.k.cfg.Logger.With("pod", w.key).Info
 }
 
-// event reports a lifecycle event through Config.Events.
+// event reports a lifecycle event through Config.Events, and writes it
+// to the running container's output.
 func (w *podWorker) event(p *corev1.Pod, name string) {
 	if f := w.k.cfg.Events; f != nil {
 		f(p, name, time.Now())
+	}
+	w.mu.Lock()
+	out := w.outs[0]
+	w.mu.Unlock()
+	if text := eventText[name]; out != nil && text != "" {
+		out.Printf("%s", text)
+	}
+}
+
+// eventText is what a container writes at a lifecycle event, as a pinlab
+// pod's process would.
+var eventText = map[string]string{
+	"prestop-start":      "preStop hook running",
+	"prestop-done":       "preStop hook done",
+	"sigterm":            "SIGTERM: draining, GOAWAY sent on every connection",
+	"graceful-stop-done": "drained: every call finished, exiting",
+	"hard-stop":          "grace period over: stopping at once",
+	"killed":             "killed (SIGKILL)",
+	"hung":               "hung: not answering",
+	"unhung":             "answering again",
+}
+
+// say writes a line to the running container's output.
+func (w *podWorker) say(format string, args ...any) {
+	w.mu.Lock()
+	out := w.outs[0]
+	w.mu.Unlock()
+	if out != nil {
+		out.Printf(format, args...)
 	}
 }
 
@@ -239,6 +271,11 @@ func (w *podWorker) onProbe(ctx context.Context, r probeResult) {
 	case r.kind == readiness && c.ready != (r.err == nil):
 		c.ready = r.err == nil
 		write = true
+		if c.ready {
+			w.say("ready: the readiness check passed")
+		} else {
+			w.say("not ready: %s", msg)
+		}
 	case r.kind == startup && r.err == nil:
 		write = true // Started turns true
 	case r.kind != readiness && r.err != nil && !c.stopping && !w.deleting:
@@ -247,6 +284,7 @@ func (w *podWorker) onProbe(ctx context.Context, r probeResult) {
 			reason = killStartup
 		}
 		w.log()("probe failed, restarting", "probe", r.kind)
+		w.say("%s; the kubelet restarts the container", msg)
 		w.beginStop(ctx, c, reason)
 	}
 	if write {
