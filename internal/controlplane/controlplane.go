@@ -40,6 +40,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pki"
 )
 
 // DefaultControllers are the kube-controller-manager controllers Start
@@ -124,7 +125,8 @@ type ControlPlane struct {
 	keepLogs bool
 	host     string
 	token    string
-	ca       []byte
+	ca       []byte  // the API server's self-signed serving certificate
+	cluster  *pki.CA // signs the kubelet API's certificates (KubeletCA)
 	timings  Timings
 
 	mu      sync.Mutex
@@ -331,8 +333,43 @@ func (cp *ControlPlane) writeSecrets() error {
 			return fmt.Errorf("controlplane: service account key: %w", err)
 		}
 	}
+	return cp.writeKubeletPKI()
+}
+
+// kubeletClientUser is the user the API server is to the kubelet API
+// (kubeadm's name for its certificate); in system:masters as the lab's
+// other users, so the kubelet's SubjectAccessReview allows it.
+const kubeletClientUser = "kube-apiserver-kubelet-client"
+
+// writeKubeletPKI makes the cluster CA and the API server's client
+// certificate for the kubelet API (0600): the API server verifies the
+// kubelet's serving certificate with the CA (--kubelet-certificate-authority)
+// and the kubelet accepts the client certificate the CA signed.
+func (cp *ControlPlane) writeKubeletPKI() error {
+	ca, err := pki.NewCA("pinlab-cluster-ca")
+	if err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	if err := ca.WriteFiles(cp.cfg.Dir); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	crt, key, err := ca.Issue(pki.Leaf{CommonName: kubeletClientUser, Organization: []string{"system:masters"}})
+	if err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	for name, b := range map[string][]byte{"kubelet-client.crt": crt, "kubelet-client.key": key} {
+		if err := os.WriteFile(cp.path(name), b, 0o600); err != nil {
+			return fmt.Errorf("controlplane: kubelet client certificate: %w", err)
+		}
+	}
+	cp.cluster = ca
 	return nil
 }
+
+// KubeletCA returns the cluster CA: the kubelet API's serving certificate
+// must be signed by it (the API server verifies it), and it signed the
+// client certificate the API server presents to the kubelet API.
+func (cp *ControlPlane) KubeletCA() *pki.CA { return cp.cluster }
 
 // componentToken returns the token of tokenUsers[i] from the token file.
 func (cp *ControlPlane) componentToken(user string) (string, error) {

@@ -3,6 +3,8 @@ package controlplane
 import (
 	"strconv"
 	"strings"
+
+	"github.com/pinlab/pinlab/internal/pki"
 )
 
 // serviceAccountIssuer is the API server's --service-account-issuer.
@@ -54,6 +56,14 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--service-account-key-file=" + cp.path("sa.pub"),
 		"--service-account-signing-key-file=" + cp.path("sa.key"),
 		"--profiling=false",
+		// The kubelet API (logs, port-forward): reached at the Node's
+		// InternalIP (its host name resolves nowhere), its serving
+		// certificate verified with the cluster CA, with a client
+		// certificate of that CA.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-certificate-authority=" + cp.path(pki.CACertFile),
+		"--kubelet-client-certificate=" + cp.path("kubelet-client.crt"),
+		"--kubelet-client-key=" + cp.path("kubelet-client.key"),
 	}
 }
 

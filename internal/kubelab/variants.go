@@ -87,5 +87,5 @@ func apiFor(cp *controlplane.ControlPlane, pods, svcs netip.Prefix, dp lab.Datap
 	}
 	return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
 		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
-	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, ControlPlane: cp}, nil
+	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp}, nil
 }

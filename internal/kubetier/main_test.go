@@ -83,7 +83,7 @@ func startTier(bin string) (stop func() error, err error) {
 	}
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err == nil {
-		theLab, err = lab.Start(ctx, lab.Config{API: &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix}})
+		theLab, err = lab.Start(ctx, lab.Config{API: &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA()}})
 	}
 	if err != nil {
 		cp.Close()

@@ -22,7 +22,9 @@ import (
 	"github.com/pinlab/pinlab/internal/clusterdns"
 	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/kubelet"
+	"github.com/pinlab/pinlab/internal/kubeletapi"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
+	"github.com/pinlab/pinlab/internal/pki"
 	"github.com/pinlab/pinlab/internal/proxy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -115,6 +117,12 @@ type API struct {
 	// QueryLog; a DNS setting CoreDNS cannot express is an error before
 	// anything starts.
 	CoreDNS coredns.Config
+	// KubeletCA, if set, is the cluster CA (controlplane.ControlPlane's
+	// KubeletCA): the node then serves the kubelet API (package
+	// kubeletapi: logs and port-forward, authenticated and authorized
+	// through the API server) on NodeIP(PodCIDR), port kubeletapi.Port,
+	// with a serving certificate it signs, and the Node reports that port.
+	KubeletCA *pki.CA
 	// ControlPlane, if set, is watched while the lab runs: its exit (a
 	// controlplane.ControlPlane's Done: etcd, kube-apiserver,
 	// kube-controller-manager or kube-scheduler exited) fails the lab
@@ -130,16 +138,19 @@ type Lab struct {
 	// Kubelet runs the lab's pods.
 	Kubelet *kubelet.Kubelet
 
-	dp       dataplane // chosen once, in Start (newDataplane)
-	dpName   Dataplane
-	logger   *slog.Logger
-	nodeIP   netip.Addr
-	nodeName string
-	cancel   context.CancelFunc
-	runCtx   context.Context // ends when the lab stops
-	wg       sync.WaitGroup
-	errs     chan error
-	lock     net.Listener
+	dp dataplane // chosen once, in Start (newDataplane)
+	// kubeletAPI serves the kubelet API on a real control plane with a
+	// cluster CA (API.KubeletCA); nil otherwise.
+	kubeletAPI *kubeletapi.Server
+	dpName     Dataplane
+	logger     *slog.Logger
+	nodeIP     netip.Addr
+	nodeName   string
+	cancel     context.CancelFunc
+	runCtx     context.Context // ends when the lab stops
+	wg         sync.WaitGroup
+	errs       chan error
+	lock       net.Listener
 
 	// failed ends, with the failure as its cause, when a component fails
 	// while the lab runs (not while it closes).
@@ -219,6 +230,9 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
+	if a.KubeletCA != nil {
+		cfg.Kubelet.APIPort = kubeletapi.Port
+	}
 	dnsIP := c.DNSIP()
 	if a.Dataplane.KubeProxyMode() != "" {
 		// Under the real kube-proxy the kernel drops new connections to
@@ -274,6 +288,15 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	}
 	l.goRun(func() error { return c.Run(runCtx, ctrls) })
 	l.goRun(func() error { return l.Kubelet.Run(runCtx) })
+	if cfg.API != nil && cfg.API.KubeletCA != nil {
+		l.kubeletAPI, err = kubeletapi.Start(ctx, kubeletapi.Config{NodeName: kc.NodeName,
+			Addr: netip.AddrPortFrom(kc.NodeIP, kubeletapi.Port), CA: cfg.API.KubeletCA,
+			Client: c.Client(), Node: l.Kubelet, Logger: cfg.Logger})
+		if err != nil {
+			l.stop()
+			return nil, err
+		}
+	}
 	if cfg.API != nil && cfg.API.ControlPlane != nil {
 		l.watchExit("the control plane", cfg.API.ControlPlane)
 	}
@@ -377,6 +400,9 @@ type Component interface {
 
 // stop cancels the components and waits for them and the informers.
 func (l *Lab) stop() {
+	if l.kubeletAPI != nil {
+		l.kubeletAPI.Close()
+	}
 	l.cancel()
 	l.wg.Wait()
 	l.Cluster.Factory().Shutdown()
