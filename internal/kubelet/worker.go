@@ -241,7 +241,7 @@ func (w *podWorker) onChange(ctx context.Context) bool {
 			w.beginStop(ctx, c, killDeleted)
 		}
 	}
-	if w.isReady() != w.reported {
+	if w.isReady() != w.reported || len(p.Spec.EphemeralContainers) != len(p.Status.EphemeralContainerStatuses) {
 		w.writeStatus(ctx)
 	}
 	return false

@@ -266,3 +266,28 @@ func kubectlFails(t *testing.T, ctx context.Context, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestKubectlDebug: an ephemeral container added by kubectl debug is not
+// run (the lab runs no images) but reported, as the kubelet reports an
+// image it cannot pull: waiting, ErrImagePull, saying why.
+func TestKubectlDebug(t *testing.T) {
+	ns := "debug"
+	ctx := setUp(t, ns, 1)
+	names, _ := readyPods(t, ctx, ns)
+	kubectl(t, ctx, "debug", "-n", ns, names[0], "--image=busybox", "--container=dbg", "--", "true")
+	var got corev1.ContainerStatus
+	err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
+		p, err := theLab.Cluster.Client().CoreV1().Pods(ns).Get(ctx, names[0], metav1.GetOptions{})
+		if err != nil || len(p.Status.EphemeralContainerStatuses) != 1 {
+			return false
+		}
+		got = p.Status.EphemeralContainerStatuses[0]
+		return true
+	})
+	if err != nil {
+		t.Fatalf("no status for the ephemeral container: %s", state(ns))
+	}
+	if w := got.State.Waiting; got.Name != "dbg" || w == nil || w.Reason != "ErrImagePull" || !strings.Contains(w.Message, "busybox") {
+		t.Errorf("ephemeral container status %+v, want dbg waiting with ErrImagePull naming its image", got)
+	}
+}
