@@ -115,11 +115,8 @@ func (w *podWorker) event(p *corev1.Pod, name string) {
 	if f := w.k.cfg.Events; f != nil {
 		f(p, name, time.Now())
 	}
-	w.mu.Lock()
-	out := w.outs[0]
-	w.mu.Unlock()
-	if text := eventText[name]; out != nil && text != "" {
-		out.Printf("%s", text)
+	if text := eventText[name]; text != "" {
+		w.say("%s", text)
 	}
 }
 

@@ -39,11 +39,18 @@ const StealShare = 0.05
 // neighbours from reading as the lab's fault, and to be hard to meet for a
 // lab that falls behind every second.
 type theft struct {
-	s    *stats.Summary
-	base float64 // +Inf when no second kept its schedule
+	s       *stats.Summary
+	base    float64                 // +Inf when no second kept its schedule
+	samples map[int]stats.CPUSecond // by the second each covers most of
 }
 
 func newTheft(s *stats.Summary) theft {
+	samples := map[int]stats.CPUSecond{}
+	for _, c := range s.CPU {
+		if _, ok := samples[secondOf(c)]; !ok {
+			samples[secondOf(c)] = c
+		}
+	}
 	var calm []float64
 	for _, c := range s.CPU {
 		i := secondOf(c)
@@ -52,10 +59,10 @@ func newTheft(s *stats.Summary) theft {
 		}
 	}
 	if len(calm) == 0 {
-		return theft{s: s, base: math.Inf(1)}
+		return theft{s: s, base: math.Inf(1), samples: samples}
 	}
 	slices.Sort(calm)
-	return theft{s: s, base: calm[len(calm)/2]}
+	return theft{s: s, base: calm[len(calm)/2], samples: samples}
 }
 
 // secondOf is the second of the run a CPU sample covers most of: samples
@@ -65,12 +72,8 @@ func secondOf(c stats.CPUSecond) int { return int(math.Floor(c.At.Seconds() - 0.
 
 // sample returns the CPU sample covering most of second i.
 func (t theft) sample(i int) (stats.CPUSecond, bool) {
-	for _, c := range t.s.CPU {
-		if secondOf(c) == i {
-			return c, c.Machine >= 0
-		}
-	}
-	return stats.CPUSecond{}, false
+	c, ok := t.samples[i]
+	return c, ok && c.Machine >= 0
 }
 
 // stolen reports whether the hypervisor's steal explains second i.
