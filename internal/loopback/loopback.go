@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,30 +28,37 @@ var (
 	allowed   []netip.Prefix
 )
 
-// interfaces lists the network interfaces' names; a test seam.
-var interfaces = func() ([]string, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(ifs))
-	for i, ifc := range ifs {
-		names[i] = ifc.Name
-	}
-	return names, nil
-}
+// PodBridgePrefix begins the name of every bridge a pod network of the
+// real control plane tier makes (package podnet); Sealed allows those
+// bridges and the veths on them.
+const PodBridgePrefix = "pinlab"
 
-// OnlyLo returns nil when this process's network namespace has no
-// interface but lo (no route can lead out of it), else an error naming
-// another interface, or why they could not be listed.
-func OnlyLo() error {
-	names, err := interfaces()
+// iface is a network interface: its name, its kind as the kernel reports
+// it ("veth", "bridge"; "" when unknown) and the name of the bridge it is
+// attached to ("" when none).
+type iface struct{ name, kind, master string }
+
+// interfaces lists the network interfaces; a test seam.
+var interfaces = links
+
+// Sealed returns nil when no route can lead out of this process's network
+// namespace: it has no interface but lo and the pod networks' bridges
+// (named PodBridgePrefix...) with the veths attached to them, whose other
+// ends are in the pods' namespaces, which pinlab makes with lo and that
+// veth alone. Otherwise the error names another interface, or says why
+// they could not be listed.
+func Sealed() error {
+	ifs, err := interfaces()
 	if err != nil {
 		return fmt.Errorf("listing interfaces: %w", err)
 	}
-	for _, n := range names {
-		if n != "lo" {
-			return fmt.Errorf("interface %q exists", n)
+	for _, i := range ifs {
+		switch {
+		case i.name == "lo":
+		case i.kind == "bridge" && strings.HasPrefix(i.name, PodBridgePrefix):
+		case i.kind == "veth" && strings.HasPrefix(i.master, PodBridgePrefix):
+		default:
+			return fmt.Errorf("interface %q exists", i.name)
 		}
 	}
 	return nil
@@ -67,8 +75,8 @@ func Allow(p netip.Prefix) error {
 	if err := checkPrivate(p); err != nil {
 		return err
 	}
-	if err := OnlyLo(); err != nil {
-		return fmt.Errorf("loopback: refusing to allow %s: %w, so traffic could leave; only a network namespace with lo alone may use it", p, err)
+	if err := Sealed(); err != nil {
+		return fmt.Errorf("loopback: refusing to allow %s: %w, so traffic could leave; only a network namespace with no way out may use it", p, err)
 	}
 	allowedMu.Lock()
 	defer allowedMu.Unlock()

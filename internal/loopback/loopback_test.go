@@ -81,6 +81,10 @@ func TestAllow(t *testing.T) {
 		{name: "pod range in a lo-only namespace", interfaces: []string{"lo"}, prefix: "10.244.0.0/16"},
 		{name: "service range", interfaces: []string{"lo"}, prefix: "10.96.0.0/16"},
 		{name: "another interface exists", interfaces: []string{"lo", "eth0"}, prefix: "10.244.0.0/16", wantErr: true},
+		{name: "pod networks' bridges and veths", interfaces: []string{"lo", "pinlabf400:bridge", "veth1:veth:pinlabf400"}, prefix: "10.244.0.0/16"},
+		{name: "a veth on another bridge", interfaces: []string{"lo", "docker0:bridge", "veth1:veth:docker0"}, prefix: "10.244.0.0/16", wantErr: true},
+		{name: "a bridge named like ours that is not a bridge", interfaces: []string{"lo", "pinlab0:dummy"}, prefix: "10.244.0.0/16", wantErr: true},
+		{name: "a veth on no bridge", interfaces: []string{"lo", "veth1:veth"}, prefix: "10.244.0.0/16", wantErr: true},
 		{name: "public range", interfaces: []string{"lo"}, prefix: "192.0.2.0/24", wantErr: true},
 		{name: "wider than a private range", interfaces: []string{"lo"}, prefix: "10.0.0.0/7", wantErr: true},
 		{name: "ipv6", interfaces: []string{"lo"}, prefix: "fd00::/64", wantErr: true},
@@ -130,5 +134,13 @@ func setInterfaces(t *testing.T, names []string) {
 	t.Helper()
 	orig := interfaces
 	t.Cleanup(func() { interfaces = orig })
-	interfaces = func() ([]string, error) { return names, nil }
+	interfaces = func() ([]iface, error) {
+		var out []iface
+		for _, n := range names {
+			// "name:kind:master"
+			f := append(strings.Split(n, ":"), "", "")
+			out = append(out, iface{name: f[0], kind: f[1], master: f[2]})
+		}
+		return out, nil
+	}
 }

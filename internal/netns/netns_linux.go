@@ -158,24 +158,27 @@ func waitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
 }
 
 // Inside reports whether this process runs in a namespace Run created:
-// MarkerEnv is set and the network namespace has no interface but lo (so
+// MarkerEnv is set and the network namespace has no way out (so
 // the variable alone, set by hand, does not make a host with a network
 // look private).
 func Inside() bool {
-	return os.Getenv(MarkerEnv) == "1" && onlyLo() == nil
+	return os.Getenv(MarkerEnv) == "1" && sealed() == nil
 }
 
-// onlyLo returns an error naming an interface other than lo, if any.
-func onlyLo() error {
-	if err := loopback.OnlyLo(); err != nil {
-		return fmt.Errorf("netns: %w: this is not a private namespace with lo alone", err)
+// sealed returns an error naming an interface through which traffic could
+// leave, if any (loopback.Sealed: lo, and the pod networks' bridges and
+// veths, are not).
+func sealed() error {
+	if err := loopback.Sealed(); err != nil {
+		return fmt.Errorf("netns: %w: this is not a private namespace", err)
 	}
 	return nil
 }
 
 // Setup prepares the namespace Run created, in the child: it brings lo up
-// and makes each prefix local on lo (`ip route replace local P dev lo`, so
-// any address in it can be bound and reached, like 127.0.0.0/8), then
+// and makes each prefix local on lo (`ip route add local P dev lo`, so
+// any address in it can be bound and reached, like 127.0.0.0/8; a route
+// for P there already stays), then
 // lets package loopback use those prefixes (loopback.Allow). It refuses,
 // changing nothing, unless Inside is true. It needs the ip command
 // (iproute2).
@@ -183,19 +186,22 @@ func Setup(prefixes ...netip.Prefix) error {
 	if os.Getenv(MarkerEnv) != "1" {
 		return fmt.Errorf("netns: refusing to set up: %s is not set, so this is not a namespace Run created", MarkerEnv)
 	}
-	if err := onlyLo(); err != nil {
+	if err := sealed(); err != nil {
 		return fmt.Errorf("netns: refusing to set up: %w", err)
 	}
 	ip, err := lookTool("ip", "iproute2")
 	if err != nil {
 		return err
 	}
+	// add, not replace: in a namespace set up already (a command lab exec
+	// runs there), a pod network may have routed part of a prefix to its
+	// bridge (package podnet), which stays.
 	cmds := [][]string{{"link", "set", "lo", "up"}}
 	for _, p := range prefixes {
-		cmds = append(cmds, []string{"route", "replace", "local", p.Masked().String(), "dev", "lo"})
+		cmds = append(cmds, []string{"route", "add", "local", p.Masked().String(), "dev", "lo"})
 	}
 	for _, args := range cmds {
-		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
+		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
 			return fmt.Errorf("netns: ip %s: %w: %s", strings.Join(args, " "), err, bytesTrim(out))
 		}
 	}
