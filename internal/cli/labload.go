@@ -104,7 +104,12 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := reachable(info, "lab load", c); err != nil {
+	// A target on the host's loopback (kubectl port-forward's) is
+	// reachable from anywhere; the clients then dial from 127.0.1.N.
+	podCIDR := info.PodCIDR
+	if t, ok := loopbackTarget(o.Target); ok && o.From == "" {
+		o.Target, podCIDR = t, ""
+	} else if err := reachable(info, "lab load", c); err != nil {
 		return err
 	}
 	var deployment string
@@ -115,7 +120,7 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 		}
 		deployment = name
 	}
-	sources, err := labup.Sources(ctx, c, info.PodCIDR, o.Clients, o.Namespace, deployment)
+	sources, err := labup.Sources(ctx, c, podCIDR, o.Clients, o.Namespace, deployment)
 	if err != nil {
 		return err
 	}
@@ -129,6 +134,17 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 		printServed(o.Out, s)
 	}
 	return err
+}
+
+// loopbackTarget returns target as a passthrough gRPC target when it is
+// an address on loopback ("127.0.0.1:8471", or passthrough:/// of one),
+// such as kubectl port-forward's.
+func loopbackTarget(target string) (string, bool) {
+	ap, err := netip.ParseAddrPort(strings.TrimPrefix(target, "passthrough:///"))
+	if err != nil || !ap.Addr().IsLoopback() {
+		return "", false
+	}
+	return "passthrough:///" + ap.String(), true
 }
 
 func sourceList(ips []netip.Addr) string {

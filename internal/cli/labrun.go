@@ -51,6 +51,9 @@ type LabRunOptions struct {
 	// the real CoreDNS).
 	// Only with ControlPlane kubernetes.
 	Dataplane string
+	// PodNetwork is how a real control plane's pods are networked:
+	// shared or netns (only with ControlPlane kubernetes).
+	PodNetwork string
 	// CompareDataplanes runs the scenario twice on real control planes,
 	// on pinlab's dataplane and then on the real one (Dataplane, default
 	// kube-proxy-nftables), variants one after another in both, and
@@ -120,6 +123,7 @@ own bursts: the field scripts check); 6 with
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.Dataplane, "dataplane", labrun.DataplanePinlab, dataplaneUsage)
+	f.StringVar(&opts.PodNetwork, "pod-network", "shared", podNetworkUsage)
 	f.BoolVar(&opts.CompareDataplanes, "compare-dataplanes", false, "run the scenario on real control planes twice, on pinlab's dataplane and on the real one (--dataplane, default kube-proxy-nftables), variants one after another, and print the figures side by side with the differences beyond tolerance marked (implies --control-plane kubernetes; exit 6 when they differ)")
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
@@ -167,7 +171,7 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 // nil, shows the progress.
 func (o *LabRunOptions) engineOptions(line *progressLine) labrun.Options {
 	eo := labrun.Options{
-		Scenario: o.File, In: o.In, ControlPlane: o.ControlPlane, Dataplane: o.Dataplane,
+		Scenario: o.File, In: o.In, ControlPlane: o.ControlPlane, Dataplane: o.Dataplane, PodNetwork: o.PodNetwork,
 		Variants: o.Variants, Sequential: o.Sequential, Seed: o.Seed, UI: o.UI, UIAddr: o.UIAddr, Notes: o.Err,
 	}
 	if lvl, ok := logLevels[o.LogLevel]; ok {
@@ -210,6 +214,9 @@ func (o *LabRunOptions) check(f *pflag.FlagSet) error {
 		}
 	}
 	if err := checkDataplane(o.Dataplane, f.Changed("dataplane") || o.CompareDataplanes, o.ControlPlane); err != nil {
+		return err
+	}
+	if err := checkPodNetwork(o.PodNetwork, f.Changed("pod-network"), o.ControlPlane); err != nil {
 		return err
 	}
 	if err := loopback.CheckAddr(o.UIAddr); err != nil {

@@ -56,7 +56,11 @@ type LabUpOptions struct {
 	// real one is valid only with ControlPlane kubernetes).
 	Dataplane    string
 	DataplaneSet bool
-	kubeAPISet   bool // --kube-api was given
+	// PodNetwork is how the real control plane's pods are networked:
+	// shared or netns; PodNetworkSet when the flag was given.
+	PodNetwork    string
+	PodNetworkSet bool
+	kubeAPISet    bool // --kube-api was given
 
 	// In is read when File is "-".
 	In       io.Reader
@@ -92,6 +96,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.DNSTTLSet = cmd.Flags().Changed("dns-ttl")
 			opts.DataplaneSet = cmd.Flags().Changed("dataplane")
+			opts.PodNetworkSet = cmd.Flags().Changed("pod-network")
 			opts.In = cmd.InOrStdin()
 			opts.kubeAPISet = cmd.Flags().Changed("kube-api")
 			if err := opts.check(); err != nil {
@@ -114,6 +119,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler in a private network namespace, served to kubectl; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.Dataplane, "dataplane", labrun.DataplanePinlab, dataplaneUsage)
+	f.StringVar(&opts.PodNetwork, "pod-network", "shared", podNetworkUsage)
 	f.StringVar(&opts.KubeAPI, "kube-api", "127.0.0.1:0", "with --control-plane kubernetes: where kubectl reaches the API server (inside 127.0.0.0/8; port 0 picks a free one)")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard (objects, calls/s per pod, events, the control verbs) from the control API's address; its address, with the token, is printed")
 	return cmd
@@ -144,6 +150,9 @@ func (o *LabUpOptions) check() error {
 		return exit.UsageError(fmt.Errorf("--control-plane %q: expected %s or %s", o.ControlPlane, controlPlaneEmbedded, controlPlaneKubernetes))
 	}
 	if err := checkDataplane(o.Dataplane, o.DataplaneSet, o.ControlPlane); err != nil {
+		return err
+	}
+	if err := checkPodNetwork(o.PodNetwork, o.PodNetworkSet, o.ControlPlane); err != nil {
 		return err
 	}
 	if o.kubeAPISet && o.ControlPlane != controlPlaneKubernetes {
@@ -177,7 +186,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 	eo := labup.Options{
 		Manifests: opts.File, In: opts.In, Control: opts.Control, TokenFile: opts.TokenFile,
 		DNS: opts.dns(),
-		UI:  opts.UI, ControlPlane: opts.ControlPlane, KubeAPI: opts.KubeAPI, Dataplane: opts.Dataplane,
+		UI:  opts.UI, ControlPlane: opts.ControlPlane, KubeAPI: opts.KubeAPI, Dataplane: opts.Dataplane, PodNetwork: opts.PodNetwork,
 		Progress: opts.Err, Stopping: func() {
 			if labUpStopping != nil {
 				labUpStopping()

@@ -26,6 +26,17 @@ func checkDataplane(name string, set bool, controlPlane string) error {
 	return nil
 }
 
+// checkPodNetwork checks --pod-network; its errors are usage errors.
+func checkPodNetwork(name string, set bool, controlPlane string) error {
+	if err := labrun.CheckPodNetwork(name, set, controlPlane); err != nil {
+		return exit.UsageError(err)
+	}
+	return nil
+}
+
+// podNetworkUsage is --pod-network's help.
+const podNetworkUsage = "with --control-plane kubernetes: shared (every pod in the lab's network namespace, its address local on lo) or netns (a network namespace per pod on a bridge, set up by the CNI plugins; build them first with build/cni/build.sh)"
+
 // printKube tells how to reach a lab on a real control plane from the
 // host: kubectl with the kubeconfig, and lab exec for what only the
 // namespace can reach.

@@ -24,6 +24,7 @@ import (
 	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/netns"
+	"github.com/pinlab/pinlab/internal/podnet"
 )
 
 // The real control plane's address ranges inside the network namespace:
@@ -36,17 +37,47 @@ var (
 	ServiceCIDR = netns.ServicePrefix
 )
 
+// PodNetwork is how a real control plane's pods are networked.
+type PodNetwork string
+
+const (
+	// PodNetworkShared puts every pod in the lab's namespace, its address
+	// local on lo: a pod sees the node's sockets, as a hostNetwork pod.
+	PodNetworkShared PodNetwork = "shared"
+	// PodNetworkNetns gives each pod its own network namespace on a
+	// bridge, set up by the CNI reference plugins (package podnet), as a
+	// container runtime does.
+	PodNetworkNetns PodNetwork = "netns"
+)
+
+// ParsePodNetwork checks a --pod-network value ("" is PodNetworkShared).
+func ParsePodNetwork(s string) (PodNetwork, error) {
+	switch PodNetwork(s) {
+	case "", PodNetworkShared:
+		return PodNetworkShared, nil
+	case PodNetworkNetns:
+		return PodNetworkNetns, nil
+	}
+	return "", fmt.Errorf("pod network %q: expected %s or %s", s, PodNetworkShared, PodNetworkNetns)
+}
+
 // OnHost reports whether this process runs on the host, where a command
 // on a real control plane checks its tools (Check) and binds its host
 // listeners, then runs itself in the namespace (Reexec); false inside.
 func OnHost() bool { return !netns.Inside() }
 
 // Check reports, before anything starts, whether a real control plane
-// with dataplane dp can run here: the control plane's binaries
-// (build/controlplane/build.sh) and dp's tools (lab.Dataplane.Check).
-func Check(dp lab.Dataplane) error {
+// with dataplane dp and pod network pn can run here: the control plane's
+// binaries (build/controlplane/build.sh), dp's tools (lab.Dataplane.Check)
+// and, for PodNetworkNetns, the CNI plugins (build/cni/build.sh).
+func Check(dp lab.Dataplane, pn PodNetwork) error {
 	if _, err := controlplane.BinDir(); err != nil {
 		return err
+	}
+	if pn == PodNetworkNetns {
+		if _, err := podnet.BinDir(); err != nil {
+			return fmt.Errorf("--pod-network netns: %w", err)
+		}
 	}
 	if err := dp.Check(); err != nil {
 		return fmt.Errorf("--dataplane %s: %w", dp, err)

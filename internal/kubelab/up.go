@@ -13,6 +13,7 @@ import (
 	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/podnet"
 )
 
 // UpConfig configures Up.
@@ -25,6 +26,8 @@ type UpConfig struct {
 	Kubeconfig string
 	// Progress, if not nil, is told what starts and how long it took.
 	Progress io.Writer
+	// PodNetwork is how the pods are networked ("": PodNetworkShared).
+	PodNetwork PodNetwork
 }
 
 // Up is `lab up`'s real control plane, inside its namespace: the
@@ -33,6 +36,8 @@ type UpConfig struct {
 // there), and the kubeconfig kubectl reads.
 type Up struct {
 	cp            *controlplane.ControlPlane
+	podNetwork    PodNetwork
+	podNet        *podnet.Network // with PodNetworkNetns, once API made it
 	binDir        string
 	stateDir      string
 	keepLogs      bool // a component failed: Close keeps the logs
@@ -48,7 +53,7 @@ type Up struct {
 // error everything it started is stopped; a component that failed to
 // start leaves its logs, named in the error.
 func StartUp(ctx context.Context, cfg UpConfig) (_ *Up, err error) {
-	u := &Up{ln: cfg.Listener}
+	u := &Up{ln: cfg.Listener, podNetwork: cfg.PodNetwork}
 	defer func() {
 		if err != nil {
 			u.Close()
@@ -56,6 +61,11 @@ func StartUp(ctx context.Context, cfg UpConfig) (_ *Up, err error) {
 	}()
 	if u.binDir, err = controlplane.BinDir(); err != nil {
 		return nil, err
+	}
+	if cfg.PodNetwork == PodNetworkNetns {
+		if _, err = podnet.BinDir(); err != nil {
+			return nil, err
+		}
 	}
 	if u.stateDir, err = os.MkdirTemp("", "pinlab-controlplane-"); err != nil {
 		return nil, err
@@ -109,9 +119,12 @@ func (u *Up) serve(ctx context.Context) error {
 	return nil
 }
 
-// API is the lab's view of the control plane, with dataplane dp.
+// API is the lab's view of the control plane, with dataplane dp; call it
+// once.
 func (u *Up) API(dp lab.Dataplane) (*lab.API, error) {
-	return apiFor(u.cp, PodCIDR, ServiceCIDR, dp)
+	api, pn, err := apiFor(u.cp, PodCIDR, ServiceCIDR, dp, u.podNetwork)
+	u.podNet = pn
+	return api, err
 }
 
 // KeepLogs makes Close keep the components' logs, which an error about a
@@ -139,6 +152,9 @@ func (u *Up) Close() {
 		if f != nil {
 			f.close()
 		}
+	}
+	if u.podNet != nil {
+		u.podNet.Close()
 	}
 	if u.cp != nil {
 		u.cp.Close()

@@ -12,6 +12,8 @@ import (
 	"github.com/pinlab/pinlab/internal/coredns"
 	"github.com/pinlab/pinlab/internal/kubeproxy"
 	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/podnet"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -27,20 +29,27 @@ const variantBits = 20
 // Variants starts a real control plane per variant of a `lab run`, inside
 // the network namespace. Start may be called concurrently.
 type Variants struct {
-	binDir    string
-	dataplane lab.Dataplane
-	logger    *slog.Logger
+	binDir     string
+	dataplane  lab.Dataplane
+	podNetwork PodNetwork
+	logger     *slog.Logger
 }
 
-// NewVariants finds the control plane's binaries; dp is the dataplane
-// every variant's lab runs; logger (nil: none) receives the components'
-// logs.
-func NewVariants(dp lab.Dataplane, logger *slog.Logger) (*Variants, error) {
+// NewVariants finds the control plane's binaries (and with
+// PodNetworkNetns the CNI plugins); dp is the dataplane every variant's lab
+// runs, pn how its pods are networked; logger (nil: none) receives the
+// components' logs.
+func NewVariants(dp lab.Dataplane, pn PodNetwork, logger *slog.Logger) (*Variants, error) {
 	bin, err := controlplane.BinDir()
 	if err != nil {
 		return nil, err
 	}
-	return &Variants{binDir: bin, dataplane: dp, logger: logger}, nil
+	if pn == PodNetworkNetns {
+		if _, err := podnet.BinDir(); err != nil {
+			return nil, err
+		}
+	}
+	return &Variants{binDir: bin, dataplane: dp, podNetwork: pn, logger: logger}, nil
 }
 
 // Dataplane is what serves every variant's ClusterIPs.
@@ -61,7 +70,7 @@ func (v *Variants) Start(ctx context.Context, i int) (*lab.API, func(failed bool
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := apiFor(cp, pods, svcs, v.dataplane)
+	api, pn, err := apiFor(cp, pods, svcs, v.dataplane, v.podNetwork)
 	if err != nil {
 		cp.Close()
 		return nil, nil, err
@@ -70,9 +79,20 @@ func (v *Variants) Start(ctx context.Context, i int) (*lab.API, func(failed bool
 		if failed {
 			cp.KeepLogs()
 		}
-		return cp.Close()
+		var err error
+		if pn != nil {
+			err = pn.Close()
+		}
+		return errors.Join(err, cp.Close())
 	}
 	return api, stop, nil
+}
+
+// nodeRange is the top /23 of a pod range, which no pod gets: the node's
+// InternalIP (lab.NodeIP), the cluster DNS's pod address (lab.DNSPodIP)
+// and the addresses lab load dials from (labup.Sources) are there.
+func nodeRange(pods netip.Prefix) netip.Prefix {
+	return netip.PrefixFrom(lab.NodeIP(pods), 23).Masked()
 }
 
 // apiFor is a lab's view of cp with dataplane dp: the real kube-proxy
@@ -80,12 +100,44 @@ func (v *Variants) Start(ctx context.Context, i int) (*lab.API, func(failed bool
 // in the control plane's state directory; the real CoreDNS (under the
 // real kube-proxy) the control plane's admin, to grant it kubeadm's RBAC,
 // and a directory there for its Corefile, log and dnstap socket.
-func apiFor(cp *controlplane.ControlPlane, pods, svcs netip.Prefix, dp lab.Dataplane) (*lab.API, error) {
+//
+// With PodNetworkNetns each pod gets its own network namespace on a bridge
+// (package podnet; its state in the control plane's directory), which the
+// caller closes (the returned Network, nil otherwise) after the lab.
+func apiFor(cp *controlplane.ControlPlane, pods, svcs netip.Prefix, dp lab.Dataplane, pn PodNetwork) (*lab.API, *podnet.Network, error) {
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return nil, nil, err
+	}
+	api := &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
+		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
+	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp}
+	if pn != PodNetworkNetns {
+		return api, nil, nil
+	}
+	n, err := NewPodNetwork(pods, filepath.Join(cp.Dir(), "podnet"))
+	if err != nil {
+		return nil, nil, err
+	}
+	api.PodNetwork = n
+	return api, n, nil
+}
+
+// NewPodNetwork returns the pod network of a lab's node on pod range pods
+// (package podnet): a bridge named after the range, the range's top /23
+// (nodeRange) kept local to the node, its state in stateDir (which the
+// caller removes after closing it).
+func NewPodNetwork(pods netip.Prefix, stateDir string) (*podnet.Network, error) {
+	bin, err := podnet.BinDir()
 	if err != nil {
 		return nil, err
 	}
-	return &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
-		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
-	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp}, nil
+	a := pods.Masked().Addr().As4()
+	return podnet.New(podnet.Config{
+		Bridge:   fmt.Sprintf("%s%02x%02x", loopback.PodBridgePrefix, a[1], a[2]),
+		Subnet:   pods,
+		Local:    []netip.Prefix{nodeRange(pods)},
+		BinDir:   bin,
+		StateDir: stateDir,
+	})
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podnet"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,16 @@ type Config struct {
 	NodeIP netip.Addr
 	// PodIPs hands out pod addresses (CNI host-local style).
 	PodIPs *cluster.IPAM
+	// ClusterDNS is the cluster DNS's address the pods' resolv.conf names
+	// (the kubelet's --cluster-dns); invalid: none. The domain is
+	// ClusterDomain.
+	ClusterDNS netip.Addr
+	// PodNetwork, if not nil, gives each pod its own network namespace
+	// (a pod sandbox, package podnet) at the address PodIPs handed out,
+	// made before its first container starts and removed when its
+	// address is given up; the pod's servers listen there. Nil: pods
+	// share the node's namespace, their addresses local on lo.
+	PodNetwork PodNetwork
 	// Observe, if not nil, returns the observer for a pod's servers: the
 	// gRPC server and, for a pod with an HTTP port, the web server (HTTP
 	// requests and WebSocket messages by route, see package webapi). It is
@@ -94,6 +105,22 @@ type Config struct {
 	// "unhung". It is called from the kubelet's goroutines, concurrently for
 	// different pods; it must be quick and must not modify pod.
 	Events func(pod *corev1.Pod, event string, at time.Time)
+}
+
+// ClusterDomain is the cluster's DNS domain (the kubelet's
+// --cluster-domain).
+const ClusterDomain = "cluster.local"
+
+// PodNetwork makes and removes pods' network namespaces; package podnet's
+// Network is one. Its methods are called concurrently for different pods.
+type PodNetwork interface {
+	// Add makes pod id's namespace with address ip.
+	Add(ctx context.Context, id string, ip netip.Addr) (*podnet.Sandbox, error)
+	// Remove tears sb down.
+	Remove(ctx context.Context, sb *podnet.Sandbox) error
+	// Local makes ip, a pod-range address no pod gets (a load client's,
+	// a proxy's), local to the node.
+	Local(ip netip.Addr) error
 }
 
 // Kubelet runs pods. Create it with New before starting the informer
@@ -383,16 +410,23 @@ func (k *Kubelet) SetHealthy(namespace, name string, healthy bool) error {
 
 // blackhole makes ip's ports drop SYNs until Run returns, keeping ip out
 // of the pool; it reports whether it managed to (for every port).
-func (k *Kubelet) blackhole(ctx context.Context, ip netip.Addr, ports []int) bool {
+func (k *Kubelet) blackhole(ctx context.Context, ip netip.Addr, ports []int, sb *podnet.Sandbox) bool {
 	var holes holes
+	var ns pod.Netns
+	if sb != nil {
+		ns = sb
+	}
 	for _, port := range ports {
-		b, err := pod.NewBlackhole(ctx, netip.AddrPortFrom(ip, uint16(port)))
+		b, err := pod.NewBlackhole(ctx, netip.AddrPortFrom(ip, uint16(port)), ns)
 		if err != nil {
 			holes.Close()
 			k.cfg.Logger.Warn("kubelet: dead address refuses instead of blackholing", "ip", ip, "port", port, "err", err)
 			return false
 		}
 		holes = append(holes, b)
+	}
+	if sb != nil {
+		holes = append(holes, sandboxCloser{k, sb}) // after the blackholes in it
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -408,6 +442,30 @@ func (h holes) Close() error {
 		b.Close()
 	}
 	return nil
+}
+
+// sandboxCloser removes a pod's network namespace.
+type sandboxCloser struct {
+	k  *Kubelet
+	sb *podnet.Sandbox
+}
+
+func (s sandboxCloser) Close() error { return s.k.removeSandbox(s.sb) }
+
+// sandboxTimeout bounds a pod network's teardown (CNI DEL).
+const sandboxTimeout = 30 * time.Second
+
+// removeSandbox tears sb down, bounded by sandboxTimeout whatever the
+// caller's context (a node shutting down still removes its pods'
+// networks); a failure is logged.
+func (k *Kubelet) removeSandbox(sb *podnet.Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxTimeout)
+	defer cancel()
+	err := k.cfg.PodNetwork.Remove(ctx, sb)
+	if err != nil {
+		k.cfg.Logger.Warn("kubelet: removing a pod's network", "pod", sb.ID, "err", err)
+	}
+	return err
 }
 
 // closeHoles frees the blackholed addresses and their IPs.

@@ -43,6 +43,12 @@ type container struct {
 func (w *podWorker) startContainer(ctx context.Context) {
 	p, _ := w.latest()
 	cfg, err := containerConfig(p, w.ip)
+	if w.sandbox != nil {
+		cfg.grpc.Netns = w.sandbox
+		if cfg.web != nil {
+			cfg.web.Netns = w.sandbox
+		}
+	}
 	if err == nil && w.k.cfg.Observe != nil {
 		obs := w.k.cfg.Observe(p)
 		cfg.grpc.Observer = obs

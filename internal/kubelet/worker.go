@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/podlog"
+	"github.com/pinlab/pinlab/internal/podnet"
 	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
@@ -24,10 +26,11 @@ type podWorker struct {
 	mu      sync.Mutex
 	pod     *corev1.Pod
 	vanish  bool
-	unready bool           // readiness forced false (SetReady), as a failing probe
-	cur     *container     // the running container, nil when none
-	outs    [2]*podlog.Log // the latest container run's output and the one's before
-	changed chan struct{}  // cap 1: a newer pod state, vanish or unready is waiting
+	unready bool                           // readiness forced false (SetReady), as a failing probe
+	cur     *container                     // the running container, nil when none
+	outs    [2]*podlog.Log                 // the latest container run's output and the one's before
+	changed chan struct{}                  // cap 1: a newer pod state, vanish or unready is waiting
+	netns   atomic.Pointer[podnet.Sandbox] // sandbox, for other goroutines (Shell)
 
 	probed  chan probeResult // from probe goroutines
 	stopped chan error       // cap 1: the end of a stop sequence
@@ -36,6 +39,7 @@ type podWorker struct {
 	// Worker goroutine only.
 	ip         netip.Addr // allocated by the dispatcher, in pod order
 	ipErr      error
+	sandbox    *podnet.Sandbox // the pod's network namespace (Config.PodNetwork), nil when none
 	released   bool
 	wl         workload.Container
 	backoff    *flowcontrol.Backoff // crash-loop back-off, as the kubelet's
@@ -159,6 +163,13 @@ func (w *podWorker) running() (*container, error) {
 func (w *podWorker) run(ctx context.Context) {
 	defer w.tasks.Wait()
 	p, _ := w.latest()
+	if w.ipErr == nil && w.k.cfg.PodNetwork != nil {
+		w.sandbox, w.ipErr = w.k.cfg.PodNetwork.Add(ctx, string(p.UID), w.ip)
+		w.netns.Store(w.sandbox)
+		if w.ipErr != nil {
+			w.k.cfg.Logger.Warn("kubelet: creating the pod's network", "pod", w.key, "err", w.ipErr)
+		}
+	}
 	if w.ipErr != nil {
 		w.waiting, w.message = "FailedCreatePodSandBox", w.ipErr.Error()
 		w.writeStatus(ctx)
@@ -407,16 +418,23 @@ func (w *podWorker) deadAddress(ctx context.Context) {
 		if w.wl.HTTPPort != 0 {
 			ports = append(ports, w.wl.HTTPPort)
 		}
-		if w.k.blackhole(ctx, w.ip, ports) {
-			w.released = true // the kubelet owns it now
+		if w.k.blackhole(ctx, w.ip, ports, w.sandbox) {
+			w.released, w.sandbox = true, nil // the kubelet owns them now
+			w.netns.Store(nil)
 			return
 		}
 	}
 	w.releaseIP()
 }
 
-// releaseIP returns the pod's address to the pool; later calls do nothing.
+// releaseIP removes the pod's network namespace, if any, and returns its
+// address to the pool; later calls do nothing.
 func (w *podWorker) releaseIP() {
+	if w.sandbox != nil {
+		w.netns.Store(nil)
+		w.k.removeSandbox(w.sandbox)
+		w.sandbox = nil
+	}
 	if w.ip.IsValid() && !w.released {
 		w.k.cfg.PodIPs.Release(w.ip)
 		w.released = true

@@ -2,6 +2,7 @@ package kubetier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/controlplane"
+	"github.com/pinlab/pinlab/internal/kubelab"
 	"github.com/pinlab/pinlab/internal/lab"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/netns/netnstest"
+	"github.com/pinlab/pinlab/internal/podnet"
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
 )
@@ -27,6 +30,7 @@ var (
 	theLab     *lab.Lab
 	kubeconfig string
 	kubectlBin string
+	podNet     *podnet.Network // nil when the pods share the lab's namespace
 	skip       string
 )
 
@@ -81,11 +85,32 @@ func startTier(bin string) (stop func() error, err error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	// Each pod in its own network namespace, as on a real node, when the
+	// CNI plugins are built (required with requireEnv).
+	if podNet, err = kubelab.NewPodNetwork(netns.PodPrefix, filepath.Join(dir, "podnet")); err != nil {
+		if !errors.Is(err, podnet.ErrNotBuilt) || os.Getenv(requireEnv) == "1" {
+			cp.Close()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		fmt.Printf("kubetier: pods share the lab's network namespace: %v\n", err)
+	}
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err == nil {
-		theLab, err = lab.Start(ctx, lab.Config{API: &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA()}})
+		api := &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA()}
+		if podNet != nil {
+			api.PodNetwork = podNet
+		}
+		theLab, err = lab.Start(ctx, lab.Config{API: api})
+	}
+	closeNet := func() error {
+		if podNet == nil {
+			return nil
+		}
+		return podNet.Close()
 	}
 	if err != nil {
+		closeNet()
 		cp.Close()
 		os.RemoveAll(dir)
 		return nil, err
@@ -94,18 +119,17 @@ func startTier(bin string) (stop func() error, err error) {
 	kubeconfig, kubectlBin = filepath.Join(dir, "kubeconfig"), filepath.Join(bin, "kubectl")
 	if err := cp.WriteKubeconfig(kubeconfig, cp.URL()); err != nil {
 		theLab.Close()
+		closeNet()
 		cp.Close()
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	return func() error {
 		lerr := theLab.Close()
+		nerr := closeNet()
 		cerr := cp.Close()
 		os.RemoveAll(dir)
-		if lerr != nil {
-			return lerr
-		}
-		return cerr
+		return errors.Join(lerr, nerr, cerr)
 	}, nil
 }
 

@@ -3,10 +3,12 @@ package kubetier
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,15 +120,19 @@ func readyPods(t *testing.T, ctx context.Context, ns string) (names, ips []strin
 	return names, ips
 }
 
+// clientIP is the pod-range address the tests' clients dial from, taken
+// once (lab.AllocateIP: with per-pod namespaces it becomes the node's, so
+// it is never given back).
+var clientIP = sync.OnceValues(func() (netip.Addr, error) { return theLab.AllocateIP() })
+
 // call runs one client from a pod address for d: 100 calls/s to target
 // through the cluster DNS with policy, and returns its tally.
 func call(t *testing.T, target, policy string, d time.Duration) *loadtest.Tally {
 	t.Helper()
-	ip, err := theLab.Cluster.PodIPs().Allocate()
+	ip, err := clientIP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer theLab.Cluster.PodIPs().Release(ip)
 	var obs loadtest.Tally
 	c, err := load.New(load.Config{Name: "order-0", Source: ip, Target: fmt.Sprintf("dns://%s/%s", theLab.DNSAddr(), target), Policy: policy, Rate: 100, Observer: &obs})
 	if err != nil {

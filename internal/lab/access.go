@@ -49,8 +49,18 @@ func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace *int6
 }
 
 // AllocateIP takes a free address of the pod network, for a client that
-// should look like a pod (load clients, proxies). It is not returned.
-func (l *Lab) AllocateIP() (netip.Addr, error) { return l.Cluster.PodIPs().Allocate() }
+// should look like a pod (load clients, proxies). It is not returned. On
+// a pod network that gives each pod its own namespace (API.PodNetwork)
+// the address is made local to the node, where the client or proxy runs.
+func (l *Lab) AllocateIP() (netip.Addr, error) {
+	ip, err := l.Cluster.PodIPs().Allocate()
+	if err == nil && l.podNet != nil {
+		if err = l.podNet.Local(ip); err != nil {
+			l.Cluster.PodIPs().Release(ip)
+		}
+	}
+	return ip, err
+}
 
 // PodCIDR is the lab's pod network.
 func (l *Lab) PodCIDR() netip.Prefix { return l.Cluster.Config().PodCIDR }

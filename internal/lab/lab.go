@@ -123,6 +123,10 @@ type API struct {
 	// through the API server) on NodeIP(PodCIDR), port kubeletapi.Port,
 	// with a serving certificate it signs, and the Node reports that port.
 	KubeletCA *pki.CA
+	// PodNetwork, if set, gives each pod its own network namespace (see
+	// kubelet.Config.PodNetwork); its range must be PodCIDR, with NodeIP
+	// and DNSPodIP kept local. The lab does not close it.
+	PodNetwork kubelet.PodNetwork
 	// ControlPlane, if set, is watched while the lab runs: its exit (a
 	// controlplane.ControlPlane's Done: etcd, kube-apiserver,
 	// kube-controller-manager or kube-scheduler exited) fails the lab
@@ -146,6 +150,7 @@ type Lab struct {
 	logger     *slog.Logger
 	nodeIP     netip.Addr
 	nodeName   string
+	podNet     kubelet.PodNetwork // per-pod namespaces (API.PodNetwork), nil when pods share the node's
 	cancel     context.CancelFunc
 	runCtx     context.Context // ends when the lab stops
 	wg         sync.WaitGroup
@@ -230,6 +235,9 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
+	if a.PodNetwork != nil {
+		cfg.Kubelet.PodNetwork = a.PodNetwork
+	}
 	if a.KubeletCA != nil {
 		cfg.Kubelet.APIPort = kubeletapi.Port
 	}
@@ -260,6 +268,9 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	}
 	kc := cfg.Kubelet
 	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
+	if !kc.ClusterDNS.IsValid() {
+		kc.ClusterDNS = c.DNSIP() // kube-dns's ClusterIP, as kubeadm's --cluster-dns
+	}
 	if !kc.NodeIP.IsValid() {
 		kc.NodeIP = netip.MustParseAddr("127.0.0.1") // the node is the host's loopback
 	}
@@ -276,6 +287,7 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 		logger:   cfg.Logger,
 		nodeIP:   kc.NodeIP,
 		nodeName: kc.NodeName,
+		podNet:   kc.PodNetwork,
 		errs:     make(chan error, 8),
 		cancel:   cancel,
 		runCtx:   runCtx,

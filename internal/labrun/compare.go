@@ -44,7 +44,7 @@ func Compare(ctx context.Context, opts Options) (*Comparison, error) {
 	var results []*report.Result
 	for _, dp := range []lab.Dataplane{lab.DataplanePinlab, real} {
 		note(opts.Notes, "--compare-dataplanes: running %s on the %s dataplane (seed %d) ...", p.Name, dp, opts.Seed)
-		v, err := kubelab.NewVariants(dp, opts.Logger)
+		v, err := kubelab.NewVariants(dp, kubelab.PodNetwork(opts.PodNetwork), opts.Logger)
 		if err != nil {
 			return nil, err
 		}

@@ -21,7 +21,7 @@ const uiFD = 3
 // Run does the work. It returns the command's exit code as an exit.Code
 // (nil for 0): the command inside said what happened.
 func runOnHost(ctx context.Context, opts Options) error {
-	if err := kubelab.Check(lab.Dataplane(opts.Dataplane)); err != nil {
+	if err := kubelab.Check(lab.Dataplane(opts.Dataplane), kubelab.PodNetwork(opts.PodNetwork)); err != nil {
 		return err
 	}
 	var files []*os.File

@@ -62,6 +62,19 @@ func CheckDataplane(name string, set bool, controlPlane string) error {
 	return nil
 }
 
+// CheckPodNetwork checks a --pod-network value (set: the user gave it):
+// shared or netns, and netns only with ControlPlaneKubernetes.
+func CheckPodNetwork(name string, set bool, controlPlane string) error {
+	pn, err := kubelab.ParsePodNetwork(name)
+	if err != nil {
+		return fmt.Errorf("--pod-network: %w", err)
+	}
+	if set && controlPlane != ControlPlaneKubernetes && pn != kubelab.PodNetworkShared {
+		return fmt.Errorf("--pod-network %s needs --control-plane %s: the embedded lab's pods share the host's loopback", name, ControlPlaneKubernetes)
+	}
+	return nil
+}
+
 // IsReal reports whether the dataplane name names the real kube-proxy and
 // CoreDNS.
 func IsReal(dataplane string) bool { return lab.Dataplane(dataplane).KubeProxyMode() != "" }
@@ -82,6 +95,10 @@ type Options struct {
 	// variants one after another: each variant's kube-proxy would own the
 	// same kernel tables of the one network namespace.
 	Dataplane string
+	// PodNetwork is how a real control plane's pods are networked:
+	// "shared" ("" too: the lab's namespace, addresses local on lo) or
+	// "netns" (a network namespace per pod on a bridge, package podnet).
+	PodNetwork string
 	// Variants, if not empty, are the variants to run, in this order.
 	Variants []string
 	// Sequential runs variants one after another instead of side by side.
@@ -209,7 +226,7 @@ func runnerOptions(opts Options, p *plan.Plan) (runner.Options, error) {
 	if opts.ControlPlane != ControlPlaneKubernetes {
 		return ro, nil
 	}
-	v, err := kubelab.NewVariants(lab.Dataplane(opts.Dataplane), opts.Logger)
+	v, err := kubelab.NewVariants(lab.Dataplane(opts.Dataplane), kubelab.PodNetwork(opts.PodNetwork), opts.Logger)
 	if err != nil {
 		return ro, err
 	}

@@ -30,7 +30,7 @@ const (
 // namespace (and user namespace when not root), which it waits for.
 // Everything else happens inside; its exit code returns as an exit.Code.
 func runOnHost(ctx context.Context, opts Options) error {
-	if err := kubelab.Check(lab.Dataplane(opts.Dataplane)); err != nil {
+	if err := kubelab.Check(lab.Dataplane(opts.Dataplane), kubelab.PodNetwork(opts.PodNetwork)); err != nil {
 		return err // before binding anything
 	}
 	ctl, err := loopback.Listen(ctx, opts.Control)

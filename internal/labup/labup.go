@@ -63,6 +63,9 @@ type Options struct {
 	ControlPlane string
 	KubeAPI      string
 	Dataplane    string
+	// PodNetwork is how the real control plane's pods are networked:
+	// "shared" ("" too) or "netns" (see labrun.Options.PodNetwork).
+	PodNetwork string
 	// Up, if not nil, is told once the lab is up what to tell the user.
 	Up func(Ready)
 	// Progress, if not nil, receives what happens on the way, a line
@@ -256,7 +259,8 @@ func (u *up) startKube(ctx context.Context, kube net.Listener) (*lab.API, error)
 		return nil, err
 	}
 	path := filepath.Join(dir, "kubeconfig-"+u.api.port())
-	if u.kube, err = kubelab.StartUp(ctx, kubelab.UpConfig{Listener: kube, Kubeconfig: path, Progress: u.opts.Progress}); err != nil {
+	if u.kube, err = kubelab.StartUp(ctx, kubelab.UpConfig{Listener: kube, Kubeconfig: path, Progress: u.opts.Progress,
+		PodNetwork: kubelab.PodNetwork(u.opts.PodNetwork)}); err != nil {
 		return nil, err
 	}
 	return u.kube.API(lab.Dataplane(u.opts.Dataplane))

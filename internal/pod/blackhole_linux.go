@@ -43,15 +43,26 @@ type Blackhole struct {
 // NewBlackhole drops SYNs to addr, an IPv4 address inside 127.0.0.0/8 with
 // a non-zero port, until Close. The address must be free (nothing listening
 // on it); connections already established to it are unaffected. Errors say
-// which step failed.
-func NewBlackhole(ctx context.Context, addr netip.AddrPort) (*Blackhole, error) {
+// which step failed. With ns (a pod's own network namespace; nil: the
+// node's) the listening socket is made there.
+func NewBlackhole(ctx context.Context, addr netip.AddrPort, ns Netns) (*Blackhole, error) {
 	if err := loopback.CheckIP(addr.Addr()); err != nil {
 		return nil, err
 	}
 	if !addr.Addr().Unmap().Is4() || addr.Port() == 0 {
 		return nil, fmt.Errorf("pod: blackhole %v: want an IPv4 address with a port", addr)
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	var fd int
+	socket := func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}
+	var err error
+	if ns == nil {
+		err = socket()
+	} else {
+		err = ns.Do(socket)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pod: blackhole %v: socket: %w", addr, err)
 	}

@@ -13,7 +13,7 @@ import (
 type Blackhole struct{}
 
 // NewBlackhole fails outside Linux.
-func NewBlackhole(context.Context, netip.AddrPort) (*Blackhole, error) {
+func NewBlackhole(context.Context, netip.AddrPort, Netns) (*Blackhole, error) {
 	return nil, errors.New("pod: blackholed addresses need Linux")
 }
 

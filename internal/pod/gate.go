@@ -17,6 +17,7 @@ import (
 // accepted connections stall (calls hang until their deadline) until the
 // hang ends. It also tracks accepted connections so a crash can reset them.
 type gate struct {
+	ns     Netns          // where to listen; nil: the node's namespace
 	addr   netip.AddrPort // the bound address, set by listen
 	closed chan struct{}  // closed by Close
 	hung   atomic.Bool    // fast path for reads and writes: false while not hung
@@ -29,15 +30,15 @@ type gate struct {
 	done   bool
 }
 
-func newGate() *gate {
+func newGate(ns Netns) *gate {
 	resume := make(chan struct{})
 	close(resume)
-	return &gate{closed: make(chan struct{}), resume: resume, conns: map[*gateConn]struct{}{}}
+	return &gate{ns: ns, closed: make(chan struct{}), resume: resume, conns: map[*gateConn]struct{}{}}
 }
 
 // listen binds addr and starts accepting on it.
 func (g *gate) listen(ctx context.Context, addr netip.AddrPort) error {
-	ln, err := loopback.Listen(ctx, addr.String())
+	ln, err := listenIn(ctx, g.ns, addr.String())
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,7 @@ func (g *gate) hang(ctx context.Context, on bool) error {
 		g.inner, g.resume = nil, make(chan struct{})
 		g.hung.Store(true)
 		inner.Close()
-		hole, err := NewBlackhole(ctx, g.addr)
+		hole, err := NewBlackhole(ctx, g.addr, g.ns)
 		if err != nil {
 			g.relisten(ctx)
 			return err
@@ -152,7 +153,7 @@ func (g *gate) hang(ctx context.Context, on bool) error {
 
 // relisten listens on the bound address again and ends a hang; g.mu held.
 func (g *gate) relisten(ctx context.Context) error {
-	ln, err := loopback.Listen(ctx, g.addr.String())
+	ln, err := listenIn(ctx, g.ns, g.addr.String())
 	if err != nil {
 		return fmt.Errorf("pod: listening again after a hang: %w", err)
 	}

@@ -25,7 +25,7 @@ func TestBlackholeTimesOut(t *testing.T) {
 	if got := podtest.Connect(addr.String()); got != "refused" {
 		t.Fatalf("before the blackhole: %s, want refused", got)
 	}
-	b, err := pod.NewBlackhole(context.Background(), addr)
+	b, err := pod.NewBlackhole(context.Background(), addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestBlackholeTimesOut(t *testing.T) {
 	if got := podtest.Connect(addr.String()); got != "refused" {
 		t.Errorf("after Close: %s, want refused", got)
 	}
-	if _, err := pod.NewBlackhole(context.Background(), netip.MustParseAddrPort("10.1.2.3:80")); err == nil {
+	if _, err := pod.NewBlackhole(context.Background(), netip.MustParseAddrPort("10.1.2.3:80"), nil); err == nil {
 		t.Error("pod.NewBlackhole outside loopback succeeded")
 	}
 }

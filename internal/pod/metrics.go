@@ -11,7 +11,6 @@ import (
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
-	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
@@ -58,10 +57,11 @@ type metricsServer struct {
 	once sync.Once
 }
 
-// startMetrics listens on addr (inside 127.0.0.0/8) and serves reg in a
-// goroutine that Close waits for.
-func startMetrics(ctx context.Context, addr netip.AddrPort, reg *prometheus.Registry) (*metricsServer, error) {
-	ln, err := loopback.Listen(ctx, addr.String())
+// startMetrics listens on addr (inside the ranges package loopback allows)
+// in namespace ns (nil: the node's) and serves reg in a goroutine that
+// Close waits for.
+func startMetrics(ctx context.Context, ns Netns, addr netip.AddrPort, reg *prometheus.Registry) (*metricsServer, error) {
+	ln, err := listenIn(ctx, ns, addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

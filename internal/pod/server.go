@@ -78,6 +78,9 @@ type Config struct {
 	// histogram included. It must be inside 127.0.0.0/8. The zero value
 	// serves no metrics (the calls are still counted).
 	MetricsAddr netip.AddrPort
+	// Netns, if not nil, is the pod's own network namespace: the server
+	// (and its metrics) listen there. Nil listens in the node's.
+	Netns Netns
 }
 
 // ErrHardStop is returned by Stop when the server did not drain in time:
@@ -136,7 +139,7 @@ func New(cfg Config) *Server {
 		opts = append(opts, grpc.KeepaliveParams(kp))
 	}
 	s := &Server{
-		cfg: cfg, grpc: grpc.NewServer(opts...), health: health.NewServer(), gate: newGate(), metrics: m,
+		cfg: cfg, grpc: grpc.NewServer(opts...), health: health.NewServer(), gate: newGate(cfg.Netns), metrics: m,
 		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.gate.addr = cfg.Addr
@@ -283,7 +286,7 @@ func (s *Server) serveMetrics(ctx context.Context) error {
 	if !s.cfg.MetricsAddr.IsValid() {
 		return nil
 	}
-	ms, err := startMetrics(ctx, s.cfg.MetricsAddr, s.metrics.reg)
+	ms, err := startMetrics(ctx, s.cfg.Netns, s.cfg.MetricsAddr, s.metrics.reg)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,9 @@ type WebConfig struct {
 	// Observer, if not nil, is told about requests, messages and
 	// connections; see WebServer.
 	Observer Observer
+	// Netns, if not nil, is the pod's own network namespace, where the
+	// server listens; nil listens in the node's.
+	Netns Netns
 }
 
 // WebServer is one pod's HTTP/1.1 and WebSocket workload, beside the gRPC
@@ -105,7 +108,7 @@ func (s *WebServer) Start(ctx context.Context) error {
 	if s.ln != nil {
 		return fmt.Errorf("pod: %s: web server: already started", s.cfg.Name)
 	}
-	ln, err := loopback.Listen(ctx, s.cfg.Addr.String())
+	ln, err := listenIn(ctx, s.cfg.Netns, s.cfg.Addr.String())
 	if err != nil {
 		return fmt.Errorf("pod: %s: web server: %w", s.cfg.Name, err)
 	}
