@@ -40,6 +40,12 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("GET "+p, s.servePortForward)
 		mux.HandleFunc("POST "+p, s.servePortForward)
 	}
+	for _, p := range []string{"/{namespace}/{pod}/{container}", "/{namespace}/{pod}/{uid}/{container}"} {
+		mux.HandleFunc("GET /exec"+p, s.serveExec)
+		mux.HandleFunc("POST /exec"+p, s.serveExec)
+		mux.HandleFunc("GET /attach"+p, s.serveAttach)
+		mux.HandleFunc("POST /attach"+p, s.serveAttach)
+	}
 	return mux
 }
 

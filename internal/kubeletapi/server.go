@@ -16,9 +16,16 @@
 //   - GET and POST /portForward/NAMESPACE/POD[/UID]: port forwarding to
 //     any port of the pod's address over SPDY or WebSocket, through
 //     k8s.io/cri-streaming's portforward, as kubectl port-forward speaks
-//     it through the API server (nodes/proxy).
+//     it through the API server (nodes/proxy);
+//   - GET and POST /exec/NAMESPACE/POD[/UID]/CONTAINER?command=...: a
+//     command of package podshell's built-in set (a pinlab pod is no
+//     container image), with its exit code, through cri-streaming's
+//     remotecommand (nodes/proxy);
+//   - GET and POST /attach/NAMESPACE/POD[/UID]/CONTAINER: the container's
+//     output from then on (nodes/proxy).
 //
-// exec, attach and run are not served yet (404), nor /stats and /metrics.
+// run is not served (404; kubectl does not use it), nor /stats and
+// /metrics (kubectl top needs metrics-server).
 package kubeletapi
 
 import (
@@ -45,6 +52,7 @@ import (
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pki"
 	"github.com/pinlab/pinlab/internal/podlog"
+	"github.com/pinlab/pinlab/internal/podshell"
 )
 
 // Port is the kubelet API's port, the kubelet's default (--port).
@@ -60,6 +68,9 @@ type Node interface {
 	// Logs returns the output of the pod's container (its running or last
 	// run; with previous, the run before).
 	Logs(namespace, name string, previous bool) (*podlog.Log, error)
+	// Shell returns what exec runs commands against (package podshell);
+	// an error when the pod or its container does not run.
+	Shell(namespace, name, container string) (podshell.Pod, error)
 }
 
 // Config configures a Server. Every field but Logger is required.

@@ -1,6 +1,7 @@
 package kubeletapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -26,11 +27,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	utilexec "k8s.io/utils/exec"
 
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/pki"
 	"github.com/pinlab/pinlab/internal/podlog"
+	"github.com/pinlab/pinlab/internal/podshell"
 )
 
 // TestMain checks for leaked goroutines but three of libraries': klog's
@@ -82,6 +86,14 @@ func (n *fakeNode) Logs(ns, name string, previous bool) (*podlog.Log, error) {
 		return n.prev, nil
 	}
 	return n.cur, nil
+}
+
+func (n *fakeNode) Shell(ns, name, container string) (podshell.Pod, error) {
+	p, ok := n.Pod(ns, name)
+	if !ok {
+		return podshell.Pod{}, errors.New("no such pod")
+	}
+	return podshell.Pod{Pod: p, Container: container, ResolvConf: "nameserver 10.96.0.10\n"}, nil
 }
 
 // The API server's users, as the fake TokenReview and SubjectAccessReview
@@ -212,7 +224,9 @@ func TestAuth(t *testing.T) {
 		// A TLS client offers only a certificate of a CA the server names
 		// (Go's, kubectl's): this one goes unsent, and the call is anonymous.
 		{name: "another CA's certificate", path: "/pods", cert: &stranger, want: 401},
-		{name: "exec is not served", path: "/exec/shop/pricing-0/pricing?command=ls", token: aliceToken, want: 404},
+		{name: "exec without a stream", path: "/exec/shop/pricing-0/pricing?command=ls", token: aliceToken, want: 400},
+		{name: "run is not served", path: "/run/shop/pricing-0/pricing?cmd=ls", token: aliceToken, want: 404},
+		{name: "exec by bob", path: "/exec/shop/pricing-0/pricing?command=ls&output=1", token: bobToken, want: 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -401,5 +415,124 @@ func TestPortForward(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("the session outlived its pod by 10 s")
+	}
+}
+
+// execIn runs command in shop/pricing-0's container through client-go's
+// SPDY executor, as kubectl exec does, and returns its output and error.
+func execIn(t *testing.T, s *Server, ca *pki.CA, token, path string, stdin string, tty bool) (string, string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	errs, err := stream(t, s, ca, token, path, stdin, tty, &out)
+	return out.String(), errs, err
+}
+
+// stream is execIn writing the output to out.
+func stream(t *testing.T, s *Server, ca *pki.CA, token, path string, stdin string, tty bool, out io.Writer) (string, error) {
+	t.Helper()
+	cfg := &rest.Config{Host: "https://" + s.Addr().String(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM()}}
+	u, _ := url.Parse(cfg.Host + path)
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errw bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdout: out, Tty: tty}
+	if !tty {
+		opts.Stderr = &errw
+	}
+	if stdin != "" {
+		opts.Stdin = strings.NewReader(stdin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = ex.StreamWithContext(ctx, opts)
+	return errw.String(), err
+}
+
+// TestExec: commands run with their output and exit code, as kubectl exec
+// reports them; an unknown command exits 127; an ephemeral container, an
+// unknown container or pod are refused; bob (who may read pods only) is
+// forbidden.
+func TestExec(t *testing.T) {
+	s, node, ca := start(t)
+	node.mu.Lock()
+	node.pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}}
+	node.mu.Unlock()
+	q := func(cmd ...string) string {
+		v := url.Values{"command": cmd, "output": {"1"}, "error": {"1"}}
+		return "?" + v.Encode()
+	}
+	tests := []struct {
+		name, path, token, stdin string
+		tty                      bool
+		out, errs, err           string
+		code                     int
+	}{
+		{name: "hostname", path: "/exec/shop/pricing-0/pricing" + q("hostname"), out: "pricing-0\n"},
+		{name: "with the pod's UID", path: "/exec/shop/pricing-0/uid-1/pricing" + q("cat", "/etc/resolv.conf"), out: "nameserver 10.96.0.10\n"},
+		{name: "unknown command", path: "/exec/shop/pricing-0/pricing" + q("curl"), errs: "curl: command not found", code: 127},
+		{name: "exit code", path: "/exec/shop/pricing-0/pricing" + q("sh", "-c", "exit 3"), code: 3},
+		{name: "stdin", path: "/exec/shop/pricing-0/pricing?command=sh&input=1&output=1&error=1", stdin: "echo one\nhostname\n", out: "one\npricing-0\n"},
+		{name: "tty", path: "/exec/shop/pricing-0/pricing?command=sh&input=1&output=1&tty=1", stdin: "echo hi\r", tty: true, out: "$ echo hi\r\nhi\r\n$ "},
+		{name: "wrong UID", path: "/exec/shop/pricing-0/uid-2/pricing" + q("hostname"), err: "not found"},
+		{name: "unknown container", path: "/exec/shop/pricing-0/sidecar" + q("hostname"), err: "not found"},
+		{name: "ephemeral container", path: "/exec/shop/pricing-0/debugger" + q("hostname"), err: "ErrImagePull"},
+		{name: "forbidden", path: "/exec/shop/pricing-0/pricing" + q("hostname"), token: bobToken, err: "Forbidden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			token := tt.token
+			if token == "" {
+				token = aliceToken
+			}
+			out, errs, err := execIn(t, s, ca, token, tt.path, tt.stdin, tt.tty)
+			var code int
+			var exitErr utilexec.ExitError
+			switch {
+			case errors.As(err, &exitErr):
+				code = exitErr.ExitStatus()
+			case err != nil && (tt.err == "" || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("exec: %v, want an error saying %q", err, tt.err)
+			case err == nil && tt.err != "":
+				t.Fatalf("exec succeeded, want an error saying %q", tt.err)
+			}
+			if code != tt.code || out != tt.out && tt.out != "" || !strings.Contains(errs, tt.errs) {
+				t.Errorf("exec: exit %d, out %q, err %q; want %d, %q, %q", code, out, errs, tt.code, tt.out, tt.errs)
+			}
+		})
+	}
+}
+
+// TestAttach: attach streams what the container writes after it attached,
+// not before, and ends when the container does.
+func TestAttach(t *testing.T) {
+	s, node, ca := start(t)
+	node.cur.Printf("before attaching")
+	done := make(chan struct{})
+	out := &labtest.Buffer{}
+	var err error
+	go func() {
+		defer close(done)
+		_, err = stream(t, s, ca, aliceToken, "/attach/shop/pricing-0/pricing?output=1&error=1", "", false, out)
+	}()
+	// Until a line arrives, the stream may not be open yet: keep writing.
+	for i := 0; out.String() == "" && i < 200; i++ {
+		node.cur.Printf("after attaching")
+		select {
+		case <-done:
+			t.Fatalf("attach ended before the container: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	node.cur.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach did not end with the container")
+	}
+	got := out.String()
+	if err != nil || !strings.HasPrefix(got, "after attaching\n") || strings.Contains(got, "before") {
+		t.Errorf("attach: %q, %v; want only lines written after attaching", got, err)
 	}
 }

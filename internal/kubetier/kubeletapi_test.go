@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -289,5 +290,67 @@ func TestKubectlDebug(t *testing.T) {
 	}
 	if w := got.State.Waiting; got.Name != "dbg" || w == nil || w.Reason != "ErrImagePull" || !strings.Contains(w.Message, "busybox") {
 		t.Errorf("ephemeral container status %+v, want dbg waiting with ErrImagePull naming its image", got)
+	}
+}
+
+// TestKubectlExec: kubectl exec runs the pod's built-in commands through
+// the API server and the kubelet API. With per-pod network namespaces,
+// cat /proc/net/tcp in pod A lists A's listener and not B's (the node's
+// namespace, which the pods share otherwise, lists both); the exit code
+// reaches kubectl; standard input reaches sh.
+func TestKubectlExec(t *testing.T) {
+	ns := "exec"
+	ctx := setUp(t, ns, 2)
+	names, _ := readyPods(t, ctx, ns)
+	if len(names) != 2 {
+		t.Fatalf("want 2 ready pods, have %v", names)
+	}
+	var ips []string
+	for _, name := range names {
+		p, err := theLab.Cluster.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ips = append(ips, p.Status.PodIP)
+	}
+	listener := func(ip string) string {
+		a := netip.MustParseAddr(ip).As4()
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X 00000000:0000 0A", a[3], a[2], a[1], a[0], 8471)
+	}
+	tcp := kubectl(t, ctx, "exec", "-n", ns, names[0], "--", "cat", "/proc/net/tcp")
+	own, other := strings.Contains(tcp, listener(ips[0])), strings.Contains(tcp, listener(ips[1]))
+	switch {
+	case !own:
+		t.Errorf("pod %s's /proc/net/tcp lacks its own listener %s:\n%s", names[0], listener(ips[0]), tcp)
+	case podNet != nil && other:
+		t.Errorf("pod %s's /proc/net/tcp, in its own network namespace, lists pod %s's listener %s:\n%s", names[0], names[1], listener(ips[1]), tcp)
+	case podNet == nil && !other:
+		t.Errorf("pods share the node's namespace, yet pod %s's /proc/net/tcp lacks pod %s's listener:\n%s", names[0], names[1], tcp)
+	}
+	if out := kubectl(t, ctx, "exec", "-n", ns, names[1], "--", "ss", "-lnt"); !strings.Contains(out, ips[1]+":8471") {
+		t.Errorf("ss -lnt in %s: %q, want its listener %s:8471", names[1], out, ips[1])
+	}
+	if out := kubectl(t, ctx, "exec", "-n", ns, names[0], "--", "cat", "/etc/resolv.conf"); !strings.Contains(out, "search exec.svc.cluster.local svc.cluster.local cluster.local") ||
+		!strings.Contains(out, "nameserver "+theLab.Cluster.DNSIP().String()) {
+		t.Errorf("/etc/resolv.conf: %q, want the pod's namespace's search path and the cluster DNS", out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{args: []string{"false"}, code: 1},
+		{args: []string{"curl", "http://example.com"}, code: 127, out: "curl: command not found"},
+	} {
+		cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig, "exec", "-n", ns, names[0], "--"}, c.args...)...)
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != c.code || !strings.Contains(string(out), c.out) {
+			t.Errorf("kubectl exec -- %s: %v, %q; want exit %d and %q", strings.Join(c.args, " "), err, out, c.code, c.out)
+		}
+	}
+	cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", kubeconfig, "exec", "-i", "-n", ns, names[0], "--", "sh")
+	cmd.Stdin = strings.NewReader("hostname\necho done\n")
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != names[0]+"\ndone\n" {
+		t.Errorf("kubectl exec -i sh: %v, %q; want the host name and done", err, out)
 	}
 }
