@@ -18,7 +18,8 @@ import (
 // new container.
 type container struct {
 	srv     *process
-	out     *podlog.Log // its standard output, as kubectl logs reads it
+	out     *podlog.Log  // its standard output, as kubectl logs reads it
+	calls   *callCounter // what it served, summarized to out
 	started metav1.Time
 	cancel  context.CancelFunc // ends the probe goroutines
 	probes  sync.WaitGroup
@@ -43,24 +44,15 @@ type container struct {
 func (w *podWorker) startContainer(ctx context.Context) {
 	p, _ := w.latest()
 	cfg, err := containerConfig(p, w.ip)
-	if w.sandbox != nil {
-		cfg.grpc.Netns = w.sandbox
-		if cfg.web != nil {
-			cfg.web.Netns = w.sandbox
-		}
-	}
-	if err == nil && w.k.cfg.Observe != nil {
-		obs := w.k.cfg.Observe(p)
-		cfg.grpc.Observer = obs
-		if cfg.web != nil {
-			cfg.web.Observer = obs
-		}
+	calls := &callCounter{}
+	if err == nil {
+		cfg = w.wire(p, cfg, calls)
 	}
 	srv := newProcess(cfg)
 	if err == nil {
 		err = srv.Start(ctx)
 	}
-	c := &container{srv: srv, out: podlog.New(), started: metav1.Now()}
+	c := &container{srv: srv, out: podlog.New(), calls: calls, started: metav1.Now()}
 	w.mu.Lock()
 	w.outs[0], w.outs[1] = c.out, w.outs[0]
 	w.mu.Unlock()
@@ -83,6 +75,11 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
+	c.probes.Add(1)
+	go func() {
+		defer c.probes.Done()
+		c.summarize(pctx, callSummaryEvery)
+	}()
 	for _, k := range []probeKind{readiness, liveness, startup} {
 		ps := probeSpec(spec, k)
 		if ps == nil && k != readiness {
@@ -96,6 +93,26 @@ func (w *podWorker) startContainer(ctx context.Context) {
 		}()
 	}
 	w.writeStatus(ctx)
+}
+
+// wire gives the container's servers the pod's network namespace (with
+// Config.PodNetwork) and their observer: calls, which counts for the
+// container's output and passes on to Config.Observe's.
+func (w *podWorker) wire(p *corev1.Pod, cfg processConfig, calls *callCounter) processConfig {
+	if w.sandbox != nil {
+		cfg.grpc.Netns = w.sandbox
+		if cfg.web != nil {
+			cfg.web.Netns = w.sandbox
+		}
+	}
+	if w.k.cfg.Observe != nil {
+		calls.next = w.k.cfg.Observe(p)
+	}
+	cfg.grpc.Observer = calls
+	if cfg.web != nil {
+		cfg.web.Observer = calls
+	}
+	return cfg
 }
 
 func probeSpec(c *corev1.Container, k probeKind) *corev1.Probe {
