@@ -117,7 +117,7 @@ func TestKubectlPortForward(t *testing.T) {
 // portForward starts kubectl port-forward to pod's port 8471 on a free
 // local port and returns that address and a channel that gets kubectl's
 // output when it exits (it is killed at the end of the test).
-func portForward(t *testing.T, ctx context.Context, ns, pod string) (string, <-chan string) {
+func portForward(t testing.TB, ctx context.Context, ns, pod string) (string, <-chan string) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", kubeconfig, "port-forward", "-n", ns, "pod/"+pod, "--address", "127.0.0.1", ":8471")
 	stdout, err := cmd.StdoutPipe()

@@ -134,7 +134,7 @@ func startTier(bin string) (stop func() error, err error) {
 }
 
 // needTier skips t when the tier could not start.
-func needTier(t *testing.T) {
+func needTier(t testing.TB) {
 	t.Helper()
 	if skip != "" {
 		t.Skip(skip)

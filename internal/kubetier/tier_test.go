@@ -61,7 +61,7 @@ func pricing(ns string, n int32) []runtime.Object {
 // setUp applies pricing(ns, n) through the API server and waits until its
 // pods are Ready, the real EndpointSlice controller lists them and
 // kube-proxy serves them.
-func setUp(t *testing.T, ns string, n int32) context.Context {
+func setUp(t testing.TB, ns string, n int32) context.Context {
 	t.Helper()
 	needTier(t)
 	ctx := labtest.Context(t, 3*time.Minute)
@@ -104,7 +104,7 @@ func state(ns string) string {
 
 // readyPods returns the names and IPs of ns's Ready pricing pods, from the
 // API server.
-func readyPods(t *testing.T, ctx context.Context, ns string) (names, ips []string) {
+func readyPods(t testing.TB, ctx context.Context, ns string) (names, ips []string) {
 	t.Helper()
 	pods, err := theLab.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=pricing"})
 	if err != nil {
