@@ -19,7 +19,8 @@ cleanup() {
 trap cleanup EXIT
 go build -o "$dir/pinlab" ./cmd/pinlab
 
-# run MODE N: prints "SECONDS RSS_MB".
+# run MODE N: sets secs and rss (MB); runs in this shell, so that the
+# trap stops the lab it started.
 run() {
   local mode=$1 n=$2 log="$dir/up-$1-$2.log"
   "$dir/pinlab" lab up --control-plane kubernetes --pod-network "$mode" --control 127.0.0.1:0 \
@@ -34,24 +35,27 @@ run() {
   local start end inner
   start=$(date +%s.%N)
   "$k" --kubeconfig "$kc" scale -n shop deploy/pricing --replicas="$n" >/dev/null
+  local ready=0
   for _ in $(seq 1 1500); do
-    [ "$("$k" --kubeconfig "$kc" get pods -n shop --no-headers | grep -c ' 1/1 ')" -ge "$n" ] && break
+    if [ "$("$k" --kubeconfig "$kc" get pods -n shop --no-headers | grep -c ' 1/1 ')" -ge "$n" ]; then ready=1; break; fi
     sleep 0.2
   done
   end=$(date +%s.%N)
+  [ "$ready" = 1 ] || { echo "podstart: $n pods not Ready within 300 s ($mode)" >&2; exit 1; }
   # The inner pinlab (in the lab's namespace) is the outer's child.
   inner=$(pgrep -P "$pid" | head -1)
-  echo "$(echo "$end - $start" | bc) $(( $(awk '/VmRSS/{print $2}' "/proc/$inner/status") / 1024 ))"
+  secs=$(echo "$end - $start" | bc)
+  rss=$(( $(awk '/VmRSS/{print $2}' "/proc/$inner/status") / 1024 ))
   kill -INT "$pid"; wait "$pid" || true; pid=
 }
 
 printf "%-6s %-7s %10s %8s   %s\n" pods mode ready_s rss_MB load
 for n in ${PODS:-100 300}; do
-  declare -A secs=()
+  declare -A took=()
   for mode in netns shared; do
-    read -r s rss < <(run "$mode" "$n")
-    secs[$mode]=$s
-    printf "%-6s %-7s %10.2f %8s   %s\n" "$n" "$mode" "$s" "$rss" "$(cut -d' ' -f1-3 /proc/loadavg)"
+    run "$mode" "$n"
+    took[$mode]=$secs
+    printf "%-6s %-7s %10.2f %8s   %s\n" "$n" "$mode" "$secs" "$rss" "$(cut -d' ' -f1-3 /proc/loadavg)"
   done
-  printf "%-6s netns/shared ready time: %.2fx\n" "$n" "$(echo "${secs[netns]} / ${secs[shared]}" | bc -l)"
+  printf "%-6s netns/shared ready time: %.2fx\n" "$n" "$(echo "${took[netns]} / ${took[shared]}" | bc -l)"
 done

@@ -61,7 +61,7 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 	c := netns.Command(info.NetnsPID, args[0], args[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, o.Out, o.Err
 	// A pinlab run there may then use the namespace's ranges (it checks
-	// that the namespace has lo alone before it does).
+	// that the namespace has no way out, loopback.Sealed, before it does).
 	c.Env = append(os.Environ(), netns.MarkerEnv+"=1")
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("lab exec: %w", err)

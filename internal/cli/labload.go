@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/labup"
+	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/spf13/cobra"
 )
 
@@ -137,11 +138,11 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 }
 
 // loopbackTarget returns target as a passthrough gRPC target when it is
-// an address on loopback ("127.0.0.1:8471", or passthrough:/// of one),
+// an address in 127.0.0.0/8 ("127.0.0.1:8471", or passthrough:/// of one),
 // such as kubectl port-forward's.
 func loopbackTarget(target string) (string, bool) {
 	ap, err := netip.ParseAddrPort(strings.TrimPrefix(target, "passthrough:///"))
-	if err != nil || !ap.Addr().IsLoopback() {
+	if err != nil || !loopback.Prefix.Contains(ap.Addr()) {
 		return "", false
 	}
 	return "passthrough:///" + ap.String(), true

@@ -88,13 +88,6 @@ func (v *Variants) Start(ctx context.Context, i int) (*lab.API, func(failed bool
 	return api, stop, nil
 }
 
-// nodeRange is the top /23 of a pod range, which no pod gets: the node's
-// InternalIP (lab.NodeIP), the cluster DNS's pod address (lab.DNSPodIP)
-// and the addresses lab load dials from (labup.Sources) are there.
-func nodeRange(pods netip.Prefix) netip.Prefix {
-	return netip.PrefixFrom(lab.NodeIP(pods), 23).Masked()
-}
-
 // apiFor is a lab's view of cp with dataplane dp: the real kube-proxy
 // gets the binaries beside the control plane's, its kubeconfig and a log
 // in the control plane's state directory; the real CoreDNS (under the
@@ -125,7 +118,7 @@ func apiFor(cp *controlplane.ControlPlane, pods, svcs netip.Prefix, dp lab.Datap
 
 // NewPodNetwork returns the pod network of a lab's node on pod range pods
 // (package podnet): a bridge named after the range, the range's top /23
-// (nodeRange) kept local to the node, its state in stateDir (which the
+// (lab.NodeRange) kept local to the node, its state in stateDir (which the
 // caller removes after closing it).
 func NewPodNetwork(pods netip.Prefix, stateDir string) (*podnet.Network, error) {
 	bin, err := podnet.BinDir()
@@ -136,7 +129,7 @@ func NewPodNetwork(pods netip.Prefix, stateDir string) (*podnet.Network, error) 
 	return podnet.New(podnet.Config{
 		Bridge:   fmt.Sprintf("%s%02x%02x", loopback.PodBridgePrefix, a[1], a[2]),
 		Subnet:   pods,
-		Local:    []netip.Prefix{nodeRange(pods)},
+		Local:    []netip.Prefix{lab.NodeRange(pods)},
 		BinDir:   bin,
 		StateDir: stateDir,
 	})

@@ -40,7 +40,10 @@ import (
 const (
 	// DeadRefuse: nothing listens on a deleted pod's address, so connects
 	// are refused (ECONNREFUSED), as on a node where the pod's IP is still
-	// routed but nothing owns it.
+	// routed but nothing owns it. With Config.PodNetwork the address has
+	// no namespace left behind the bridge: connects fail with "no route
+	// to host" (EHOSTUNREACH) after the node's ARP gives up, about 3 s,
+	// as on a real node after the CNI removed the pod.
 	DeadRefuse = "refuse"
 	// DeadBlackhole: SYNs to a deleted pod's address go unanswered, so
 	// connects time out, as when the IP is no longer routed anywhere (see
@@ -438,10 +441,11 @@ func (k *Kubelet) blackhole(ctx context.Context, ip netip.Addr, ports []int, sb 
 type holes []io.Closer
 
 func (h holes) Close() error {
+	var errs []error
 	for _, b := range h {
-		b.Close()
+		errs = append(errs, b.Close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // sandboxCloser removes a pod's network namespace.
@@ -471,11 +475,14 @@ func (k *Kubelet) removeSandbox(sb *podnet.Sandbox) error {
 // closeHoles frees the blackholed addresses and their IPs.
 func (k *Kubelet) closeHoles() {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	for ip, b := range k.holes {
-		b.Close()
-		k.cfg.PodIPs.Release(ip)
-		delete(k.holes, ip)
+	holes := k.holes
+	k.holes = map[netip.Addr]io.Closer{}
+	k.mu.Unlock()
+	// Outside the lock: a pod network's teardown may take a while.
+	for ip, b := range holes {
+		if b.Close() == nil {
+			k.cfg.PodIPs.Release(ip)
+		}
 	}
 }
 

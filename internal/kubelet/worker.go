@@ -428,12 +428,17 @@ func (w *podWorker) deadAddress(ctx context.Context) {
 }
 
 // releaseIP removes the pod's network namespace, if any, and returns its
-// address to the pool; later calls do nothing.
+// address to the pool; later calls do nothing. An address whose network
+// could not be torn down (the CNI plugins may still hold it) stays out of
+// the pool.
 func (w *podWorker) releaseIP() {
 	if w.sandbox != nil {
 		w.netns.Store(nil)
-		w.k.removeSandbox(w.sandbox)
+		err := w.k.removeSandbox(w.sandbox)
 		w.sandbox = nil
+		if err != nil {
+			w.released = true
+		}
 	}
 	if w.ip.IsValid() && !w.released {
 		w.k.cfg.PodIPs.Release(w.ip)

@@ -16,7 +16,7 @@ import (
 
 // serveExec runs a command in a pod's container, as the kubelet's
 // getExec: the command (query parameter command, repeated) with the
-// streams the client asks for (stdin, stdout, stderr, tty), over SPDY or
+// streams the client asks for (input, output, error, tty), over SPDY or
 // WebSocket through k8s.io/cri-streaming's remotecommand, which reports
 // the exit code to kubectl. What runs is package podshell's built-in
 // commands: a pinlab pod is no container image.
@@ -36,13 +36,22 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	remotecommand.ServeExec(w, r, shellExecutor{s: s, namespace: ns}, p.Name, string(p.UID), container, cmd, opts,
-		StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	// Refused before the upgrade when the container does not run, as
+	// the kubelet's (kubectl: "unable to upgrade connection: ...").
+	if _, err := s.cfg.Node.Shell(ns, name, container); err != nil {
+		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
+		return
+	}
+	s.session(w, p, func(w http.ResponseWriter) {
+		remotecommand.ServeExec(w, r, shellExecutor{s: s, namespace: ns}, p.Name, string(p.UID), container, cmd, opts,
+			StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	})
 }
 
 // serveAttach streams a container's output from now on, as `kubectl
 // attach` reads it (the kubelet's getAttach): the lines the container
-// writes until it ends, the client goes or the server closes. A pinlab
+// writes until it ends, the pod is gone or the server closes (a client
+// that leaves a quiet container is noticed at its next line). A pinlab
 // pod reads no standard input: what the client sends is discarded.
 func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 	ns, name, uid, container := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("uid"), r.PathValue("container")
@@ -55,8 +64,14 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	remotecommand.ServeAttach(w, r, attacher{s: s, namespace: ns}, p.Name, string(p.UID), container, opts,
-		StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	if _, err := s.cfg.Node.Shell(ns, name, container); err != nil {
+		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
+		return
+	}
+	s.session(w, p, func(w http.ResponseWriter) {
+		remotecommand.ServeAttach(w, r, attacher{s: s, namespace: ns}, p.Name, string(p.UID), container, opts,
+			StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	})
 }
 
 // streamTarget finds the pod and checks the container, answering 404 (no
@@ -125,8 +140,9 @@ type attacher struct {
 
 // AttachContainer writes the container's output lines from now on to out
 // until the container ends, ctx ends or the server closes; in is
-// discarded.
-func (a attacher) AttachContainer(ctx context.Context, name, uid, container string, in io.Reader, out, _ io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
+// discarded. Lines end in CR LF when the container has a terminal (its
+// spec's tty, as the runtime attaches it).
+func (a attacher) AttachContainer(ctx context.Context, name, uid, container string, in io.Reader, out, _ io.WriteCloser, _ bool, resize <-chan remotecommand.TerminalSize) error {
 	if resize != nil {
 		go drain(resize) // ends when the stream does, which closes it
 	}
@@ -136,6 +152,12 @@ func (a attacher) AttachContainer(ctx context.Context, name, uid, container stri
 	p, ok := a.s.cfg.Node.Pod(a.namespace, name)
 	if !ok || string(p.UID) != uid {
 		return fmt.Errorf("pod %s/%s not found", a.namespace, name)
+	}
+	tty := false
+	for _, c := range p.Spec.Containers {
+		if c.Name == container {
+			tty = c.TTY
+		}
 	}
 	l, err := a.s.cfg.Node.Logs(a.namespace, name, false)
 	if err != nil {

@@ -303,23 +303,42 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &hijackRecorder{ResponseWriter: w, conns: make(chan net.Conn, 1)}
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.endWith(rec.conns, stop, ns, name, p.UID)
-		}()
-		portforward.ServePortForward(rec, r, forwarder{s: s, namespace: ns}, p.Name, string(p.UID), opts,
-			StreamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
-		close(stop)
-		wg.Wait()
+		s.session(w, p, func(w http.ResponseWriter) {
+			portforward.ServePortForward(w, r, forwarder{s: s, namespace: ns}, p.Name, string(p.UID), opts,
+				StreamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
+		})
 	})
 	if tunnel {
 		h = translator.NewTunnelingHandler(h)
 	}
 	h.ServeHTTP(w, r)
+}
+
+// session runs serve, a streaming session (port-forward, exec, attach) of
+// pod p, and ends it by closing the connection serve takes over when the
+// pod is gone (deleted, or another pod of its name) or the server closes;
+// Close waits for it.
+func (s *Server) session(w http.ResponseWriter, p *corev1.Pod, serve func(http.ResponseWriter)) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		http.Error(w, "the node is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.sessions.Add(1)
+	s.mu.Unlock()
+	defer s.sessions.Done()
+	rec := &hijackRecorder{ResponseWriter: w, conns: make(chan net.Conn, 1)}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.endWith(rec.conns, stop, p.Namespace, p.Name, p.UID)
+	}()
+	serve(rec)
+	close(stop)
+	wg.Wait()
 }
 
 // hijackRecorder passes on the connection its handler hijacks, so that the

@@ -125,6 +125,10 @@ type Server struct {
 	wg    sync.WaitGroup
 	done  chan struct{} // closed by Close: ends following log readers
 	once  sync.Once
+
+	mu       sync.Mutex
+	closing  bool           // Close began: no new session
+	sessions sync.WaitGroup // streaming sessions (session)
 }
 
 // Start listens on cfg.Addr and serves until Close. It fails when a field
@@ -201,7 +205,11 @@ func (s *Server) Addr() netip.AddrPort { return loopback.AddrPort(s.ln.Addr()) }
 // followed logs included) and the goroutines serving them.
 func (s *Server) Close() error {
 	s.once.Do(func() { close(s.done) })
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
 	err := s.srv.Close()
+	s.sessions.Wait()
 	s.wg.Wait()
 	return err
 }

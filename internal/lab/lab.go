@@ -235,9 +235,6 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
-	if a.PodNetwork != nil {
-		cfg.Kubelet.PodNetwork = a.PodNetwork
-	}
 	if a.KubeletCA != nil {
 		cfg.Kubelet.APIPort = kubeletapi.Port
 	}
@@ -249,6 +246,14 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		dnsIP = DNSPodIP(a.PodCIDR)
 		if err := c.PodIPs().Reserve(dnsIP); err != nil {
 			return nil, err
+		}
+	}
+	if a.PodNetwork != nil {
+		cfg.Kubelet.PodNetwork = a.PodNetwork
+		// The node keeps NodeRange local: no pod or client gets it.
+		r := NodeRange(a.PodCIDR)
+		for ip := r.Addr(); r.Contains(ip); ip = ip.Next() {
+			c.PodIPs().Reserve(ip) // NodeIP, DNSPodIP and the range's ends fail: fine
 		}
 	}
 	return run(ctx, cfg, c, nil, dnsIP)

@@ -76,6 +76,14 @@ func NodeIP(pods netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
+// NodeRange is the top /23 of a pod range, which no pod gets when each
+// pod has its own network namespace (API.PodNetwork): the node's own
+// addresses, local to it, are there: NodeIP, DNSPodIP and those lab load
+// dials from (10.244.254.N in 10.244.0.0/16).
+func NodeRange(pods netip.Prefix) netip.Prefix {
+	return netip.PrefixFrom(NodeIP(pods), 23).Masked()
+}
+
 // DNSPodIP is the cluster DNS's address under the real kube-proxy: the
 // last but two address of the pod range (10.244.255.253 in 10.244.0.0/16,
 // beside the node's), reserved from the pods' addresses. It is the zero

@@ -2,6 +2,7 @@ package labrun
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/pinlab/pinlab/internal/clusterdns"
@@ -83,8 +84,7 @@ type kubeCluster struct {
 
 func (c kubeCluster) Close() error {
 	err := c.Lab.Close()
-	c.stop(c.Lab.Err() != nil)
-	return err
+	return errors.Join(err, c.stop(c.Lab.Err() != nil))
 }
 
 // DataplaneName says what serves the lab's ClusterIPs (the runner records

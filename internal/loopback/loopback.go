@@ -4,8 +4,9 @@
 //
 // The one exception is a private network namespace with no route out
 // (package netns): there, after Allow has checked that the namespace has
-// no interface but lo, whole private ranges made local on lo are allowed
-// too, because traffic to them cannot leave the namespace.
+// no way out (Sealed: lo, and the pod networks' bridges and veths), whole
+// private ranges made local on lo are allowed too, because traffic to them
+// cannot leave the namespace.
 package loopback
 
 import (
@@ -43,20 +44,28 @@ var interfaces = links
 
 // Sealed returns nil when no route can lead out of this process's network
 // namespace: it has no interface but lo and the pod networks' bridges
-// (named PodBridgePrefix...) with the veths attached to them, whose other
-// ends are in the pods' namespaces, which pinlab makes with lo and that
-// veth alone. Otherwise the error names another interface, or says why
-// they could not be listed.
+// (named PodBridgePrefix...) with the veths attached to them. A veth on
+// no bridge is allowed too when such a bridge exists: the CNI bridge
+// plugin makes each pod's veth that way for a moment before attaching it.
+// It checks names, kinds and bridges, not where a veth's other end is:
+// that it is in a pod's namespace with lo and that veth alone is what
+// package podnet makes, assumed here. Otherwise the error names another
+// interface, or says why they could not be listed.
 func Sealed() error {
 	ifs, err := interfaces()
 	if err != nil {
 		return fmt.Errorf("listing interfaces: %w", err)
+	}
+	bridge := false
+	for _, i := range ifs {
+		bridge = bridge || i.kind == "bridge" && strings.HasPrefix(i.name, PodBridgePrefix)
 	}
 	for _, i := range ifs {
 		switch {
 		case i.name == "lo":
 		case i.kind == "bridge" && strings.HasPrefix(i.name, PodBridgePrefix):
 		case i.kind == "veth" && strings.HasPrefix(i.master, PodBridgePrefix):
+		case i.kind == "veth" && i.master == "" && bridge:
 		default:
 			return fmt.Errorf("interface %q exists", i.name)
 		}
@@ -66,8 +75,8 @@ func Sealed() error {
 
 // Allow makes CheckIP (and so every dial and listen of this package)
 // accept p as well as Prefix, for the rest of the process. It refuses
-// unless the process's network namespace has no interface other than lo,
-// checked now: only then can traffic to p not leave the machine. p must be
+// unless the process's network namespace has no way out (Sealed), checked
+// now: only then can traffic to p not leave the machine. p must be
 // an IPv4 prefix inside the private ranges (10/8, 172.16/12, 192.168/16,
 // 100.64/10). Package netns calls it after making p local on lo; nothing
 // else should.

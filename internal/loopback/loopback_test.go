@@ -85,6 +85,7 @@ func TestAllow(t *testing.T) {
 		{name: "a veth on another bridge", interfaces: []string{"lo", "docker0:bridge", "veth1:veth:docker0"}, prefix: "10.244.0.0/16", wantErr: true},
 		{name: "a bridge named like ours that is not a bridge", interfaces: []string{"lo", "pinlab0:dummy"}, prefix: "10.244.0.0/16", wantErr: true},
 		{name: "a veth on no bridge", interfaces: []string{"lo", "veth1:veth"}, prefix: "10.244.0.0/16", wantErr: true},
+		{name: "a veth not yet attached beside a pod bridge", interfaces: []string{"lo", "pinlabf400:bridge", "veth1:veth"}, prefix: "10.244.0.0/16"},
 		{name: "public range", interfaces: []string{"lo"}, prefix: "192.0.2.0/24", wantErr: true},
 		{name: "wider than a private range", interfaces: []string{"lo"}, prefix: "10.0.0.0/7", wantErr: true},
 		{name: "ipv6", interfaces: []string{"lo"}, prefix: "fd00::/64", wantErr: true},

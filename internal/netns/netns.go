@@ -1,5 +1,7 @@
 // Package netns runs pinlab inside a private network namespace: a
-// namespace whose only interface is lo, so no route leads out of it, and
+// namespace whose only interface is lo (and, with per-pod namespaces, the
+// pod network's bridge and veths: loopback.Sealed), so no route leads out
+// of it, and
 // where whole private ranges (the real control plane's pod and Service
 // CIDRs) are made local on lo. Traffic to those addresses never leaves the
 // namespace, which is what makes them safe to use; outside it they stay

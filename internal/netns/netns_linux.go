@@ -201,7 +201,9 @@ func Setup(prefixes ...netip.Prefix) error {
 		cmds = append(cmds, []string{"route", "add", "local", p.Masked().String(), "dev", "lo"})
 	}
 	for _, args := range cmds {
-		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+		cmd := exec.Command(ip, args...)
+		cmd.Env = append(os.Environ(), "LC_ALL=C") // strerror's English: "File exists" (EEXIST)
+		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
 			return fmt.Errorf("netns: ip %s: %w: %s", strings.Join(args, " "), err, bytesTrim(out))
 		}
 	}

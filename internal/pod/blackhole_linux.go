@@ -40,7 +40,7 @@ type Blackhole struct {
 	once sync.Once
 }
 
-// NewBlackhole drops SYNs to addr, an IPv4 address inside 127.0.0.0/8 with
+// NewBlackhole drops SYNs to addr, an IPv4 address inside a range package loopback allows, with
 // a non-zero port, until Close. The address must be free (nothing listening
 // on it); connections already established to it are unaffected. Errors say
 // which step failed. With ns (a pod's own network namespace; nil: the

@@ -52,7 +52,8 @@ type Observer interface {
 type Config struct {
 	// Name and Namespace identify the pod in replies.
 	Name, Namespace string
-	// Addr is the pod IP and port to listen on; it must be inside 127.0.0.0/8.
+	// Addr is the pod IP and port to listen on; it must be inside a range
+	// package loopback allows (127.0.0.0/8, or a private namespace's).
 	Addr netip.AddrPort
 	// MaxConnectionAge and MaxConnectionAgeGrace are passed to grpc-go's
 	// keepalive.ServerParameters; zero means infinity, as in grpc-go. They
@@ -75,7 +76,7 @@ type Config struct {
 	// MetricsAddr, if valid, is where the pod serves its Prometheus metrics
 	// over HTTP (GET /metrics; pod arg --metrics-port): the grpc-ecosystem
 	// go-grpc-middleware v2 server metrics of this pod only, handling-time
-	// histogram included. It must be inside 127.0.0.0/8. The zero value
+	// histogram included. It must be inside a range package loopback allows. The zero value
 	// serves no metrics (the calls are still counted).
 	MetricsAddr netip.AddrPort
 	// Netns, if not nil, is the pod's own network namespace: the server

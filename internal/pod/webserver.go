@@ -24,8 +24,9 @@ const WebReadHeaderTimeout = 10 * time.Second
 type WebConfig struct {
 	// Name and Namespace identify the pod in replies.
 	Name, Namespace string
-	// Addr is the pod IP and port to listen on; it must be inside
-	// 127.0.0.0/8. Port 0 picks a free port (see WebServer.Addr).
+	// Addr is the pod IP and port to listen on; it must be inside a range
+	// package loopback allows. Port 0 picks a free port (see
+	// WebServer.Addr).
 	Addr netip.AddrPort
 	// ServiceTime is how long each price request and WebSocket message
 	// takes before its reply, standing in for the pod's work; zero answers

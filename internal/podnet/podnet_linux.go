@@ -17,6 +17,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/pinlab/pinlab/internal/loopback"
+	labns "github.com/pinlab/pinlab/internal/netns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -42,7 +43,8 @@ type Network struct {
 }
 
 // New checks cfg and the plugins and returns the node's network; the
-// bridge appears with the first pod. It changes nothing yet.
+// bridge appears with the first pod. It changes nothing yet, and refuses
+// outside a private namespace package netns made.
 func New(cfg Config) (*Network, error) {
 	switch {
 	case !strings.HasPrefix(cfg.Bridge, loopback.PodBridgePrefix) || len(cfg.Bridge) > 15:
@@ -56,6 +58,9 @@ func New(cfg Config) (*Network, error) {
 	}
 	if p := missing(cfg.BinDir); p != "" {
 		return nil, fmt.Errorf("%w: %s has no executable %s", ErrNotBuilt, cfg.BinDir, p)
+	}
+	if !labns.Inside() {
+		return nil, errors.New("podnet: refusing to make a pod network outside a private namespace pinlab made (package netns)")
 	}
 	cfg.Subnet = cfg.Subnet.Masked()
 	pods, err := libcni.NetworkConfFromBytes(podsConf(cfg))
@@ -104,16 +109,38 @@ type Sandbox struct {
 	ID string
 	// IP is the pod's address on eth0.
 	IP netip.Addr
-	ns netns.NsHandle
 	rt *libcni.RuntimeConf
+
+	mu     sync.RWMutex // Do holds it for reading while inside; close for writing
+	ns     netns.NsHandle
+	closed bool
+}
+
+// ErrGone is returned by Do once the sandbox was removed.
+var ErrGone = errors.New("podnet: the pod's network namespace is gone")
+
+// close closes the namespace's descriptor once no Do is inside it.
+func (s *Sandbox) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.ns.Close()
+	}
 }
 
 // Add makes pod id's namespace and sets it up: lo up, eth0 with ip (inside
-// Subnet) on the bridge, the default route through the gateway. On error
-// nothing is left. ctx bounds the plugins' runs.
+// Subnet, outside Config.Local) on the bridge, the default route through
+// the gateway. On error the pod's namespace and veth are gone (the bridge and the
+// node's routes stay, for the next pod). ctx bounds the plugins' runs.
 func (n *Network) Add(ctx context.Context, id string, ip netip.Addr) (*Sandbox, error) {
 	if !n.cfg.Subnet.Contains(ip) {
 		return nil, fmt.Errorf("podnet: pod address %v is outside %v", ip, n.cfg.Subnet)
+	}
+	for _, p := range n.cfg.Local {
+		if p.Contains(ip) {
+			return nil, fmt.Errorf("podnet: pod address %v is in %v, which the node keeps for itself", ip, p)
+		}
 	}
 	ns, err := newNS()
 	if err != nil {
@@ -156,7 +183,7 @@ func (n *Network) Remove(ctx context.Context, sb *Sandbox) error {
 		return nil
 	}
 	err := n.cni.DelNetworkList(ctx, n.pods, sb.rt)
-	sb.ns.Close()
+	sb.close()
 	if err != nil {
 		return fmt.Errorf("podnet: pod %s: %w", sb.ID, err)
 	}
@@ -260,34 +287,54 @@ func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// newNS makes a network namespace and returns a descriptor holding it,
-// leaving the calling thread in its own.
+// newNS makes a network namespace and returns a descriptor holding it. It
+// works on a goroutine of its own, whose OS thread is unlocked only once
+// it is back in the node's namespace: on any failure after the unshare the
+// thread ends with the goroutine, so no other goroutine runs in the new
+// namespace.
 func newNS() (netns.NsHandle, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return 0, fmt.Errorf("podnet: %w", err)
+	type result struct {
+		ns  netns.NsHandle
+		err error
 	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		return 0, fmt.Errorf("podnet: new network namespace: %w", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		// The thread is stuck in the new namespace: keep it locked so
-		// that it ends with this goroutine.
+	done := make(chan result, 1)
+	go func() {
 		runtime.LockOSThread()
-		ns.Close()
-		return 0, fmt.Errorf("podnet: back to the node's namespace: %w", err)
-	}
-	return ns, nil
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread() // nothing changed yet
+			done <- result{err: fmt.Errorf("podnet: %w", err)}
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
+			done <- result{err: fmt.Errorf("podnet: new network namespace: %w", err)} // locked: the thread may be in it
+			return
+		}
+		if err := netns.Set(orig); err != nil {
+			ns.Close()
+			done <- result{err: fmt.Errorf("podnet: back to the node's namespace: %w", err)} // locked
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- result{ns: ns}
+	}()
+	r := <-done
+	return r.ns, r.err
 }
 
 // Do runs f on an OS thread inside the pod's namespace: sockets it opens
 // and /proc/thread-self/net it reads are the pod's. f must not start
-// goroutines that expect the namespace (they run on other threads).
+// goroutines that expect the namespace (they run on other threads). Once
+// the sandbox was removed it returns ErrGone; removal waits for a Do
+// inside.
 func (s *Sandbox) Do(f func() error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return fmt.Errorf("%w (pod %s)", ErrGone, s.ID)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		// A fresh goroutine whose thread dies with it if it cannot get

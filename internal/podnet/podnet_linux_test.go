@@ -152,6 +152,9 @@ func TestSandboxes(t *testing.T) {
 		c.Close()
 		t.Errorf("dial %v after its pod was removed: connected", addrs[a])
 	}
+	if err := a.Do(func() error { return nil }); !errors.Is(err, ErrGone) {
+		t.Errorf("Do in a removed sandbox: %v, want ErrGone", err)
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +170,14 @@ func TestSandboxes(t *testing.T) {
 }
 
 func TestAddRefuses(t *testing.T) {
-	n := newNetwork(t, "10.244.16.0/20")
-	_, err := n.Add(context.Background(), "pod", netip.MustParseAddr("10.244.0.9"))
-	if err == nil || !strings.Contains(err.Error(), "outside 10.244.16.0/20") {
-		t.Errorf("Add outside the subnet: %v", err)
+	n := newNetwork(t, "10.244.16.0/20", netip.MustParsePrefix("10.244.30.0/23"))
+	for ip, want := range map[string]string{
+		"10.244.0.9":  "outside 10.244.16.0/20",
+		"10.244.31.5": "in 10.244.30.0/23, which the node keeps for itself",
+	} {
+		if _, err := n.Add(context.Background(), "pod", netip.MustParseAddr(ip)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Add(%s): %v, want an error saying %q", ip, err, want)
+		}
 	}
 }
 

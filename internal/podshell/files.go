@@ -5,9 +5,6 @@ import (
 	"net"
 	"os"
 	"strings"
-
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // in runs f in the pod's network namespace, or here when it has none.
@@ -123,45 +120,17 @@ func (sh *shell) ss(argv []string) int {
 	if !tcp && !udp {
 		tcp = true
 	}
-	var socks []row
-	err := sh.in(func() error {
-		h, err := netlink.NewHandle(unix.NETLINK_SOCK_DIAG)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-			if tcp {
-				ss, err := h.SocketDiagTCP(fam)
-				if err != nil {
-					return err
-				}
-				for _, s := range ss {
-					socks = append(socks, row{"tcp", s})
-				}
-			}
-			if udp {
-				ss, err := h.SocketDiagUDP(fam)
-				if err != nil {
-					return err
-				}
-				for _, s := range ss {
-					socks = append(socks, row{"udp", s})
-				}
-			}
-		}
-		return nil
-	})
+	socks, err := sh.sockets(tcp, udp)
 	if err != nil {
 		fmt.Fprintf(sh.s.Err, "ss: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(sh.s.Out, "%-5s %-10s %6s %6s %-28s %-28s\n", "Netid", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port")
 	for _, r := range socks {
-		state := tcpStates[r.s.State]
+		state := tcpStates[r.state]
 		if r.proto == "udp" {
 			state = "UNCONN"
-			if r.s.State == 1 {
+			if r.state == 1 {
 				state = "ESTAB"
 			}
 		}
@@ -169,15 +138,19 @@ func (sh *shell) ss(argv []string) int {
 		if !all && listening != listen {
 			continue
 		}
-		fmt.Fprintf(sh.s.Out, "%-5s %-10s %6d %6d %-28s %-28s\n", r.proto, state, r.s.RQueue, r.s.WQueue,
-			endpoint(r.s.ID.Source, r.s.ID.SourcePort), endpoint(r.s.ID.Destination, r.s.ID.DestinationPort))
+		fmt.Fprintf(sh.s.Out, "%-5s %-10s %6d %6d %-28s %-28s\n", r.proto, state, r.rq, r.wq,
+			endpoint(r.local, r.lport), endpoint(r.peer, r.pport))
 	}
 	return 0
 }
 
+// row is one socket as ss lists it.
 type row struct {
-	proto string
-	s     *netlink.Socket
+	proto        string
+	state        uint8 // the kernel's TCP state (UDP: 1 connected, 7 not)
+	rq, wq       uint32
+	local, peer  net.IP
+	lport, pport uint16
 }
 
 func endpoint(ip net.IP, port uint16) string {
