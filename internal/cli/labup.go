@@ -254,7 +254,7 @@ func printUp(w io.Writer, r labup.Ready) {
 		fmt.Fprintf(w, "  %s lab targets -A%s > targets.json   # Prometheus file_sd targets of the pods' metrics ports\n", prog, ctl)
 	}
 	if ok && len(s.Spec.Selector) > 0 && len(s.Spec.Ports) > 0 {
-		fmt.Fprintf(w, "  %s%s lab load %s:%d -n %s%s &   # gRPC clients calling it\n", via, prog, s.Name, s.Spec.Ports[0].Port, s.Namespace, ctl)
+		fmt.Fprintf(w, "  %s%s lab load %s:%d -n %s%s --duration 60s &   # gRPC clients calling it for a minute\n", via, prog, s.Name, s.Spec.Ports[0].Port, s.Namespace, ctl)
 		fmt.Fprintf(w, "  %s%s diagnose %s -n %s --lab%s     # pinned or balanced, and why\n", via, prog, s.Name, s.Namespace, ctl)
 	}
 	fmt.Fprintf(w, "stop with Ctrl-C\n")

@@ -42,6 +42,11 @@ const podNetworkUsage = "with --control-plane kubernetes: shared (every pod in t
 // namespace can reach.
 func printKube(w io.Writer, r labup.Ready, prog, ctl string) {
 	fmt.Fprintf(w, "\ndataplane: %s\n", dataplaneLine(r))
+	if r.Kube.PodNetwork == "netns" {
+		fmt.Fprintf(w, "pod network: netns (each pod in its own network namespace on a bridge, set up by the CNI plugins)\n")
+	} else {
+		fmt.Fprintf(w, "pod network: shared (every pod in the lab's network namespace; --pod-network netns gives each its own)\n")
+	}
 	fmt.Fprintf(w, "\nKubernetes API (kube-apiserver %s) for kubectl:\n", r.Kube.Version)
 	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", r.Kube.Kubeconfig)
 	fmt.Fprintf(w, "  %s get pods -o wide -A\n", r.Kube.Kubectl)

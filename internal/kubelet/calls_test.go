@@ -15,8 +15,8 @@ import (
 )
 
 // TestCallSummary: a container writes what it served each interval (calls
-// but health checks, failures, connections), nothing for a quiet one, and
-// passes every report on.
+// but health checks, failures, connections), nothing for one without
+// calls (probes' connections alone), and passes every report on.
 func TestCallSummary(t *testing.T) {
 	var next countingObserver
 	c := &container{out: podlog.New(), calls: &callCounter{next: &next}}
@@ -48,16 +48,21 @@ func TestCallSummary(t *testing.T) {
 	if got := lines(); len(got) != 1 || got[0] != want {
 		t.Errorf("summary %q, want [%q]", got, want)
 	}
-	time.Sleep(100 * time.Millisecond) // quiet intervals write nothing
+	probe := netip.MustParseAddrPort("10.244.255.254:41000")
+	c.calls.Conn(probe, true)
+	c.calls.Served(probe, "/grpc.health.v1.Health/Check", codes.OK)
+	c.calls.Conn(probe, false)
+	time.Sleep(100 * time.Millisecond) // intervals with probes alone write nothing
 	c.calls.Conn(peer, false)
+	c.calls.Served(peer, "/pricing.v1.Pricing/GetPrice", codes.OK)
 	if err := labtest.Poll(wctx, 5*time.Millisecond, func() bool { return len(lines()) > 1 }); err != nil {
-		t.Fatal("no summary after a close")
+		t.Fatal("no summary after a call")
 	}
-	if got := lines(); len(got) != 2 || !strings.HasSuffix(got[1], "connections: 0 open, 0 opened, 1 closed") {
-		t.Errorf("lines %q: want the quiet intervals silent, then the close", got)
+	if got := lines(); len(got) != 2 || !strings.HasPrefix(got[1], "served 1 calls") || !strings.HasSuffix(got[1], "connections: 0 open, 0 opened, 1 closed") {
+		t.Errorf("lines %q: want the probe-only intervals silent, then 1 call with its interval's close", got)
 	}
-	if next.served != 5 || next.conns != 2 {
-		t.Errorf("passed on %d calls and %d connection events, want 5 and 2", next.served, next.conns)
+	if next.served != 7 || next.conns != 4 {
+		t.Errorf("passed on %d calls and %d connection events, want 7 and 4", next.served, next.conns)
 	}
 }
 

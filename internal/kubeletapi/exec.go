@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
 		return
 	}
-	s.session(w, p, func(w http.ResponseWriter) {
+	s.session(w, p, execGrace, func(w http.ResponseWriter) {
 		remotecommand.ServeExec(w, r, shellExecutor{s: s, namespace: ns}, p.Name, string(p.UID), container, cmd, opts,
 			StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 	})
@@ -68,7 +69,7 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
 		return
 	}
-	s.session(w, p, func(w http.ResponseWriter) {
+	s.session(w, p, 0, func(w http.ResponseWriter) {
 		remotecommand.ServeAttach(w, r, attacher{s: s, namespace: ns}, p.Name, string(p.UID), container, opts,
 			StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 	})
@@ -96,6 +97,14 @@ func (s *Server) streamTarget(w http.ResponseWriter, ns, name, uid, container st
 	return p, true
 }
 
+// execPodCheck is how often an exec session looks whether its pod is
+// still there; execGrace how long after its pod is gone the session's
+// connection stays, for the exec to report its end (exit 137).
+const (
+	execPodCheck = 250 * time.Millisecond
+	execGrace    = 2 * time.Second
+)
+
 // shellExecutor runs package podshell's commands.
 type shellExecutor struct {
 	s         *Server
@@ -118,14 +127,33 @@ func (e shellExecutor) ExecInContainer(ctx context.Context, name, uid, container
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var gone atomic.Bool
 	go func() {
-		select {
-		case <-e.s.done:
-			cancel()
-		case <-ctx.Done():
+		t := time.NewTicker(execPodCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-e.s.done:
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if p, ok := e.s.cfg.Node.Pod(e.namespace, name); !ok || string(p.UID) != uid {
+					gone.Store(true)
+					cancel()
+					return
+				}
+			}
 		}
 	}()
 	code := podshell.Run(ctx, sp, cmd, podshell.Streams{In: in, Out: writerOr(out), Err: writerOr(errw), TTY: tty})
+	if gone.Load() {
+		// The container was killed under it, as a runtime ends an exec
+		// when its container stops.
+		fmt.Fprintf(writerOr(errw), "pod %s/%s is gone: the command was killed\n", e.namespace, name)
+		code = 137
+	}
 	if code != 0 {
 		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", code), Code: code}
 	}

@@ -303,7 +303,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.session(w, p, func(w http.ResponseWriter) {
+		s.session(w, p, 0, func(w http.ResponseWriter) {
 			portforward.ServePortForward(w, r, forwarder{s: s, namespace: ns}, p.Name, string(p.UID), opts,
 				StreamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
 		})
@@ -316,9 +316,10 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 
 // session runs serve, a streaming session (port-forward, exec, attach) of
 // pod p, and ends it by closing the connection serve takes over when the
-// pod is gone (deleted, or another pod of its name) or the server closes;
-// Close waits for it.
-func (s *Server) session(w http.ResponseWriter, p *corev1.Pod, serve func(http.ResponseWriter)) {
+// server closes, or grace after the pod is gone (deleted, or another pod of
+// its name: a session that ends itself meanwhile can say why); Close
+// waits for it.
+func (s *Server) session(w http.ResponseWriter, p *corev1.Pod, grace time.Duration, serve func(http.ResponseWriter)) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -334,7 +335,7 @@ func (s *Server) session(w http.ResponseWriter, p *corev1.Pod, serve func(http.R
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.endWith(rec.conns, stop, p.Namespace, p.Name, p.UID)
+		s.endWith(rec.conns, stop, p.Namespace, p.Name, p.UID, grace)
 	}()
 	serve(rec)
 	close(stop)
@@ -367,9 +368,10 @@ func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // still there.
 const podCheck = time.Second
 
-// endWith closes the session's connection (from conns) when the pod
-// namespace/name with uid is gone or the server closes, until stop.
-func (s *Server) endWith(conns <-chan net.Conn, stop <-chan struct{}, ns, name string, uid types.UID) {
+// endWith closes the session's connection (from conns) grace after the
+// pod namespace/name with uid is gone, or when the server closes, until
+// stop.
+func (s *Server) endWith(conns <-chan net.Conn, stop <-chan struct{}, ns, name string, uid types.UID, grace time.Duration) {
 	var conn net.Conn
 	select {
 	case conn = <-conns:
@@ -387,6 +389,13 @@ func (s *Server) endWith(conns <-chan net.Conn, stop <-chan struct{}, ns, name s
 			return
 		case <-t.C:
 			if p, ok := s.cfg.Node.Pod(ns, name); !ok || p.UID != uid {
+				g := time.NewTimer(grace)
+				select {
+				case <-g.C:
+				case <-stop:
+				case <-s.done:
+				}
+				g.Stop()
 				conn.Close()
 				return
 			}

@@ -536,3 +536,40 @@ func TestAttach(t *testing.T) {
 		t.Errorf("attach: %q, %v; want only lines written after attaching", got, err)
 	}
 }
+
+// TestExecEndsWithPod: an interactive exec whose pod is deleted ends with
+// exit code 137 and says why, as a runtime ends an exec when its
+// container stops.
+func TestExecEndsWithPod(t *testing.T) {
+	s, node, ca := start(t)
+	cfg := &rest.Config{Host: "https://" + s.Addr().String(), BearerToken: aliceToken, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM()}}
+	u, _ := url.Parse(cfg.Host + "/exec/shop/pricing-0/pricing?command=sh&input=1&output=1&error=1")
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, feed := io.Pipe()
+	defer feed.Close()
+	out, errw := &labtest.Buffer{}, &labtest.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: in, Stdout: out, Stderr: errw})
+	}()
+	io.WriteString(feed, "hostname\n")
+	ctx := labtest.Context(t, 10*time.Second)
+	if err := labtest.Poll(ctx, 10*time.Millisecond, func() bool { return out.String() == "pricing-0\n" }); err != nil {
+		t.Fatalf("the session did not run its first command: %q", out.String())
+	}
+	node.mu.Lock()
+	node.pod = nil // deleted
+	node.mu.Unlock()
+	select {
+	case err := <-done:
+		var exitErr utilexec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 137 || !strings.Contains(errw.String(), "is gone") {
+			t.Errorf("exec after its pod was deleted: %v, stderr %q; want exit 137 saying the pod is gone", err, errw.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec outlived its pod by 10 s")
+	}
+}

@@ -66,6 +66,9 @@ func CheckDataplane(name string, set bool, controlPlane string) error {
 // shared or netns, and netns only with ControlPlaneKubernetes.
 func CheckPodNetwork(name string, set bool, controlPlane string) error {
 	pn, err := kubelab.ParsePodNetwork(name)
+	if err == nil && set && name == "" {
+		err = fmt.Errorf("an empty value: expected %s or %s", kubelab.PodNetworkShared, kubelab.PodNetworkNetns)
+	}
 	if err != nil {
 		return fmt.Errorf("--pod-network: %w", err)
 	}

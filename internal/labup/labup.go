@@ -137,6 +137,8 @@ type KubeReady struct {
 	// Version is kube-apiserver's; Kubeconfig the file kubectl on the host
 	// reads, Kubectl the kubectl built beside the control plane.
 	Version, Kubeconfig, Kubectl string
+	// PodNetwork is how the pods are networked: "shared" or "netns".
+	PodNetwork string
 }
 
 // setupTimeout bounds the wait for the lab and its pods.
@@ -302,7 +304,8 @@ func (u *up) ready() Ready {
 		r.Dashboard = DashboardURL(r.Control, u.api.token)
 	}
 	if u.kube != nil {
-		r.Kube = &KubeReady{Version: controlplane.KubernetesVersion, Kubeconfig: u.kube.Kubeconfig(), Kubectl: u.kube.Kubectl()}
+		pn, _ := kubelab.ParsePodNetwork(u.opts.PodNetwork)
+		r.Kube = &KubeReady{Version: controlplane.KubernetesVersion, Kubeconfig: u.kube.Kubeconfig(), Kubectl: u.kube.Kubectl(), PodNetwork: string(pn)}
 	}
 	return r
 }

@@ -230,16 +230,18 @@ func (sh *shell) line(name, text string) int {
 	return sh.run(words)
 }
 
-// errExit ends an interactive shell.
-var errExit = errors.New("exit")
+// maxLine bounds an input line of an interactive shell.
+const maxLine = 1 << 20
 
 // interactive reads lines from standard input and runs each, until end of
 // input, exit or ctx's end.
 func (sh *shell) interactive(name string) int {
 	lines := make(chan string)
+	var readErr error // set before lines closes
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(sh.s.In)
+		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 		for sc.Scan() {
 			select {
 			case lines <- sc.Text():
@@ -247,6 +249,7 @@ func (sh *shell) interactive(name string) int {
 				return
 			}
 		}
+		readErr = sc.Err()
 	}()
 	code := 0
 	for {
@@ -258,6 +261,10 @@ func (sh *shell) interactive(name string) int {
 			return 130
 		case text, ok := <-lines:
 			if !ok {
+				if errors.Is(readErr, bufio.ErrTooLong) {
+					fmt.Fprintf(sh.s.Err, "%s: a line longer than %d bytes: not run, and input ends here\n", name, maxLine)
+					return 2
+				}
 				return code
 			}
 			if w, err := split(text); err == nil && len(w) > 0 && w[0] == "exit" {
@@ -283,8 +290,9 @@ func exitCode(words []string) int {
 }
 
 // split splits a command line into words as a shell does for one simple
-// command: blanks separate words, single quotes keep everything, double
-// quotes keep everything but backslash escapes of " and \. Pipes,
+// command: blanks separate words, a backslash keeps the next character,
+// single quotes keep everything, double quotes keep everything but
+// backslash escapes of " and \. Pipes,
 // redirections, lists and expansions are refused.
 func split(s string) ([]string, error) {
 	var words []string
@@ -298,6 +306,12 @@ func split(s string) ([]string, error) {
 				words, inWord = append(words, cur.String()), false
 				cur.Reset()
 			}
+		case c == '\\':
+			if i+1 < len(s) {
+				i++
+				cur.WriteByte(s[i])
+			}
+			inWord = true
 		case c == '\'':
 			j := strings.IndexByte(s[i+1:], '\'')
 			if j < 0 {
