@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/pinlab/pinlab/internal/loopback"
 	labns "github.com/pinlab/pinlab/internal/netns"
 	"github.com/vishvananda/netlink"
@@ -72,8 +74,11 @@ func New(cfg Config) (*Network, error) {
 		return nil, fmt.Errorf("podnet: %w", err)
 	}
 	return &Network{
-		cfg:       cfg,
-		cni:       libcni.NewCNIConfigWithCacheDir([]string{cfg.BinDir}, filepath.Join(cfg.StateDir, "cache"), nil),
+		cfg: cfg,
+		// An explicit exec: libcni makes its default lazily, unguarded,
+		// and Add runs concurrently for different pods.
+		cni: libcni.NewCNIConfigWithCacheDir([]string{cfg.BinDir}, filepath.Join(cfg.StateDir, "cache"),
+			&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}),
 		pods:      pods,
 		lo:        lo,
 		sandboxes: map[string]*Sandbox{},

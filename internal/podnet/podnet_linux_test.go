@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +212,26 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestConcurrentAdds: pods are added and removed concurrently, as the
+// kubelet's workers do (run with -race: libcni's lazy default exec raced).
+func TestConcurrentAdds(t *testing.T) {
+	n := newNetwork(t, "10.244.0.0/16", netip.MustParsePrefix("10.244.254.0/23"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			sb, err := n.Add(ctx, fmt.Sprintf("pod-%d", i), netip.AddrFrom4([4]byte{10, 244, 1, byte(2 + i)}))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := n.Remove(ctx, sb); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
