@@ -37,12 +37,6 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Refused before the upgrade when the container does not run, as
-	// the kubelet's (kubectl: "unable to upgrade connection: ...").
-	if _, err := s.cfg.Node.Shell(ns, name, container); err != nil {
-		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
-		return
-	}
 	s.session(w, p, execGrace, func(w http.ResponseWriter) {
 		remotecommand.ServeExec(w, r, shellExecutor{s: s, namespace: ns}, p.Name, string(p.UID), container, cmd, opts,
 			StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
@@ -65,10 +59,6 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := s.cfg.Node.Shell(ns, name, container); err != nil {
-		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
-		return
-	}
 	s.session(w, p, 0, func(w http.ResponseWriter) {
 		remotecommand.ServeAttach(w, r, attacher{s: s, namespace: ns}, p.Name, string(p.UID), container, opts,
 			StreamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
@@ -77,7 +67,9 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 
 // streamTarget finds the pod and checks the container, answering 404 (no
 // such pod, UID or container) or 400 (an ephemeral container, which never
-// runs here) itself when it reports false.
+// runs here, or a container not running) itself when it reports false:
+// refused before the upgrade, as the kubelet's (kubectl: "unable to
+// upgrade connection: ...").
 func (s *Server) streamTarget(w http.ResponseWriter, ns, name, uid, container string) (*corev1.Pod, bool) {
 	p, ok := s.cfg.Node.Pod(ns, name)
 	if !ok || (uid != "" && string(p.UID) != uid) {
@@ -92,6 +84,10 @@ func (s *Server) streamTarget(w http.ResponseWriter, ns, name, uid, container st
 	}
 	if !hasContainer(p, container) {
 		http.Error(w, fmt.Sprintf("container %q not found in pod %q", container, name), http.StatusNotFound)
+		return nil, false
+	}
+	if _, err := s.cfg.Node.Shell(ns, name, container); err != nil {
+		http.Error(w, fmt.Sprintf("container %q in pod %q is not running: %v", container, name, err), http.StatusBadRequest)
 		return nil, false
 	}
 	return p, true

@@ -271,17 +271,7 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	if err != nil {
 		return nil, err
 	}
-	kc := cfg.Kubelet
-	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
-	if !kc.ClusterDNS.IsValid() {
-		kc.ClusterDNS = c.DNSIP() // kube-dns's ClusterIP, as kubeadm's --cluster-dns
-	}
-	if !kc.NodeIP.IsValid() {
-		kc.NodeIP = netip.MustParseAddr("127.0.0.1") // the node is the host's loopback
-	}
-	if kc.NodeName == "" {
-		kc.NodeName = DefaultNodeName
-	}
+	kc := kubeletConfig(cfg, c)
 	runCtx, cancel := context.WithCancel(context.Background())
 	failed, failure := context.WithCancelCause(context.Background())
 	l := &Lab{
@@ -505,3 +495,21 @@ func (l *Lab) Dataplane() Dataplane { return l.dpName }
 // by component ("kube-proxy", "CoreDNS"); empty for pinlab's, which runs
 // in this process.
 func (l *Lab) DataplaneLogs() map[string]string { return l.dp.logs() }
+
+// kubeletConfig is cfg.Kubelet with the lab's parts and defaults: c's pod
+// addresses, kube-dns's ClusterIP as the cluster DNS (kubeadm's
+// --cluster-dns), the host's loopback as the node's address.
+func kubeletConfig(cfg Config, c *cluster.Cluster) kubelet.Config {
+	kc := cfg.Kubelet
+	kc.PodIPs, kc.Logger = c.PodIPs(), cfg.Logger
+	if !kc.ClusterDNS.IsValid() {
+		kc.ClusterDNS = c.DNSIP()
+	}
+	if !kc.NodeIP.IsValid() {
+		kc.NodeIP = netip.MustParseAddr("127.0.0.1")
+	}
+	if kc.NodeName == "" {
+		kc.NodeName = DefaultNodeName
+	}
+	return kc
+}
