@@ -228,12 +228,18 @@ func TestKubectlScaleAndRolloutRestart(t *testing.T) {
 	ns := "kubectl"
 	ctx := setUp(t, ns, 2)
 	kubectl(t, ctx, "scale", "deployment/pricing", "-n", ns, "--replicas", "4")
+	// The ReplicaSet controller creates the new pods after kubectl
+	// returns, so the lab may not know of them yet: wait for the API
+	// server to list 4 ready pods, not for the lab's current set.
+	var before []string
+	if err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
+		before, _ = readyPods(t, ctx, ns)
+		return len(before) == 4
+	}); err != nil {
+		t.Fatalf("after kubectl scale --replicas 4: ready pods %v: %v", before, err)
+	}
 	if err := theLab.WaitReady(ctx); err != nil {
 		t.Fatal(err)
-	}
-	before, _ := readyPods(t, ctx, ns)
-	if len(before) != 4 {
-		t.Fatalf("after kubectl scale --replicas 4: ready pods %v", before)
 	}
 	if got := call(t, "pricing-headless."+ns+".svc.cluster.local:8471", "round_robin", 2*time.Second); len(got.Pods) != 4 {
 		t.Errorf("after scale: headless round_robin calls by pod %v, want 4 pods", got.Pods)
@@ -323,10 +329,13 @@ func TestGracefulDeletion(t *testing.T) {
 	if gone < 2*time.Second {
 		t.Errorf("pod %s removed %v after delete, before its 2 s preStop ended", victim, gone)
 	}
-	if err := theLab.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if now, _ := readyPods(t, ctx, ns); len(now) != 2 || slices.Contains(now, victim) {
-		t.Errorf("after the deletion: ready pods %v, want 2 without %s", now, victim)
+	// The replacement appears when the ReplicaSet controller gets to it:
+	// poll the API server rather than the lab's view.
+	var now []string
+	if err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
+		now, _ = readyPods(t, ctx, ns)
+		return len(now) == 2 && !slices.Contains(now, victim)
+	}); err != nil {
+		t.Errorf("after the deletion: ready pods %v, want 2 without %s: %v", now, victim, err)
 	}
 }
