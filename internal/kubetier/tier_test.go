@@ -120,6 +120,22 @@ func readyPods(t testing.TB, ctx context.Context, ns string) (names, ips []strin
 	return names, ips
 }
 
+// waitPods polls the API server every 100 ms until ns's Ready pricing
+// pods (names, sorted) satisfy cond, and returns them; it fails t, naming
+// when and the pods last seen, if ctx ends first. The lab's own WaitReady
+// reads its informer cache, which can lag a write the test made itself.
+func waitPods(t testing.TB, ctx context.Context, ns, when string, cond func(ready []string) bool) []string {
+	t.Helper()
+	var ready []string
+	if err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
+		ready, _ = readyPods(t, ctx, ns)
+		return cond(ready)
+	}); err != nil {
+		t.Fatalf("%s: ready pods %v: %v", when, ready, err)
+	}
+	return ready
+}
+
 // clientIP is the pod-range address the tests' clients dial from, taken
 // once (lab.AllocateIP: with per-pod namespaces it becomes the node's, so
 // it is never given back).
@@ -231,13 +247,7 @@ func TestKubectlScaleAndRolloutRestart(t *testing.T) {
 	// The ReplicaSet controller creates the new pods after kubectl
 	// returns, so the lab may not know of them yet: wait for the API
 	// server to list 4 ready pods, not for the lab's current set.
-	var before []string
-	if err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
-		before, _ = readyPods(t, ctx, ns)
-		return len(before) == 4
-	}); err != nil {
-		t.Fatalf("after kubectl scale --replicas 4: ready pods %v: %v", before, err)
-	}
+	before := waitPods(t, ctx, ns, "after kubectl scale --replicas 4", func(ready []string) bool { return len(ready) == 4 })
 	if err := theLab.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +262,10 @@ func TestKubectlScaleAndRolloutRestart(t *testing.T) {
 	if err := theLab.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var after []string
-	err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
-		after, _ = readyPods(t, ctx, ns)
+	after := waitPods(t, ctx, ns, "after rollout restart", func(ready []string) bool {
 		all, _ := theLab.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		return len(after) == 4 && len(all.Items) == 4 // the old pods are gone
+		return len(ready) == 4 && len(all.Items) == 4 // the old pods are gone
 	})
-	if err != nil {
-		t.Fatalf("after rollout restart: ready pods %v: %v", after, err)
-	}
 	for _, p := range after {
 		if slices.Contains(before, p) {
 			t.Errorf("pod %s survived rollout restart (before %v, after %v)", p, before, after)
@@ -331,11 +336,7 @@ func TestGracefulDeletion(t *testing.T) {
 	}
 	// The replacement appears when the ReplicaSet controller gets to it:
 	// poll the API server rather than the lab's view.
-	var now []string
-	if err := labtest.Poll(ctx, 100*time.Millisecond, func() bool {
-		now, _ = readyPods(t, ctx, ns)
-		return len(now) == 2 && !slices.Contains(now, victim)
-	}); err != nil {
-		t.Errorf("after the deletion: ready pods %v, want 2 without %s: %v", now, victim, err)
-	}
+	waitPods(t, ctx, ns, "after the deletion of "+victim, func(ready []string) bool {
+		return len(ready) == 2 && !slices.Contains(ready, victim)
+	})
 }
