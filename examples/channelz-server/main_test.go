@@ -277,12 +277,14 @@ func call(ctx context.Context, hc healthpb.HealthClient, c *caller) {
 	}
 }
 
-// diagnoseJSON runs `pinlab diagnose pricing -n shop --kubeconfig FILE -o
-// json` and returns its exit code and result.
+// diagnoseJSON runs `pinlab diagnose pricing -n shop --kubeconfig FILE
+// --direct -o json` (the fake API server serves no port-forward: the
+// instances are dialled at their loopback pod IPs) and returns its exit
+// code and result.
 func diagnoseJSON(t *testing.T, kubeconfig string) (int, diagnose.Result) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := cli.Main([]string{"diagnose", "pricing", "-n", "shop", "--kubeconfig", kubeconfig, "--window", "2s", "-o", "json"}, &out, &errb)
+	code := cli.Main([]string{"diagnose", "pricing", "-n", "shop", "--kubeconfig", kubeconfig, "--direct", "--window", "2s", "-o", "json"}, &out, &errb)
 	var r diagnose.Result
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("diagnose: exit %d, output not JSON (%v):\n%s\nstderr: %s", code, err, out.String(), errb.String())

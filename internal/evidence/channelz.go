@@ -3,6 +3,7 @@ package evidence
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -51,26 +53,87 @@ type Sampler interface {
 // serve on their own gRPC port, as grpcdebug does. It finds the server
 // whose listen socket is addr (or the unspecified address with addr's
 // port), since a process may run several servers (in the lab, every pod of
-// every lab). It keeps one connection per address, from a source address
-// the kernel picks, and leaves that connection out of the sockets it
-// reports; Close closes them. Safe for concurrent use.
-//
-// Only addresses inside 127.0.0.0/8 are dialled (package loopback).
+// every lab). It keeps one connection per address, made by its Dialer, and
+// leaves that connection out of the sockets it reports (see Sample); Close
+// closes them, and the Dialer if it is an io.Closer. Safe for concurrent
+// use; the samples of one address are taken one at a time.
 type Channelz struct {
 	// PageSize is how many entries one channelz call asks for; 0 means 100.
 	PageSize int
+	// Dialer connects to each pod's server. nil means a direct dial to
+	// addresses inside 127.0.0.0/8 only (package loopback: the lab's pods
+	// and the tests'); Direct dials any address; PortForward goes through
+	// the API server.
+	Dialer Dialer
 
 	mu    sync.Mutex
 	conns map[netip.AddrPort]*czConn
 }
 
-// czConn is a channelz client with the local addresses of its
-// connections.
+// Dialer connects a Channelz sampler to a pod's gRPC server.
+type Dialer interface {
+	// DialContext connects to the server at addr, the pod's IP and the
+	// port its Service sends to. It honours ctx.
+	DialContext(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+}
+
+// Relay is implemented by a Dialer whose connections reach the server
+// through a relay that dials the server anew, such as the API server's
+// port-forward (the kubelet, or the container runtime, connects to the
+// pod): the server sees the relay's address as the remote end, not the
+// local address of the connection DialContext returned. When Relayed
+// reports true, the sampler tells its own connection by its stream count
+// alone.
+type Relay interface {
+	Relayed() bool
+}
+
+// Direct dials the pod's address itself, with no restriction on the
+// address: for a run inside the cluster (whose network routes pod IPs) or
+// on a network that routes them (pinlab diagnose --direct). The server
+// sees the connection's local address.
+type Direct struct {
+	// Timeout bounds the connect; 0 means ctx's deadline only.
+	Timeout time.Duration
+}
+
+// DialContext connects to addr over TCP.
+func (d Direct) DialContext(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	nd := net.Dialer{Timeout: d.Timeout}
+	return nd.DialContext(ctx, "tcp", addr.String())
+}
+
+// loopbackDialer is the default Dialer: package loopback's rule.
+type loopbackDialer struct{}
+
+func (loopbackDialer) DialContext(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	return loopback.Dialer{}.DialContext(ctx, addr.String())
+}
+
+// czConn is a channelz client with what tells its own connection apart:
+// the local addresses of its direct dials, and the streams it started on
+// each of its transports.
 type czConn struct {
 	cc     *grpc.ClientConn
 	client channelzpb.ChannelzClient
-	mu     sync.Mutex
-	locals map[string]bool
+	relay  bool
+	// sample is held through a Sample: the stream count must be its
+	// calls' alone while it reads the sockets.
+	sample sync.Mutex
+
+	mu      sync.Mutex
+	locals  map[string]bool  // local addresses of direct dials
+	streams map[string]int64 // streams started, by the transport's local address
+	last    string           // the transport of the last stream started
+	ownID   int64            // the socket last found to be its own
+	dialErr error            // the last dial's
+}
+
+func (c *Channelz) dialer() Dialer {
+	if c.Dialer == nil {
+		return loopbackDialer{}
+	}
+	return c.Dialer
 }
 
 func (c *Channelz) conn(addr netip.AddrPort) (*czConn, error) {
@@ -79,16 +142,21 @@ func (c *Channelz) conn(addr netip.AddrPort) (*czConn, error) {
 	if cz := c.conns[addr]; cz != nil {
 		return cz, nil
 	}
-	cz := &czConn{locals: map[string]bool{}}
-	d := loopback.Dialer{}
+	d := c.dialer()
+	cz := &czConn{locals: map[string]bool{}, streams: map[string]int64{}}
+	if r, ok := d.(Relay); ok {
+		cz.relay = r.Relayed()
+	}
 	cc, err := grpc.NewClient("passthrough:///"+addr.String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			nc, err := d.DialContext(ctx, a)
-			if err == nil {
-				cz.mu.Lock()
+		grpc.WithStatsHandler(streamCounter{cz}),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			nc, err := d.DialContext(ctx, addr)
+			cz.mu.Lock()
+			defer cz.mu.Unlock()
+			cz.dialErr = err
+			if err == nil && !cz.relay {
 				cz.locals[nc.LocalAddr().String()] = true
-				cz.mu.Unlock()
 			}
 			return nc, err
 		}))
@@ -103,19 +171,51 @@ func (c *Channelz) conn(addr netip.AddrPort) (*czConn, error) {
 	return cz, nil
 }
 
-func (cz *czConn) own(remote string) bool {
+// streamCounter counts the streams a czConn starts on each of its
+// transports: grpc-go reports a client's OutHeader once the transport
+// created the stream, so a call that never reached a transport is not
+// counted.
+type streamCounter struct{ cz *czConn }
+
+func (streamCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (streamCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (streamCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+
+func (s streamCounter) HandleRPC(_ context.Context, st stats.RPCStats) {
+	if h, ok := st.(*stats.OutHeader); ok && h.Client {
+		local := fmt.Sprint(h.LocalAddr)
+		s.cz.mu.Lock()
+		s.cz.streams[local]++
+		s.cz.last = local
+		s.cz.mu.Unlock()
+	}
+}
+
+// started returns the streams started on the transport of the last
+// stream.
+func (cz *czConn) started() int64 {
+	cz.mu.Lock()
+	defer cz.mu.Unlock()
+	return cz.streams[cz.last]
+}
+
+func (cz *czConn) local(remote string) bool {
 	cz.mu.Lock()
 	defer cz.mu.Unlock()
 	return cz.locals[remote]
 }
 
-// Close closes the connections Sample opened.
+// Close closes the connections Sample opened, then the Dialer if it is an
+// io.Closer, and returns the Dialer's error.
 func (c *Channelz) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for a, cz := range c.conns {
 		cz.cc.Close()
 		delete(c.conns, a)
+	}
+	if cl, ok := c.Dialer.(io.Closer); ok {
+		return cl.Close()
 	}
 	return nil
 }
@@ -130,26 +230,69 @@ func (c *Channelz) pageSize() int64 {
 // Sample reads the server listening on addr: its call counts and each of
 // its client connections with the streams started on it. Errors say what
 // failed: the pod does not serve channelz (Unimplemented), no server there
-// listens on addr, or the call failed (refused, ctx's deadline).
+// listens on addr, or the call failed (refused, ctx's deadline, the
+// Dialer's error).
+//
+// The sampler's own connection is left out of Sockets and counted in Own.
+// It is the socket whose remote address is the local address of a direct
+// dial; else (through a Relay, or when a NAT hides that address) the
+// socket whose streams started equal the streams the sampler had started
+// on its transport when it read that socket, one of them (that GetSocket)
+// still in flight; if several match, the one found before, else the one
+// whose last stream started most recently.
 func (c *Channelz) Sample(ctx context.Context, addr netip.AddrPort) (Sample, error) {
-	if err := loopback.CheckIP(addr.Addr()); err != nil {
-		return Sample{}, err
+	if c.Dialer == nil {
+		if err := loopback.CheckIP(addr.Addr()); err != nil {
+			return Sample{}, err
+		}
 	}
 	cz, err := c.conn(addr)
 	if err != nil {
 		return Sample{}, err
 	}
-	srv, err := c.findServer(ctx, cz.client, addr)
+	cz.sample.Lock()
+	defer cz.sample.Unlock()
+	srv, err := c.findServer(ctx, cz, addr)
 	if err != nil {
 		return Sample{}, err
 	}
-	s := Sample{At: time.Now(), Sockets: map[int64]Socket{}, Health: health(ctx, cz.cc)}
+	socks, err := c.sockets(ctx, cz, srv.GetRef().GetServerId(), addr)
+	if err != nil {
+		return Sample{}, err
+	}
+	s := Sample{At: time.Now(), Sockets: map[int64]Socket{}}
 	d := srv.GetData()
 	s.Calls = Calls{Started: d.GetCallsStarted(), Succeeded: d.GetCallsSucceeded(), Failed: d.GetCallsFailed()}
+	own := cz.own(socks)
+	for _, sk := range socks {
+		if sk.id == own {
+			s.Own.Started += sk.data.GetStreamsStarted()
+			s.Own.Succeeded += sk.data.GetStreamsSucceeded()
+			s.Own.Failed += sk.data.GetStreamsFailed()
+			continue
+		}
+		s.Sockets[sk.id] = Socket{Remote: sk.remote, Streams: sk.data.GetStreamsStarted()}
+	}
+	s.Health = health(ctx, cz.cc)
+	return s, nil
+}
+
+// socket is one server socket as read, with the streams the sampler had
+// started on its transport when it read it.
+type socket struct {
+	id     int64
+	remote string
+	data   *channelzpb.SocketData
+	ours   int64
+}
+
+// sockets reads every socket of the server with id.
+func (c *Channelz) sockets(ctx context.Context, cz *czConn, id int64, addr netip.AddrPort) ([]socket, error) {
+	var out []socket
 	for start := int64(0); ; {
-		resp, err := cz.client.GetServerSockets(ctx, &channelzpb.GetServerSocketsRequest{ServerId: srv.GetRef().GetServerId(), StartSocketId: start, MaxResults: c.pageSize()})
+		resp, err := cz.client.GetServerSockets(ctx, &channelzpb.GetServerSocketsRequest{ServerId: id, StartSocketId: start, MaxResults: c.pageSize()})
 		if err != nil {
-			return Sample{}, callError(addr, "GetServerSockets", err)
+			return nil, cz.callError(addr, "GetServerSockets", err)
 		}
 		for _, ref := range resp.GetSocketRef() {
 			start = ref.GetSocketId() + 1
@@ -158,21 +301,45 @@ func (c *Channelz) Sample(ctx context.Context, addr netip.AddrPort) (Sample, err
 				continue // closed meanwhile
 			}
 			if err != nil {
-				return Sample{}, callError(addr, "GetSocket", err)
+				return nil, cz.callError(addr, "GetSocket", err)
 			}
-			remote := addrString(sock.GetSocket().GetRemote())
-			if d := sock.GetSocket().GetData(); cz.own(remote) {
-				s.Own.Started += d.GetStreamsStarted()
-				s.Own.Succeeded += d.GetStreamsSucceeded()
-				s.Own.Failed += d.GetStreamsFailed()
-				continue
-			}
-			s.Sockets[ref.GetSocketId()] = Socket{Remote: remote, Streams: sock.GetSocket().GetData().GetStreamsStarted()}
+			s := sock.GetSocket()
+			out = append(out, socket{id: ref.GetSocketId(), remote: addrString(s.GetRemote()), data: s.GetData(), ours: cz.started()})
 		}
 		if resp.GetEnd() || len(resp.GetSocketRef()) == 0 {
-			return s, nil
+			return out, nil
 		}
 	}
+}
+
+// own returns the ID of the sampler's own socket among socks (see
+// Sample), or 0 when none is.
+func (cz *czConn) own(socks []socket) int64 {
+	var match []socket
+	for _, sk := range socks {
+		if cz.local(sk.remote) {
+			return sk.id
+		}
+		d := sk.data
+		if d.GetStreamsStarted() == sk.ours && d.GetStreamsStarted()-d.GetStreamsSucceeded()-d.GetStreamsFailed() >= 1 {
+			match = append(match, sk)
+		}
+	}
+	if len(match) == 0 {
+		return 0
+	}
+	cz.mu.Lock()
+	defer cz.mu.Unlock()
+	pick := match[0]
+	for _, sk := range match[1:] {
+		switch {
+		case pick.id == cz.ownID:
+		case sk.id == cz.ownID, sk.data.GetLastRemoteStreamCreatedTimestamp().AsTime().After(pick.data.GetLastRemoteStreamCreatedTimestamp().AsTime()):
+			pick = sk
+		}
+	}
+	cz.ownID = pick.id
+	return pick.id
 }
 
 // health returns the server's health: "NOT_SERVING" when its overall
@@ -199,13 +366,14 @@ func health(ctx context.Context, cc *grpc.ClientConn) string {
 }
 
 // findServer returns the channelz server listening on addr.
-func (c *Channelz) findServer(ctx context.Context, client channelzpb.ChannelzClient, addr netip.AddrPort) (*channelzpb.Server, error) {
+func (c *Channelz) findServer(ctx context.Context, cz *czConn, addr netip.AddrPort) (*channelzpb.Server, error) {
+	client := cz.client
 	var only *channelzpb.Server
 	n := 0
 	for start := int64(0); ; {
 		resp, err := client.GetServers(ctx, &channelzpb.GetServersRequest{StartServerId: start, MaxResults: c.pageSize()})
 		if err != nil {
-			return nil, callError(addr, "GetServers", err)
+			return nil, cz.callError(addr, "GetServers", err)
 		}
 		for _, srv := range resp.GetServer() {
 			start = srv.GetRef().GetServerId() + 1
@@ -259,9 +427,17 @@ func addrString(a *channelzpb.Address) string {
 	return netip.AddrPortFrom(ip.Unmap(), uint16(tcp.GetPort())).String()
 }
 
-// callError explains a failed channelz call.
-func callError(addr netip.AddrPort, method string, err error) error {
+// callError explains a failed channelz call: with the Dialer's error
+// when the call failed for want of a connection.
+func (cz *czConn) callError(addr netip.AddrPort, method string, err error) error {
+	cz.mu.Lock()
+	dialErr := cz.dialErr
+	cz.mu.Unlock()
 	switch status.Code(err) {
+	case codes.Unavailable:
+		if dialErr != nil {
+			return fmt.Errorf("%s: channelz %s: %w", addr, method, dialErr)
+		}
 	case codes.Unimplemented:
 		return fmt.Errorf("%s serves no channelz (grpc.channelz.v1 %s: Unimplemented); register google.golang.org/grpc/channelz/service on the server", addr, method)
 	case codes.DeadlineExceeded:

@@ -7,13 +7,11 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/loopback"
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
@@ -27,9 +25,10 @@ const PrometheusTimeout = 10 * time.Second
 // grpc_server_handled_total), with the target labels `pinlab lab targets`
 // gives (and common Kubernetes relabelling keeps): namespace and pod. The
 // health and channelz services' calls (probes, diagnose's own sampling)
-// are left out. Only a server inside 127.0.0.0/8 is queried.
+// are left out. The server is queried wherever its URL says.
 type Prometheus struct {
-	// URL is the server's base URL, e.g. "http://127.0.0.1:9090".
+	// URL is the server's base URL, e.g. "http://127.0.0.1:9090" or
+	// "https://prometheus.example.com/prom".
 	URL string
 	// NamespaceLabel and PodLabel name the target labels; empty means
 	// "namespace" and "pod".
@@ -146,18 +145,20 @@ func (p *Prometheus) Series(ctx context.Context, namespace string, pods []string
 	return len(vec), nil
 }
 
-// Check refuses a URL that is not http(s)://IP[:PORT] with the IP inside
-// 127.0.0.0/8; it does no I/O.
+// Check refuses a URL that is not http(s)://HOST[:PORT][/PATH], HOST a
+// name (localhost included) or an IP; the server is wherever the user
+// says. It does no I/O.
 func (p *Prometheus) Check() error {
 	u, err := url.Parse(p.URL)
-	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("prometheus: %q is not an http:// URL", p.URL)
+	switch {
+	case err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Hostname() == "":
+		return fmt.Errorf("prometheus: %q is not an http:// or https:// URL", p.URL)
+	case u.User != nil:
+		return fmt.Errorf("prometheus: %s://%s: a user and password in the URL would be printed with it; give a URL without them", u.Scheme, u.Host)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("prometheus: %q: give the base URL, without a query or fragment", p.URL)
 	}
-	ip, err := netip.ParseAddr(u.Hostname())
-	if err != nil {
-		return fmt.Errorf("prometheus: %q: give the server's IP, not a name (pinlab only talks to 127.0.0.0/8)", p.URL)
-	}
-	return loopback.CheckIP(ip)
+	return nil
 }
 
 func (p *Prometheus) queryError(err error) error {

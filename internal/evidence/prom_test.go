@@ -99,3 +99,31 @@ func TestCollectPrometheusNotCounters(t *testing.T) {
 		})
 	}
 }
+
+// TestPrometheusCheck: any http(s) URL the user names is taken, by name
+// (localhost included) or by IP, anywhere; what is not a base URL is
+// refused, and so is a password, which would be printed with the URL.
+func TestPrometheusCheck(t *testing.T) {
+	tests := []struct {
+		url, err string
+	}{
+		{url: "http://127.0.0.1:9090"},
+		{url: "http://localhost:1"},
+		{url: "http://prometheus.monitoring:9090"},
+		{url: "https://10.0.0.9:9090/prometheus"},
+		{url: "http://[::1]:9090"},
+		{url: "127.0.0.1:9090", err: "not an http:// or https:// URL"},
+		{url: "ftp://prometheus:9090", err: "not an http:// or https:// URL"},
+		{url: "http://", err: "not an http:// or https:// URL"},
+		{url: "http://bob:secret@prometheus:9090", err: "prometheus: http://prometheus:9090: a user and password in the URL"},
+		{url: "http://prometheus:9090/?query=up", err: "without a query or fragment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			err := (&evidence.Prometheus{URL: tt.url}).Check()
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) || err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("Check() = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
