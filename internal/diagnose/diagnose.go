@@ -13,6 +13,7 @@ package diagnose
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -45,6 +46,20 @@ const (
 	// health checker or a scraper stay at or below it. Connections at or
 	// below it are shown but left out of the judgement.
 	MinConnRate = 1.5
+	// ProbeRate is the calls per second a pod may receive on no
+	// connection any reading saw (connections opened and closed between
+	// two readings) and have them taken for probes and left out: the
+	// kubelet's gRPC liveness and readiness probes at their shortest
+	// period (1 s) open a connection per probe, as grpc_health_probe does.
+	// Above it, such calls are counted as clients' (short-lived
+	// connections).
+	ProbeRate = 2.0
+	// PoolShare: a client's connection counts as carrying its load when
+	// its rate is at least this share of the client's mean per
+	// connection (so a round_robin client's 0.9 calls/s on each of 10
+	// pods counts, a stray health-check connection beside a busy one
+	// does not).
+	PoolShare = 0.25
 )
 
 // Result is a diagnosis.
@@ -106,7 +121,13 @@ type PodRate struct {
 	Idle  bool    `json:"idle"`
 	// Failed is calls that failed per second.
 	Failed float64 `json:"failed_per_sec"`
-	// Conns is how many client connections the pod holds.
+	// Probes is the calls per second left out of Rate as probes': those
+	// on no connection a reading saw, up to ProbeRate, and those on the
+	// node's connections at or below MinConnRate (channelz rates only;
+	// Prometheus's leave the health service out by name).
+	Probes float64 `json:"probes_per_sec,omitempty"`
+	// Conns is how many client connections the pod holds at the last
+	// reading.
 	Conns int `json:"conns"`
 	// Newest is true for the pods created after every busy pod, when some
 	// pods are idle (those a scale-out added, typically).
@@ -137,8 +158,10 @@ type Client struct {
 	// Pods which pods, sorted.
 	Conns int      `json:"conns"`
 	Pods  []string `json:"pods"`
-	// Busy counts its connections that carried more than MinConnRate
-	// calls/s, and BusyPods their pods.
+	// Busy counts its connections that carried its load (over their own
+	// life, more than MinConnRate calls/s, or, when the client sends more
+	// than MinConnRate in all, at least PoolShare of its mean per
+	// connection), and BusyPods their pods.
 	Busy     int      `json:"busy_conns"`
 	BusyPods []string `json:"busy_pods,omitempty"`
 	// BusyNew counts its busy connections that opened during the window
@@ -149,7 +172,17 @@ type Client struct {
 	// the window.
 	Rate float64 `json:"rate_per_sec"`
 	// Proxy says why this client is an L7 proxy or has one, or is empty.
+	// A sidecar (its container or its injector's annotation) counts only
+	// when the client's calls reach more than one pod (or there is only
+	// one ready): a balancing proxy spreads them.
 	Proxy string `json:"proxy,omitempty"`
+	// Hint says why it might have a proxy that is not judged to be in
+	// the path: a sidecar whose calls all reach one of several pods.
+	Hint string `json:"hint,omitempty"`
+	// Shared says what several busy connections held from one address
+	// (opened before the window) can be: a channel pool, or several
+	// clients behind one address (a node's SNAT). Empty for one.
+	Shared string `json:"shared,omitempty"`
 }
 
 // Path is step 3.
@@ -181,7 +214,7 @@ type Fix struct {
 func Diagnose(ev evidence.Evidence) Result {
 	r := Result{Evidence: ev}
 	r.Rates = rates(ev)
-	r.Clients = clients(ev)
+	r.Clients = clients(ev, readyPods(ev))
 	r.Path = path(ev, r.Clients, r.Rates.Total)
 	judge(&r)
 	r.Why += notServingNote(r.Rates) + notReadyNote(r.Rates)
@@ -201,9 +234,15 @@ func rates(ev evidence.Evidence) Rates {
 	var r Rates
 	var xs []float64
 	for _, p := range ev.Pods {
-		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: len(p.Conns), Health: p.Health}
+		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: openConns(p), Health: p.Health}
 		if p.Sampled() {
-			pr.Rate, pr.Failed = perSec(p.Calls.Started, ev.Window), perSec(p.Calls.Failed, ev.Window)
+			started := p.Calls.Started
+			if ev.RatesFrom == "channelz" {
+				probes := probeCalls(ev, p)
+				started -= probes
+				pr.Probes = perSec(probes, ev.Window)
+			}
+			pr.Rate, pr.Failed = perSec(started, ev.Window), perSec(p.Calls.Failed, ev.Window)
 			if p.Ready && pr.notServing() {
 				r.NotServing = append(r.NotServing, p.Name)
 			} else if pr.counted() {
@@ -241,9 +280,56 @@ func rates(ev evidence.Evidence) Rates {
 	return r
 }
 
-// clients is step 2: connections grouped by remote IP.
-func clients(ev evidence.Evidence) []Client {
+// openConns counts p's connections open at the last reading.
+func openConns(p evidence.Pod) int {
+	n := 0
+	for _, c := range p.Conns {
+		if !c.Closed {
+			n++
+		}
+	}
+	return n
+}
+
+// connRate is the calls per second c carried over its own life (the
+// window when its life is unknown).
+func connRate(c evidence.Conn, window time.Duration) float64 {
+	if c.Life > 0 {
+		return perSec(c.Calls, c.Life)
+	}
+	return perSec(c.Calls, window)
+}
+
+// probeCalls returns the calls of p taken for probes': those on no
+// connection a reading saw, when at most ProbeRate per second, and those
+// on the node's connections that carried at most MinConnRate.
+func probeCalls(ev evidence.Evidence, p evidence.Pod) int64 {
+	var onConns, node int64
+	for _, c := range p.Conns {
+		onConns += c.Calls
+		if ap, err := netip.ParseAddrPort(c.Remote); err == nil && ev.Peers[ap.Addr().String()].Kind == "node" && connRate(c, ev.Window) <= MinConnRate {
+			node += c.Calls
+		}
+	}
+	loose := max(0, p.Calls.Started-onConns)
+	if perSec(loose, ev.Window) > ProbeRate {
+		loose = 0
+	}
+	return min(p.Calls.Started, node+loose)
+}
+
+// conn is one connection of a client, for clients' second pass.
+type conn struct {
+	pod  string
+	rate float64
+	new  bool
+}
+
+// clients is step 2: connections grouped by remote IP; ready is how many
+// of the Service's pods are ready.
+func clients(ev evidence.Evidence, ready int) []Client {
 	byIP := map[string]*Client{}
+	conns := map[string][]conn{}
 	for _, p := range ev.Pods {
 		for _, c := range p.Conns {
 			ap, err := netip.ParseAddrPort(c.Remote)
@@ -253,46 +339,23 @@ func clients(ev evidence.Evidence) []Client {
 			ip := ap.Addr().String()
 			cl := byIP[ip]
 			if cl == nil {
-				cl = &Client{IP: ip, Name: ip, Kind: "unknown"}
-				if peer, ok := ev.Peers[ip]; ok {
-					cl.Kind = peer.Kind
-					switch {
-					case peer.Kind == "node" && peer.Name != "":
-						cl.Name = "node " + peer.Name
-					case peer.Kind == "node":
-						cl.Name = "node " + ip // pods without spec.nodeName
-					case peer.Name != "":
-						cl.Name = peer.Name
-					}
-					cl.Proxy = sidecarSign(peer.Containers, peer.Annotations)
-					if peer.Kind == "endpoint" {
-						cl.Proxy = "an endpoint of Service " + peer.Namespace + "/" + peer.Name + " (a gateway or proxy in front)"
-					}
-				}
-				if cl.Proxy == "" {
-					cl.Proxy = loopbackSign(ap.Addr(), p.IP)
-				}
+				cl = newClient(ev, ip, ap.Addr(), p.IP)
 				byIP[ip] = cl
 			}
-			cl.Conns++
-			rate := perSec(c.Calls, ev.Window)
-			cl.Rate += rate
+			if !c.Closed {
+				cl.Conns++
+			}
+			cl.Rate += perSec(c.Calls, ev.Window)
 			if !slices.Contains(cl.Pods, p.Name) {
 				cl.Pods = append(cl.Pods, p.Name)
 			}
-			if rate > MinConnRate {
-				cl.Busy++
-				if c.New {
-					cl.BusyNew++
-				}
-				if !slices.Contains(cl.BusyPods, p.Name) {
-					cl.BusyPods = append(cl.BusyPods, p.Name)
-				}
-			}
+			conns[ip] = append(conns[ip], conn{p.Name, connRate(c, ev.Window), c.New})
 		}
 	}
 	var out []Client
-	for _, c := range byIP {
+	for ip, c := range byIP {
+		busy(c, conns[ip])
+		sidecarInPath(c, ready)
 		slices.Sort(c.Pods)
 		slices.Sort(c.BusyPods)
 		out = append(out, *c)
@@ -301,4 +364,71 @@ func clients(ev evidence.Evidence) []Client {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), netip.MustParseAddr(a.IP).Compare(netip.MustParseAddr(b.IP)))
 	})
 	return out
+}
+
+// newClient names the client at ip (addr) of a pod at podIP and says why
+// it is, or has, a proxy.
+func newClient(ev evidence.Evidence, ip string, addr netip.Addr, podIP string) *Client {
+	cl := &Client{IP: ip, Name: ip, Kind: "unknown"}
+	if peer, ok := ev.Peers[ip]; ok {
+		cl.Kind = peer.Kind
+		switch {
+		case peer.Kind == "node" && peer.Name != "":
+			cl.Name = "node " + peer.Name
+		case peer.Kind == "node":
+			cl.Name = "node " + ip // pods without spec.nodeName
+		case peer.Name != "":
+			cl.Name = peer.Name
+		}
+		cl.Proxy = sidecarSign(peer.Containers, peer.Annotations)
+		if peer.Kind == "endpoint" {
+			cl.Proxy = "an endpoint of Service " + peer.Namespace + "/" + peer.Name + " (a gateway or proxy in front)"
+		}
+	}
+	if cl.Proxy == "" {
+		cl.Proxy = loopbackSign(addr, podIP)
+	}
+	return cl
+}
+
+// busy sets c's busy connections and pods from its connections cs, and
+// says why one address holds several.
+func busy(c *Client, cs []conn) {
+	withCalls := 0
+	for _, x := range cs {
+		if x.rate > 0 {
+			withCalls++
+		}
+	}
+	for _, x := range cs {
+		// The node's connections are judged one by one: each of the
+		// kubelet's probes is its own.
+		pooled := c.Kind != "node" && c.Rate > MinConnRate && x.rate > 0 && x.rate >= PoolShare*c.Rate/float64(withCalls)
+		if x.rate > MinConnRate || pooled {
+			c.Busy++
+			if x.new {
+				c.BusyNew++
+			}
+			if !slices.Contains(c.BusyPods, x.pod) {
+				c.BusyPods = append(c.BusyPods, x.pod)
+			}
+		}
+	}
+	switch {
+	case c.Busy-c.BusyNew <= 1:
+	case c.Kind == "pod":
+		c.Shared = "a pool of channels, or several processes in the pod"
+	default:
+		c.Shared = "a pool of channels, or several clients behind one address (a node's SNAT, a NAT gateway)"
+	}
+}
+
+// sidecarInPath demotes c's sidecar to a Hint when its calls all reach
+// one of several ready pods: a balancing proxy would spread them.
+func sidecarInPath(c *Client, ready int) {
+	if c.Kind != "pod" || c.Proxy == "" || inbound(*c) || len(c.BusyPods) != 1 || ready < 2 {
+		return
+	}
+	c.Hint = fmt.Sprintf("%s, but its calls reach 1 of %d ready pods over %s: the sidecar does not balance them (traffic not intercepted, or its port skipped)", c.Proxy, ready, plural(c.Busy, "connection"))
+	c.Proxy = ""
 }

@@ -1,6 +1,7 @@
 package diagnose_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,12 +84,13 @@ func TestDiagnose(t *testing.T) {
 		verdict diagnose.Verdict
 		cause   string
 		proxy   bool
-		why     string // a part of Why, if not empty
+		why     string   // a part of Why, if not empty
+		fixes   []string // fix names that must be among Fixes
 	}{
 		// A fresh user's 3 pods turned not ready while 4 clients kept 1000
 		// calls/s on them: no pod to measure, but the cause is plain.
 		{name: "every pod not ready, still serving", ev: allNotReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 250, 1: 250}}, {Calls: map[int]float64{2: 250, 3: 250}}, {Calls: map[int]float64{-1: 1}}}, 4, nil)), verdict: diagnose.Pinned, cause: "stale-addresses",
-			why: "none of the 3 pods of shop/pricing is ready (0 of 3 endpoints ready), yet pricing-0, pricing-1 served 1001 calls/s; 4 clients hold 1 busy connection each"},
+			why: "none of the 3 pods of shop/pricing is ready (0 of 3 endpoints ready), yet pricing-0, pricing-1 served 1000 calls/s; 4 clients hold 1 busy connection each"},
 		// A fresh tester's pods turned not ready with no client calling:
 		// the kubelet's probes (1 call/s per pod) are no stale client.
 		{name: "every pod not ready, only probes", ev: allNotReady(evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil)), verdict: diagnose.Unknown, cause: "no-samples", why: "none of the 3 pods of shop/pricing is ready"},
@@ -104,11 +106,22 @@ func TestDiagnose(t *testing.T) {
 		{name: "headless pick_first", ev: evidencetest.Build(true, pinnedPods(), 4, nil), verdict: diagnose.Pinned, cause: "headless-pick-first"},
 		{name: "headless round_robin", ev: evidencetest.Build(true, spread(4, 2, 100), 2, nil), verdict: diagnose.Balanced},
 		{name: "round_robin, pods added after resolution", ev: evidencetest.Build(true, stale, 2, nil), verdict: diagnose.Pinned, cause: "added-after-resolution"},
-		{name: "client sidecars, even", ev: evidencetest.Build(false, spread(4, 2, 100), 2, istio), verdict: diagnose.Balanced, proxy: true},
-		{name: "client sidecars, skewed", ev: evidencetest.Build(false, pinnedPods(), 4, istio), verdict: diagnose.Unknown, cause: "l7-proxy", proxy: true},
+		{name: "client sidecars, even", ev: evidencetest.WithClientContainers(evidencetest.Build(false, spread(4, 2, 100), 2, istio), "order", "istio-proxy"), verdict: diagnose.Balanced, proxy: true},
+		// A peak_ewma sidecar favours the fast pods: its own skew, not
+		// pinning; never "add a proxy".
+		{name: "client sidecars, skewed by their policy", ev: evidencetest.WithClientContainers(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 200, 1: 200}}, {Calls: map[int]float64{0: 200, 1: 200}}, {Calls: map[int]float64{0: 2, 1: 2}}}, 2, istio), "order", "linkerd-proxy"),
+			verdict: diagnose.Unknown, cause: "l7-proxy", proxy: true},
+		// A tester's Linkerd annotation on client pods that each hold one
+		// connection to one pod: no balancing proxy is in their path.
+		{name: "mesh annotation without its proxy", ev: evidencetest.Build(false, pinnedPods(), 4, map[string]string{"linkerd.io/proxy-version": "stable-2.14"}),
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "Service shop/pricing is a ClusterIP"},
+		// A sidecar that lets the calls bypass it (port skipped): one
+		// connection to one of 10 pods per client.
+		{name: "client sidecars bypassed", ev: evidencetest.WithClientContainers(evidencetest.Build(false, pinnedPods(), 4, istio), "order", "istio-proxy"),
+			verdict: diagnose.Pinned, cause: "clusterip-connection", fixes: []string{"route the calls through the clients' sidecar"}},
 		{name: "inbound sidecars", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-2: 500}}, {Calls: map[int]float64{-2: 10}}}, 0, nil), verdict: diagnose.Unknown, cause: "inbound-proxy"},
 		{name: "no calls", ev: evidencetest.Build(false, []pod{{}, {}}, 0, nil), verdict: diagnose.Unknown, cause: "no-calls"},
-		{name: "probes only", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil), verdict: diagnose.Unknown, cause: "no-clients"},
+		{name: "probes only", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{-1: 1}}, {Calls: map[int]float64{-1: 1}}}, 0, nil), verdict: diagnose.Unknown, cause: "no-calls", why: "2.0 calls/s of probes"},
 		// A fresh user's scale from 6 to 8 under round_robin, rates from
 		// Prometheus, which had no series yet for the 2 new pods: even over
 		// the 6 read, never balanced.
@@ -143,6 +156,11 @@ func TestDiagnose(t *testing.T) {
 			}
 			if !strings.Contains(r.Why, tt.why) {
 				t.Errorf("why: %s\nwant it to contain %q", r.Why, tt.why)
+			}
+			for _, f := range tt.fixes {
+				if !slices.ContainsFunc(r.Fixes, func(x diagnose.Fix) bool { return x.Name == f }) {
+					t.Errorf("fixes %+v; want %q among them", r.Fixes, f)
+				}
 			}
 			if r.Verdict == diagnose.Pinned && (len(r.Fixes) == 0 || r.Reproduce == "") {
 				t.Errorf("pinned without fixes or a scenario: %+v", r)

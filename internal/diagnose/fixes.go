@@ -39,6 +39,13 @@ var (
 		Scenario: "pinlab lab run l7-proxy",
 	}
 
+	fixMeshBypassed = Fix{
+		Name:     "route the calls through the clients' sidecar",
+		How:      "the clients have a mesh sidecar, but their calls reach one pod over their own connection: make the sidecar carry them (do not skip the port in the injector's outbound exclusions; dial the Service's ClusterIP name, which the mesh balances per call, not pod IPs)",
+		TradeOff: "the mesh's hop and its configuration on every call; the sidecar's own policy decides the spread",
+		Scenario: "pinlab lab run l7-proxy",
+	}
+
 	fixHealthCheck = Fix{
 		Name:     "client-side health checking",
 		How:      "round_robin with the service config's healthCheckConfig {serviceName: \"\"} and the servers' grpc.health.v1 reporting NOT_SERVING when not ready: the channel stops calling that pod at once",

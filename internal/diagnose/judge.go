@@ -26,7 +26,7 @@ func judge(r *Result) {
 		r.set(Unknown, "no-samples", noSamples(r))
 		return
 	case rt.Total == 0:
-		r.set(Unknown, "no-calls", fmt.Sprintf("no calls reached the %d ready pods of %s during the %s window: run it while clients call the Service", rt.Counted, svc, seconds(ev.Window)))
+		r.set(Unknown, "no-calls", fmt.Sprintf("no client calls reached the %d ready pods of %s during the %s window%s: run it while clients call the Service", rt.Counted, svc, seconds(ev.Window), probesNote(rt)))
 		return
 	}
 	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %.0f calls/s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, rt.Total)
@@ -50,7 +50,7 @@ func judge(r *Result) {
 		r.Reproduce = "pinlab lab run l7-proxy"
 		return
 	case len(direct) == 0:
-		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client connection open at the end of the window carried more than %.1f calls/s: the calls seen are probes' and scrapers', or went over connections that closed meanwhile", skew, MinConnRate))
+		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client sent more than %.1f calls/s over the connections the readings saw: the calls seen are probes' and scrapers', or went over connections that opened and closed between two readings; run it again with a longer --window while clients call the Service", skew, MinConnRate))
 		return
 	case balanced:
 		r.set(Balanced, "", fmt.Sprintf("%s; %s%s", skew, connSummary(direct), rotationNote(direct)))
@@ -62,21 +62,112 @@ func judge(r *Result) {
 	}
 	idleNoConn, idleNewest := idlePods(rt, direct)
 	switch {
+	case !balanced && perPodNames(ev) != "" && (allOne(direct) || len(idleNoConn) > 0):
+		r.set(Unknown, "per-pod-addressing", fmt.Sprintf("%s; %s. Service %s is the headless Service of %s, which gives each pod a DNS name of its own: clients that dial one pod by name on purpose (a shard, a leader) hold one connection to it, and then the skew is by design. If the clients dial %s itself, it is pick_first on a headless Service and round_robin fixes it: the clients' target (dns:///%s.%s.svc... or a pod's name) settles it", skew, connSummary(direct), svc, perPodNames(ev), ev.Service.Name, ev.Service.Name, ev.Service.Namespace))
 	case allOne(direct) && ev.Service.Headless():
-		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest)))
-		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant headless-pf", headlessPickFirstFixes
-	case allOne(direct):
-		r.set(Pinned, "clusterip-connection", fmt.Sprintf("%s; %s. Service %s is a ClusterIP: kube-proxy picks a pod once per connection and gRPC sends every call over one long-lived HTTP/2 connection, so each client's calls all land on the pod its connection got%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest)))
-		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant clusterip", clusterIPFixes
+		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest), siblingNote(ev)))
+		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant headless-pf", withoutProxyFix(r.Clients, headlessPickFirstFixes)
+	case allOne(direct), !ev.Service.Headless() && len(idleNoConn) > 0:
+		r.set(Pinned, "clusterip-connection", fmt.Sprintf("%s; %s. Service %s is a ClusterIP: kube-proxy picks a pod once per connection and gRPC sends every call over one long-lived HTTP/2 connection, so each client's calls all land on the pods its connections got%s%s%s", skew, connSummary(direct), svc, sharedNote(direct), newestNote(rt, idleNewest), siblingNote(ev)))
+		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant clusterip", withoutProxyFix(r.Clients, clusterIPFixes)
 	case len(idleNewest) > 0 && len(idleNewest) == len(idleNoConn) && len(idleNoConn) == rt.Idle:
-		r.set(Pinned, "added-after-resolution", fmt.Sprintf("%s; %s: the clients balance over the pods they resolved, but the %d pods created after every busy one (%s) have no connection: they were added after the clients' last DNS resolution, and gRPC re-resolves only when a connection breaks or a GOAWAY arrives (grpc-go at most once per 30 s), not on the TTL", skew, connSummary(direct), len(idleNewest), list(idleNewest)))
-		r.Reproduce, r.Fixes = "pinlab lab run no-reresolve", staleFixes
+		r.set(Pinned, "added-after-resolution", fmt.Sprintf("%s; %s: the clients balance over the pods they resolved, but the %d pods created after every busy one (%s) have no busy connection: they were added after the clients' last DNS resolution, and gRPC re-resolves only when a connection breaks or a GOAWAY arrives (grpc-go at most once per 30 s), not on the TTL", skew, connSummary(direct), len(idleNewest), list(idleNewest)))
+		r.Reproduce, r.Fixes = "pinlab lab run no-reresolve", withoutProxyFix(r.Clients, staleFixes)
 	case len(idleNoConn) > 0:
-		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no client connection, so calls can only go where the clients' few connections are", skew, connSummary(direct), len(idleNoConn), list(idleNoConn)))
-		r.Reproduce, r.Fixes = "pinlab lab run same-effect", clusterIPFixes
+		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no busy client connection, so calls can only go where the clients' few connections are%s", skew, connSummary(direct), len(idleNoConn), list(idleNoConn), sharedNote(direct)))
+		r.Reproduce, r.Fixes = "pinlab lab run same-effect", withoutProxyFix(r.Clients, clusterIPFixes)
 	default:
-		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct)))
+		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds busy client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct)))
 	}
+}
+
+// siblingNote says, when Services of the other kind (headless or
+// ClusterIP) select the same pods, that the servers cannot tell which
+// name the clients dialled, and what the other one means; else "".
+func siblingNote(ev evidence.Evidence) string {
+	var other []string
+	for _, s := range ev.Siblings {
+		if s.Headless() != ev.Service.Headless() {
+			other = append(other, fmt.Sprintf("%s (%s)", s.Name, kindName(s)))
+		}
+	}
+	if len(other) == 0 {
+		return ""
+	}
+	mech := "through a headless one a pick_first client connects to one address"
+	if ev.Service.Headless() {
+		mech = "through a ClusterIP kube-proxy picks a pod once per connection"
+	}
+	return fmt.Sprintf(". %s also select these pods, and the servers cannot tell which name the clients dialled: %s, and the same one-connection pinning follows", strings.Join(other, " and "), mech)
+}
+
+// kindName is "headless" or the Service's type.
+func kindName(s evidence.Service) string {
+	if s.Headless() {
+		return "headless"
+	}
+	return s.Type
+}
+
+// perPodNames names the StatefulSets whose headless Service ev's is
+// (spec.serviceName), or returns "".
+func perPodNames(ev evidence.Evidence) string {
+	if !ev.Service.Headless() {
+		return ""
+	}
+	var out []string
+	for _, w := range ev.Service.Workloads {
+		if w.Kind == "StatefulSet" && w.ServiceName == ev.Service.Name {
+			out = append(out, "StatefulSet "+w.Name)
+		}
+	}
+	return strings.Join(out, " and ")
+}
+
+// sharedNote says which clients hold several busy connections from one
+// address; empty when none does.
+func sharedNote(cls []Client) string {
+	var out []string
+	for _, c := range cls {
+		if c.Shared != "" {
+			out = append(out, fmt.Sprintf("%s holds %d busy connections from one address (%s)", c.Name, c.Busy-c.BusyNew, c.Shared))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	if len(out) > 3 {
+		out = append(out[:3], fmt.Sprintf("%d more alike", len(out)-3))
+	}
+	return "; " + strings.Join(out, "; ")
+}
+
+// withoutProxyFix replaces the L7 proxy fix with making the clients'
+// sidecars carry the calls when some client already has one (a Hint): it
+// is there, and the calls bypass it.
+func withoutProxyFix(cls []Client, fixes []Fix) []Fix {
+	if !slices.ContainsFunc(cls, func(c Client) bool { return c.Hint != "" && c.Busy > 0 }) {
+		return fixes
+	}
+	out := slices.Clone(fixes)
+	for i, f := range out {
+		if f.Name == fixProxy.Name {
+			out[i] = fixMeshBypassed
+		}
+	}
+	return out
+}
+
+// probesNote gives the calls left out as probes', or "".
+func probesNote(rt Rates) string {
+	var sum float64
+	for _, p := range rt.Pods {
+		sum += p.Probes
+	}
+	if sum == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.1f calls/s of probes, on connections opened per call or from the node, left out)", sum)
 }
 
 // notServingNote says which ready pods report NOT_SERVING and whether

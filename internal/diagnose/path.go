@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -25,11 +26,23 @@ var sidecarAnnotations = []struct{ key, value, mesh string }{
 // sidecarSign says why a pod with these containers and annotations has an
 // L7 sidecar, or returns "".
 func sidecarSign(containers []string, annotations map[string]string) string {
+	return cmp.Or(annotationSign(annotations), containerSign(containers))
+}
+
+// annotationSign names the mesh whose injector annotated a pod, or
+// returns "": a hint only, as the annotation can outlive the proxy or be
+// copied onto pods without one.
+func annotationSign(annotations map[string]string) string {
 	for _, a := range sidecarAnnotations {
 		if v, ok := annotations[a.key]; ok && (a.value == "" || v == a.value) {
 			return fmt.Sprintf("%s sidecar (annotation %s)", a.mesh, a.key)
 		}
 	}
+	return ""
+}
+
+// containerSign names a pod's L7 sidecar container, or returns "".
+func containerSign(containers []string) string {
 	for _, c := range containers {
 		if slices.Contains(sidecarContainers, c) {
 			return fmt.Sprintf("sidecar container %q", c)
@@ -76,6 +89,9 @@ func path(ev evidence.Evidence, cls []Client, total float64) Path {
 	}
 	var via float64
 	for _, c := range cls {
+		if c.Hint != "" && c.Busy > 0 {
+			p.Signs = append(p.Signs, fmt.Sprintf("client %s: %s", c.Name, c.Hint))
+		}
 		if c.Proxy == "" || inbound(c) {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,11 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults and bounds of Collect.
 const (
-	// DefaultWindow is the time between the two samples.
+	// DefaultWindow is the time from the first reading of each pod to
+	// its last.
 	DefaultWindow = 5 * time.Second
 	// ObjectsTimeout bounds listing the objects.
 	ObjectsTimeout = 10 * time.Second
@@ -27,6 +30,9 @@ const (
 	SampleTimeout = 5 * time.Second
 	// Parallel is how many pods are sampled at once.
 	Parallel = 8
+	// MaxReadings bounds the readings after the first: one a second up
+	// to this many, then evenly spread over the window.
+	MaxReadings = 10
 )
 
 // ErrNoService is returned (wrapped) by Collect when the Service does not
@@ -36,7 +42,12 @@ var ErrNoService = errors.New("no such Service")
 // Request says what to collect.
 type Request struct {
 	Namespace, Service string
-	// Window is the time between the two samples; 0 means DefaultWindow.
+	// Port names or numbers the Service port whose pods' servers are
+	// read; empty: the only port, else the first that says gRPC (its
+	// appProtocol or name), else the first.
+	Port string
+	// Window is the time from the first reading to the last; 0 means
+	// DefaultWindow.
 	Window time.Duration
 	// Sampler reads the pods; nil means a Channelz closed by Collect.
 	Sampler Sampler
@@ -50,12 +61,13 @@ type Request struct {
 }
 
 // Collect lists src's objects, finds the Service and its pods, and samples
-// each pod twice, Window apart (Parallel pods at once, each sample bounded
+// each pod several times over Window (see readings; Parallel pods at
+// once, each sample bounded
 // by SampleTimeout). A pod that cannot be sampled keeps its Err and the
 // others are still measured; so Collect returns an error only when the
 // objects cannot be listed (bounded by ObjectsTimeout), the Service does
 // not exist (ErrNoService), or ctx ended (ctx's error, with what was
-// collected before). It blocks for about Window plus two samples.
+// collected before). It blocks for about Window plus one round of readings.
 func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	if req.Window <= 0 {
 		req.Window = DefaultWindow
@@ -74,7 +86,7 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 		}
 		return Evidence{}, fmt.Errorf("evidence: listing objects from %s: %w", src, err)
 	}
-	ev, err := FromObjects(objs, req.Namespace, req.Service)
+	ev, err := FromObjects(objs, req.Namespace, req.Service, req.Port)
 	if err != nil {
 		return Evidence{}, err
 	}
@@ -151,7 +163,11 @@ func (ev *Evidence) noIncrease(ctx context.Context, p *Prometheus, pods []string
 // FromObjects finds the Service namespace/name in objs and returns the
 // Evidence of its objects, pods not yet sampled (their Addr set to their
 // gRPC server's address where it can be told).
-func FromObjects(objs Objects, namespace, name string) (Evidence, error) {
+//
+// port names or numbers the Service port to diagnose (see servicePort);
+// empty chooses one. An unknown port is an error naming the Service's
+// ports.
+func FromObjects(objs Objects, namespace, name, port string) (Evidence, error) {
 	var svc *corev1.Service
 	var names []string
 	for i, s := range objs.Services {
@@ -162,19 +178,30 @@ func FromObjects(objs Objects, namespace, name string) (Evidence, error) {
 			}
 		}
 	}
-	if svc == nil {
-		there := "none"
-		if len(names) > 0 {
-			slices.Sort(names)
-			there = strings.Join(names, ", ")
-		}
-		return Evidence{}, fmt.Errorf("evidence: %w: %q in namespace %q (Services there: %s)", ErrNoService, name, namespace, there)
+	switch {
+	case svc == nil && len(names) == 0:
+		return Evidence{}, fmt.Errorf("evidence: %w: %q: namespace %q has no Services at all (does it exist? name the Service's namespace with -n)", ErrNoService, name, namespace)
+	case svc == nil:
+		slices.Sort(names)
+		return Evidence{}, fmt.Errorf("evidence: %w: %q in namespace %q (Services there: %s)", ErrNoService, name, namespace, strings.Join(names, ", "))
+	}
+	sp, err := servicePort(*svc, port)
+	if err != nil {
+		return Evidence{}, err
 	}
 	ev := Evidence{Service: service(*svc, objs.EndpointSlices), Peers: map[string]Peer{}}
 	ev.Service.Workloads = workloads(*svc, objs)
+	if len(svc.Spec.Ports) > 0 {
+		ev.Service.Port = portList([]corev1.ServicePort{sp})
+	}
 	pods := selected(*svc, objs)
+	own := slicesOf(*svc, objs.EndpointSlices)
 	for _, p := range pods {
-		ev.Pods = append(ev.Pods, podOf(p, grpcPort(*svc, p, objs.EndpointSlices)))
+		port := 0
+		if len(svc.Spec.Ports) > 0 {
+			port = podPort(sp, p, own)
+		}
+		ev.Pods = append(ev.Pods, podOf(p, port))
 	}
 	slices.SortFunc(ev.Pods, func(a, b Pod) int { return cmp.Compare(a.Name, b.Name) })
 	for _, s := range objs.Services {
@@ -214,20 +241,20 @@ func workloads(s corev1.Service, objs Objects) []Workload {
 	}
 	sel := labels.SelectorFromSet(s.Spec.Selector)
 	var out []Workload
-	add := func(kind, ns, name string, replicas *int32, tmpl corev1.PodTemplateSpec) {
+	add := func(kind, ns, name, serviceName string, replicas *int32, tmpl corev1.PodTemplateSpec) {
 		if ns == s.Namespace && sel.Matches(labels.Set(tmpl.Labels)) {
 			n := int32(1) // the API server's default
 			if replicas != nil {
 				n = *replicas
 			}
-			out = append(out, Workload{Kind: kind, Name: name, Replicas: n})
+			out = append(out, Workload{Kind: kind, Name: name, Replicas: n, ServiceName: serviceName})
 		}
 	}
 	for _, d := range objs.Deployments {
-		add("Deployment", d.Namespace, d.Name, d.Spec.Replicas, d.Spec.Template)
+		add("Deployment", d.Namespace, d.Name, "", d.Spec.Replicas, d.Spec.Template)
 	}
 	for _, st := range objs.StatefulSets {
-		add("StatefulSet", st.Namespace, st.Name, st.Spec.Replicas, st.Spec.Template)
+		add("StatefulSet", st.Namespace, st.Name, st.Spec.ServiceName, st.Spec.Replicas, st.Spec.Template)
 	}
 	return out
 }
@@ -282,17 +309,58 @@ func overlaps(a, b []corev1.Pod) bool {
 	return false
 }
 
-// grpcPort returns the port the Service sends to on p: its first port's
-// number in the Service's EndpointSlices, else its targetPort (a number,
-// or p's containerPort of that name), else the port itself.
-func grpcPort(s corev1.Service, p corev1.Pod, all []discoveryv1.EndpointSlice) int {
-	if len(s.Spec.Ports) == 0 {
-		return 0
+// servicePort returns the port of s to diagnose: the one named or
+// numbered want (an error listing s's ports when none is); else the only
+// one; else the first whose appProtocol is grpc or kubernetes.io/h2c, or
+// whose name is "grpc" or begins with "grpc-"; else the first.
+func servicePort(s corev1.Service, want string) (corev1.ServicePort, error) {
+	ports := s.Spec.Ports
+	if len(ports) == 0 {
+		return corev1.ServicePort{}, nil
 	}
-	sp := s.Spec.Ports[0]
-	for _, sl := range slicesOf(s, all) {
+	if want != "" {
+		for _, p := range ports {
+			if p.Name == want || strconv.Itoa(int(p.Port)) == want {
+				return p, nil
+			}
+		}
+		return corev1.ServicePort{}, fmt.Errorf("evidence: Service %s/%s has no port %q (its ports: %s)", s.Namespace, s.Name, want, portList(ports))
+	}
+	for _, p := range ports {
+		ap := ptr.Deref(p.AppProtocol, "")
+		if ap == "grpc" || ap == "kubernetes.io/h2c" || p.Name == "grpc" || strings.HasPrefix(p.Name, "grpc-") {
+			return p, nil
+		}
+	}
+	return ports[0], nil
+}
+
+// portList names ports as "name:port" (or "port" when unnamed).
+func portList(ports []corev1.ServicePort) string {
+	var out []string
+	for _, p := range ports {
+		if p.Name != "" {
+			out = append(out, fmt.Sprintf("%s:%d", p.Name, p.Port))
+		} else {
+			out = append(out, strconv.Itoa(int(p.Port)))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// podPort returns the port the Service port sp sends to on pod p: the
+// port of sp's name in the EndpointSlice that lists p (a named targetPort
+// can resolve differently per pod, and the EndpointSlice controller puts
+// such pods in different slices), else sp's targetPort (a number, or p's
+// containerPort of that name), else sp's port; 0 when p has no port of
+// that name.
+func podPort(sp corev1.ServicePort, p corev1.Pod, slices []discoveryv1.EndpointSlice) int {
+	for _, sl := range slices {
+		if !lists(sl, p) {
+			continue
+		}
 		for _, ep := range sl.Ports {
-			if ep.Port != nil && (ep.Name == nil && sp.Name == "" || ep.Name != nil && *ep.Name == sp.Name) {
+			if ep.Port != nil && ptr.Deref(ep.Name, "") == sp.Name {
 				return int(*ep.Port)
 			}
 		}
@@ -312,6 +380,23 @@ func grpcPort(s corev1.Service, p corev1.Pod, all []discoveryv1.EndpointSlice) i
 		return 0
 	}
 	return int(sp.Port)
+}
+
+// lists reports whether the EndpointSlice sl has an endpoint for pod p
+// (by its targetRef, else by its IP).
+func lists(sl discoveryv1.EndpointSlice, p corev1.Pod) bool {
+	for _, ep := range sl.Endpoints {
+		if r := ep.TargetRef; r != nil && r.Kind == "Pod" {
+			if r.Name == p.Name && (r.Namespace == "" || r.Namespace == p.Namespace) {
+				return true
+			}
+			continue
+		}
+		if p.Status.PodIP != "" && slices.Contains(ep.Addresses, p.Status.PodIP) {
+			return true
+		}
+	}
+	return false
 }
 
 // podOf summarises p, its gRPC server at port (0: unknown).
@@ -372,42 +457,62 @@ func (ev *Evidence) peers(objs Objects, svc corev1.Service) {
 	}
 }
 
-// sample reads every pod with an address twice, window apart, and sets
-// Window, each pod's Calls (the sampler's own channelz calls taken out) and
-// Conns, or its Err.
+// readings returns how many readings Collect takes over window: one a
+// second (one every window/MaxReadings for windows over MaxReadings
+// seconds), two at least.
+func readings(window time.Duration) int {
+	return 1 + min(MaxReadings, max(1, int(window/time.Second)))
+}
+
+// sample reads every pod with an address several times over window (see
+// readings; a round that runs late starts the next at once) and sets
+// Window, Readings, each pod's Calls (the sampler's own channelz calls
+// taken out) and Conns, or its Err. A pod is judged on its first and last
+// good readings; its connections on every reading that saw them.
 func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration) error {
-	first := ev.sampleAll(ctx, s)
-	if err := sleep(ctx, window); err != nil {
-		return err
+	n := readings(window)
+	start := time.Now()
+	rounds := make([][]result, 0, n)
+	for k := range n {
+		if k > 0 {
+			if err := sleep(ctx, time.Until(start.Add(window*time.Duration(k)/time.Duration(n-1)))); err != nil {
+				return err
+			}
+		}
+		rounds = append(rounds, ev.sampleAll(ctx, s))
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
-	second := ev.sampleAll(ctx, s)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	ev.Readings = n
 	var took []time.Duration
 	for i := range ev.Pods {
 		p := &ev.Pods[i]
 		if p.Err != "" {
 			continue
 		}
-		a, b := first[i], second[i]
-		switch {
-		case a.err != nil:
-			p.Err = a.err.Error()
-		case b.err != nil:
-			p.Err = b.err.Error()
-		default:
-			p.Calls = Calls{
-				Started:   max(0, b.Calls.Started-a.Calls.Started-(b.Own.Started-a.Own.Started)),
-				Succeeded: max(0, b.Calls.Succeeded-a.Calls.Succeeded-(b.Own.Succeeded-a.Own.Succeeded)),
-				Failed:    max(0, b.Calls.Failed-a.Calls.Failed-(b.Own.Failed-a.Own.Failed)),
+		var good []Sample
+		var firstErr error
+		for _, r := range rounds {
+			if r[i].err != nil {
+				firstErr = cmp.Or(firstErr, r[i].err)
+				continue
 			}
-			p.Conns, p.Health = conns(a.Sample, b.Sample), b.Health
-			took = append(took, b.At.Sub(a.At))
+			good = append(good, r[i].Sample)
 		}
-		if p.Err != "" {
+		if len(good) < 2 {
+			p.Err = cmp.Or(firstErr, errors.New("read fewer than twice")).Error()
 			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: %s", p.Name, p.Err))
+			continue
 		}
+		a, b := good[0], good[len(good)-1]
+		p.Calls = Calls{
+			Started:   max(0, b.Calls.Started-a.Calls.Started-(b.Own.Started-a.Own.Started)),
+			Succeeded: max(0, b.Calls.Succeeded-a.Calls.Succeeded-(b.Own.Succeeded-a.Own.Succeeded)),
+			Failed:    max(0, b.Calls.Failed-a.Calls.Failed-(b.Own.Failed-a.Own.Failed)),
+		}
+		p.Conns, p.Health = conns(good), b.Health
+		took = append(took, b.At.Sub(a.At))
 	}
 	if len(took) > 0 {
 		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
@@ -444,17 +549,40 @@ func (ev *Evidence) sampleAll(ctx context.Context, s Sampler) []result {
 	return out
 }
 
-// conns returns the connections of b with their calls since a.
-func conns(a, b Sample) []Conn {
-	var out []Conn
-	for id, s := range b.Sockets {
-		c := Conn{Remote: s.Remote, Total: s.Streams, Calls: s.Streams, New: true}
-		if old, ok := a.Sockets[id]; ok {
-			c.Calls, c.New = s.Streams-old.Streams, false
+// conns returns every connection seen in the readings rs (in time
+// order), with the calls started on it from the first reading to the last
+// that saw it (all of them when it opened after the first reading) and the
+// time it was seen open: from the first reading, or from the reading
+// before the one it first appeared in, to the last reading that saw it.
+func conns(rs []Sample) []Conn {
+	type seen struct {
+		first, last int
+	}
+	at := map[int64]*seen{}
+	for k, r := range rs {
+		for id := range r.Sockets {
+			if s := at[id]; s != nil {
+				s.last = k
+			} else {
+				at[id] = &seen{k, k}
+			}
 		}
+	}
+	last := len(rs) - 1
+	var out []Conn
+	for id, s := range at {
+		now := rs[s.last].Sockets[id]
+		c := Conn{Remote: now.Remote, Total: now.Streams, Calls: now.Streams, Closed: s.last < last}
+		from := rs[0].At
+		if s.first == 0 {
+			c.Calls = now.Streams - rs[0].Sockets[id].Streams
+		} else {
+			c.New, from = true, rs[s.first-1].At
+		}
+		c.Life = rs[s.last].At.Sub(from)
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(x, y Conn) int { return cmp.Compare(x.Remote, y.Remote) })
+	slices.SortFunc(out, func(x, y Conn) int { return cmp.Or(cmp.Compare(x.Remote, y.Remote), cmp.Compare(x.Calls, y.Calls)) })
 	return out
 }
 

@@ -52,9 +52,11 @@ type Evidence struct {
 	// Siblings are the other Services of the namespace that select the
 	// same pods (a headless twin of a ClusterIP Service, say).
 	Siblings []Service `json:"siblings,omitempty"`
-	// Window is the time between the two samples, as measured; zero when
-	// no pod could be sampled twice.
-	Window time.Duration `json:"window_ns"`
+	// Window is the time from the first reading of the pods to the last,
+	// as measured (the median over the pods); zero when no pod could be
+	// read twice. Readings is how many readings were taken of each pod.
+	Window   time.Duration `json:"window_ns"`
+	Readings int           `json:"readings,omitempty"`
 	// Pods are the Service's pods: the pods its selector matches, else the
 	// pods named by its EndpointSlices; sorted by name.
 	Pods []Pod `json:"pods"`
@@ -79,8 +81,10 @@ type Service struct {
 	// Service.
 	ClusterIP string            `json:"cluster_ip"`
 	Selector  map[string]string `json:"selector,omitempty"`
-	// Ports are the Service's ports.
+	// Ports are the Service's ports; Port is the one diagnosed, as
+	// "name:port" (or "port" when unnamed).
 	Ports []int32 `json:"ports"`
+	Port  string  `json:"port,omitempty"`
 	// Annotations are the Service's annotations.
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Endpoints is how many endpoints its EndpointSlices list, and Ready
@@ -97,6 +101,9 @@ type Workload struct {
 	Kind     string `json:"kind"`
 	Name     string `json:"name"`
 	Replicas int32  `json:"replicas"`
+	// ServiceName is a StatefulSet's spec.serviceName: the headless
+	// Service that gives each of its pods a DNS name of its own.
+	ServiceName string `json:"service_name,omitempty"`
 }
 
 // Headless reports whether the Service has no ClusterIP.
@@ -127,8 +134,8 @@ type Pod struct {
 	ConnsErr string `json:"conns_error,omitempty"`
 	// Calls counts the server's calls during the window.
 	Calls Calls `json:"calls"`
-	// Conns are the server's client connections open at the end of the
-	// window, the sampler's own left out; sorted by remote address.
+	// Conns are the server's client connections seen open in any
+	// reading, the sampler's own left out; sorted by remote address.
 	Conns []Conn `json:"conns"`
 	// Health is the server's grpc.health.v1 status at the end of the
 	// window: "NOT_SERVING" when the overall status or any service's is,
@@ -155,8 +162,15 @@ type Conn struct {
 	// of them if it opened during the window); Total since it opened.
 	Calls int64 `json:"calls"`
 	Total int64 `json:"total"`
-	// New is true when the connection opened during the window.
-	New bool `json:"new,omitempty"`
+	// New is true when the connection opened during the window, Closed
+	// when it was gone at the last reading.
+	New    bool `json:"new,omitempty"`
+	Closed bool `json:"closed,omitempty"`
+	// Life is how long it was seen open within the window: from the
+	// first reading (or, for a New one, the reading before it appeared)
+	// to the last reading that saw it. Zero when unknown (then the
+	// window is its life).
+	Life time.Duration `json:"life_ns,omitempty"`
 }
 
 // Peer is a known remote address.

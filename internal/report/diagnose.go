@@ -49,8 +49,19 @@ func DiagnoseText(w io.Writer, r *diagnose.Result) error {
 	} else if s.Type != "ClusterIP" {
 		kind = s.Type + " " + s.ClusterIP
 	}
-	p.f("pinlab diagnose %s/%s (%s, %d of %d endpoints ready) from %s; rates from %s over %.1fs\n\n",
-		s.Namespace, s.Name, kind, s.Ready, s.Endpoints, ev.Source, ev.RatesFrom, ev.Window.Seconds())
+	over := fmt.Sprintf("over %.1fs", ev.Window.Seconds())
+	switch {
+	case ev.Window == 0:
+		over = "none: no pod was read twice (the run was stopped, or every reading failed)"
+	case ev.Readings > 2:
+		over += fmt.Sprintf(" (%d readings)", ev.Readings)
+	}
+	port := ""
+	if s.Port != "" && len(s.Ports) > 1 {
+		port = ", port " + s.Port
+	}
+	p.f("pinlab diagnose %s/%s (%s%s, %d of %d endpoints ready) from %s; rates from %s %s\n\n",
+		s.Namespace, s.Name, kind, port, s.Ready, s.Endpoints, ev.Source, ev.RatesFrom, over)
 	p.diagRates(r)
 	p.diagClients(r)
 	p.diagPath(r)
@@ -92,13 +103,22 @@ func (p *printer) diagRates(r *diagnose.Result) {
 	if rt.Counted > 0 {
 		p.f("%d ready pods measured: %.0f calls/s, Jain's index %.2f, max/mean %.2f, %d idle (below 10%% of a fair share)\n", rt.Counted, rt.Total, rt.Jain, rt.MaxMean, rt.Idle)
 	}
+	probes, on := 0.0, 0
+	for _, pr := range rt.Pods {
+		if pr.Probes > 0 {
+			probes, on = probes+pr.Probes, on+1
+		}
+	}
+	if on > 0 {
+		p.f("left out as probes: %.1f calls/s on %d pods (calls on connections opened and closed between readings, up to %.0f/s a pod, and the node's slow connections)\n", probes, on, diagnose.ProbeRate)
+	}
 	p.f("\n")
 }
 
 func (p *printer) diagClients(r *diagnose.Result) {
 	p.f("2. Connections per client\n")
 	if len(r.Clients) == 0 {
-		p.f("no client connection open at the end of the window\n\n")
+		p.f("no client connection seen in any reading\n\n")
 		return
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)

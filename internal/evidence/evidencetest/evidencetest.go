@@ -82,3 +82,25 @@ func clientAddr(c int) string {
 	}
 	return ClientIP(c)
 }
+
+// WithClientContainers gives every client pod of ev (the pod peers named
+// order-N) these containers, a sidecar's say, and returns ev.
+func WithClientContainers(ev evidence.Evidence, containers ...string) evidence.Evidence {
+	for ip, p := range ev.Peers {
+		if p.Kind == "pod" && strings.HasPrefix(p.Name, "order-") {
+			p.Containers = containers
+			ev.Peers[ip] = p
+		}
+	}
+	return ev
+}
+
+// WithProbes adds to pod i of ev calls per second that arrived on no
+// connection a reading saw (probes that open a connection per call, or
+// short-lived clients), and returns ev.
+func WithProbes(ev evidence.Evidence, i int, perSec float64) evidence.Evidence {
+	n := int64(perSec * ev.Window.Seconds())
+	ev.Pods[i].Calls.Started += n
+	ev.Pods[i].Calls.Succeeded += n
+	return ev
+}
