@@ -24,20 +24,33 @@ const (
 
 // DiagnoseOptions are the inputs of `pinlab diagnose`.
 type DiagnoseOptions struct {
-	Service   string
+	Service string
+	// Namespace is the Service's; empty means kubectl's default (the
+	// kubeconfig context's namespace, in-cluster the pod's own, else
+	// "default"), and "default" with Lab.
 	Namespace string
 	// Lab takes the objects from a running `pinlab lab up` at Control
 	// (with the token in TokenFile; empty: the default path).
 	Lab       bool
 	Control   string
 	TokenFile string
-	// Kubeconfig and Context select a cluster as kubectl does (client-go's
-	// loading rules) when Lab is false.
-	Kubeconfig, Context string
-	// Prometheus, if set, is the URL of a Prometheus server (inside
-	// 127.0.0.0/8) whose grpc_server_* series give the per-pod rates.
+	// Kubeconfig, Context, Cluster, User, As, AsGroups and AsUID select a
+	// cluster and credentials as kubectl's flags of those names do
+	// (client-go's loading rules and overrides) when Lab is false.
+	Kubeconfig, Context, Cluster, User string
+	As                                 string
+	AsGroups                           []string
+	AsUID                              string
+	// Direct dials the pods' IPs instead of going through the API
+	// server's port-forward (implied in-cluster).
+	Direct bool
+	// Prometheus, if set, is the base URL of a Prometheus server whose
+	// grpc_server_* series give the per-pod rates.
 	Prometheus string
-	// Window is the time between the two samples of each pod, and the
+	// Port names or numbers the Service port to diagnose; empty: the
+	// only one, else the first that says gRPC, else the first.
+	Port string
+	// Window is the time from the first reading of each pod to the last, and the
 	// range of the Prometheus queries.
 	Window time.Duration
 	// Output is "text" or "json".
@@ -45,11 +58,14 @@ type DiagnoseOptions struct {
 	// Verbose prints how each pod was reached.
 	Verbose  bool
 	Out, Err io.Writer
+
+	via string // how the pods were reached, for Verbose
 }
 
 // diagnoseLong is diagnose's help.
 const diagnoseLong = `Follow the diagnostic path for pinning on one Service: (1) compare per-pod request
-rates, sampled twice from each pod's grpc.channelz.v1 service --window apart;
+rates, read from each pod's grpc.channelz.v1 service once a second over --window
+(at most 11 readings), probes' calls left out;
 (2) count the connections each client holds and to which pods; (3) look for
 an L7 proxy in the path (sidecar containers, mesh annotations, a gateway
 Service's endpoints as clients, inbound-sidecar loopback) and tell the
@@ -58,10 +74,13 @@ their trade-offs and the lab scenario that reproduces it.
 
 Sources: --lab, a running ` + "`pinlab lab up`" + ` through its control API; else a
 cluster as kubectl finds it (--kubeconfig, $KUBECONFIG, ~/.kube/config;
---context), whose API server must be inside 127.0.0.0/8 (a local control
-plane, or kubectl proxy). Pods are sampled at their pod IPs, so on a real
-cluster (pod IPs outside 127.0.0.0/8) step 1 and 2 are refused: reaching
-them through the API server's port-forward is not built yet.
+--context, --cluster, --user, --as, --as-group, --as-uid; -n defaults to
+the context's namespace), with its credentials (exec plugins too), proxy
+and TLS, or the pod's service account when run in a pod without a
+kubeconfig. Each pod's channelz is read through the API server's
+port-forward, as kubectl port-forward reaches it (WebSocket, else SPDY;
+RBAC must allow create on pods/portforward), or at the pod's IP with
+--direct, and in-cluster.
 
 Exit codes: 0 balanced, 4 pinned, 5 could not tell, 1 failed (no such
 Service, no lab answering), 2 bad flags, 130 interrupted.
@@ -71,18 +90,19 @@ With --prometheus URL the per-pod rates come from Prometheus instead
 --window, by the namespace and pod target labels, health and channelz calls
 left out; -v shows the queries); the connections still come from channelz.
 
-Bounds: listing the objects 10s, each pod's sample 5s (8 pods at once), each
-Prometheus query 10s; the whole run takes about --window plus two samples.`
+Bounds: listing the objects 10s, opening each pod's port-forward 10s, each
+pod's sample 5s (8 pods at once), each Prometheus query 10s; the whole run
+takes about --window plus a round of samples.`
 
 // NewCmdDiagnose returns `pinlab diagnose`; runF replaces the run in
 // tests of the flags (nil: the real one).
 func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *DiagnoseOptions) error) *cobra.Command {
 	o := &DiagnoseOptions{Out: stdout, Err: stderr}
 	cmd := &cobra.Command{
-		Use:     "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME]",
+		Use:     "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME [--direct]]",
 		Short:   "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
 		Long:    diagnoseLong,
-		Example: "  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
+		Example: "  pinlab diagnose pricing -n shop --context prod\n  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exit.UsageError(fmt.Errorf("diagnose takes one Service name, got %d arguments", len(args)))
@@ -101,14 +121,21 @@ func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *Diagno
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Namespace, "namespace", "n", "default", "namespace of the Service")
+	f.StringVarP(&o.Namespace, "namespace", "n", "", `namespace of the Service (default: the kubeconfig context's, in a pod its own, else "default"; with --lab "default")`)
 	f.BoolVar(&o.Lab, "lab", false, "diagnose a running lab (pinlab lab up), through its control API")
 	f.StringVar(&o.Control, "control", control.DefaultAddr, "control API address of the running lab")
 	f.StringVar(&o.TokenFile, "token-file", "", "file with the lab's token (default: the one lab up writes for --control)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file, without --lab (default: $KUBECONFIG, else ~/.kube/config); its API server must be inside 127.0.0.0/8")
-	f.StringVar(&o.Context, "context", "", "kubeconfig context (default: the current one)")
-	f.StringVar(&o.Prometheus, "prometheus", "", "take the per-pod rates from this Prometheus (e.g. http://127.0.0.1:9090), which scrapes the pods' metrics ports (see pinlab lab targets)")
-	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time between the two samples of each pod (and the range of the Prometheus queries: at least twice its scrape interval)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file, without --lab (default: $KUBECONFIG, else ~/.kube/config, else in a pod its service account)")
+	f.StringVar(&o.Context, "context", "", "the name of the kubeconfig context to use (default: the current one)")
+	f.StringVar(&o.Cluster, "cluster", "", "the name of the kubeconfig cluster to use (default: the context's)")
+	f.StringVar(&o.User, "user", "", "the name of the kubeconfig user to use (default: the context's)")
+	f.StringVar(&o.As, "as", "", "username to impersonate, as kubectl --as")
+	f.StringArrayVar(&o.AsGroups, "as-group", nil, "group to impersonate, as kubectl --as-group; repeat for several")
+	f.StringVar(&o.AsUID, "as-uid", "", "UID to impersonate, as kubectl --as-uid")
+	f.BoolVar(&o.Direct, "direct", false, "dial each pod's IP instead of going through the API server's port-forward (where pod IPs are routed; implied when run in a pod)")
+	f.StringVar(&o.Prometheus, "prometheus", "", "take the per-pod rates from this Prometheus's base URL (e.g. http://localhost:9090), which scrapes the pods' metrics ports (see pinlab lab targets)")
+	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time from the first reading of each pod to the last, one a second (and the range of the Prometheus queries: at least twice its scrape interval)")
+	f.StringVar(&o.Port, "port", "", "the Service port to diagnose, by name or number (default: the only one, else the first whose appProtocol or name says grpc, else the first)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say how each pod was reached and show the Prometheus queries")
 	return cmd
@@ -116,8 +143,10 @@ func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *Diagno
 
 func (o *DiagnoseOptions) check() error {
 	switch {
-	case o.Lab && (o.Kubeconfig != "" || o.Context != ""):
-		return exit.UsageError(errors.New("--lab and --kubeconfig/--context are two sources; give one"))
+	case o.Lab && (o.Kubeconfig != "" || o.Context != "" || o.Cluster != "" || o.User != "" || o.As != "" || len(o.AsGroups) > 0 || o.AsUID != ""):
+		return exit.UsageError(errors.New("--lab and --kubeconfig/--context/--cluster/--user/--as* are two sources; give one"))
+	case o.Lab && o.Direct:
+		return exit.UsageError(errors.New("--direct is for a kubeconfig's cluster; --lab always reaches its pods directly"))
 	case o.Output != "text" && o.Output != "json":
 		return exit.UsageError(fmt.Errorf("-o %q: want text or json", o.Output))
 	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
@@ -125,7 +154,7 @@ func (o *DiagnoseOptions) check() error {
 	}
 	if o.Prometheus != "" {
 		if err := (&evidence.Prometheus{URL: o.Prometheus}).Check(); err != nil {
-			return exit.UsageError(fmt.Errorf("--prometheus %q: want the server's base URL, http://IP:PORT inside 127.0.0.0/8 such as http://127.0.0.1:9090 (%w)", o.Prometheus, err))
+			return exit.UsageError(fmt.Errorf("--prometheus: want the server's base URL, such as http://localhost:9090 (%w)", err))
 		}
 	}
 	return nil
@@ -147,6 +176,7 @@ func (s labSource) String() string { return "lab at " + s.c.Addr }
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 	lc := &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
 	var src evidence.Source = labSource{lc}
+	var sampler evidence.Sampler // nil: the lab's pods, directly
 	if o.Lab {
 		info, err := lc.Info(ctx)
 		if err != nil {
@@ -155,15 +185,19 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		if err := reachable(info, "diagnose", lc); err != nil {
 			return err
 		}
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
 	} else {
-		k := &evidence.Kube{Kubeconfig: o.Kubeconfig, Context: o.Context, Namespace: o.Namespace}
-		if _, err := k.Load(); err != nil {
+		k, cz, err := o.kube()
+		if err != nil {
 			return err
 		}
-		src = k
+		defer cz.Close()
+		src, sampler = k, cz
 	}
-	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Window: o.Window, Sampling: func(n int, w time.Duration) {
-		fmt.Fprintf(o.Err, "reading the channelz of %s twice, %v apart ...\n", plural(n, "pod"), w)
+	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Port: o.Port, Window: o.Window, Sampler: sampler, Sampling: func(n int, w time.Duration) {
+		fmt.Fprintf(o.Err, "reading the channelz of %s over %v ...\n", plural(n, "pod"), w)
 	}}
 	if o.Prometheus != "" {
 		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus}
@@ -180,7 +214,7 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 			fmt.Fprintf(o.Err, "prometheus query: %s\n", q)
 		}
 		for _, p := range ev.Pods {
-			fmt.Fprintf(o.Err, "pod %s: channelz at %s", p.Name, p.Addr)
+			fmt.Fprintf(o.Err, "pod %s: channelz at %s%s", p.Name, p.Addr, o.via)
 			if p.Err != "" {
 				fmt.Fprintf(o.Err, ": %s", p.Err)
 			}
@@ -197,6 +231,25 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		return err
 	}
 	return verdictExit(r.Verdict)
+}
+
+// kube loads the kubeconfig (setting Namespace to kubectl's default when
+// empty) and returns its source and the sampler that reaches its pods:
+// through the API server's port-forward, or directly with Direct or
+// in-cluster.
+func (o *DiagnoseOptions) kube() (*evidence.Kube, *evidence.Channelz, error) {
+	k := &evidence.Kube{Kubeconfig: o.Kubeconfig, Context: o.Context, Cluster: o.Cluster, User: o.User,
+		As: o.As, AsGroups: o.AsGroups, AsUID: o.AsUID, Namespace: o.Namespace}
+	if _, err := k.Load(); err != nil {
+		return nil, nil, err
+	}
+	o.Namespace = k.Namespace
+	if o.Direct || k.InCluster() {
+		o.via = " (dialled directly)"
+		return k, &evidence.Channelz{Dialer: evidence.Direct{}}, nil
+	}
+	o.via = " (through the API server's port-forward)"
+	return k, &evidence.Channelz{Dialer: &evidence.PortForward{Config: k.Config(), Pod: k.PodByIP}}, nil
 }
 
 // verdictExit maps a verdict to its exit code (nil for balanced).

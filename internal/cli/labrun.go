@@ -128,7 +128,7 @@ own bursts: the field scripts check); 6 with
 	f.StringVar(&opts.UIAddr, "ui-addr", DefaultUIAddr, "address of the --ui dashboard (loopback; port 0 picks a free one)")
 	f.BoolVar(&opts.Diagnose, "diagnose", false, "run pinlab diagnose in each variant's lab while its load runs, on every Service its clients target, and report its verdict")
 	f.DurationVar(&opts.DiagnoseAt, "diagnose-at", 0, "time of load at which --diagnose takes its first reading (default: --diagnose-window plus 2s before the end); implies --diagnose")
-	f.DurationVar(&opts.DiagnoseWindow, "diagnose-window", evidence.DefaultWindow, "time between --diagnose's two channelz readings of each pod; implies --diagnose")
+	f.DurationVar(&opts.DiagnoseWindow, "diagnose-window", evidence.DefaultWindow, "time from --diagnose's first channelz reading of each pod to its last (one a second); implies --diagnose")
 	return cmd
 }
 

@@ -20,7 +20,7 @@ const DiagnoseSlack = 2 * time.Second
 
 // Diagnose asks Run to collect, in each variant's lab while its load runs,
 // the evidence `pinlab diagnose --lab` collects from a lab up: the lab's
-// objects (from its informer caches) and two channelz readings of each pod
+// objects (from its informer caches) and channelz readings of each pod (one a second)
 // of every Service the variant's clients target, Window apart (package
 // evidence). Judging it is package diagnose's.
 type Diagnose struct {
