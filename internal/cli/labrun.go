@@ -62,7 +62,7 @@ type LabRunOptions struct {
 	// Diagnose runs pinlab diagnose in each variant's lab while its load
 	// runs, on every Service its clients target: the first channelz
 	// reading at DiagnoseAt of load (0: DiagnoseWindow plus 2s before the
-	// end), the second DiagnoseWindow later (0: 5s). Setting either
+	// end), the last DiagnoseWindow later (0: 5s). Setting either
 	// implies Diagnose.
 	Diagnose       bool
 	DiagnoseAt     time.Duration

@@ -66,6 +66,12 @@ func statefulSet(ev evidence.Evidence) evidence.Evidence {
 	return ev
 }
 
+// governedBy gives ev's Service a StatefulSet whose serviceName is name.
+func governedBy(ev evidence.Evidence, name string) evidence.Evidence {
+	ev.Service.Workloads = []evidence.Workload{{Kind: "StatefulSet", Name: "pricing", Replicas: int32(len(ev.Pods)), ServiceName: name}}
+	return ev
+}
+
 // twin gives ev's Service a sibling of the other kind.
 func twin(ev evidence.Evidence) evidence.Evidence {
 	s := evidence.Service{Namespace: "shop", Name: "pricing-headless", Type: "ClusterIP", ClusterIP: "None"}
@@ -88,6 +94,40 @@ func loose(n int, rate float64) evidence.Evidence {
 	ev := evidencetest.Build(false, make([]pod, n), 0, nil)
 	for i := range ev.Pods {
 		ev = evidencetest.WithProbes(ev, i, rate)
+	}
+	return ev
+}
+
+// reconnected: client 0's connection to pod 0 closed mid-window and a
+// new one (to pod 0 again) carried the rest.
+func reconnected(ev evidence.Evidence) evidence.Evidence {
+	c := ev.Pods[0].Conns[0]
+	old, fresh := c, c
+	old.Calls, old.Closed, old.Life = c.Calls/2, true, ev.Window/2
+	fresh.Remote, fresh.Calls, fresh.New, fresh.Life = "127.244.1.0:50000", c.Calls/2, true, ev.Window/2
+	ev.Pods[0].Conns = []evidence.Conn{old, fresh}
+	return ev
+}
+
+// blip adds to pod i a connection from client 0 that carried one call and
+// was seen for 20 ms (a reading that ran late).
+func blip(ev evidence.Evidence, i int) evidence.Evidence {
+	ev.Readings = 6
+	ev.Pods[i].Conns = append(ev.Pods[i].Conns, evidence.Conn{Remote: "127.244.1.9:1", Calls: 1, Total: 1, New: true, Life: 20 * time.Millisecond})
+	ev.Pods[i].Calls.Started++
+	return ev
+}
+
+// lateRead makes pod i read only over the last fifth of the window: its
+// calls are a fifth of the others' at the same rate.
+func lateRead(ev evidence.Evidence, i int) evidence.Evidence {
+	p := &ev.Pods[i]
+	p.Span = ev.Window / 5
+	p.Calls.Started /= 5
+	p.Calls.Succeeded /= 5
+	for j := range p.Conns {
+		p.Conns[j].Calls /= 5
+		p.Conns[j].Life = p.Span
 	}
 	return ev
 }
@@ -158,6 +198,15 @@ func TestAdversarial(t *testing.T) {
 			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "pricing-headless (headless) also select these pods"},
 		{name: "headless diagnosed, ClusterIP twin", ev: twin(evidencetest.Build(true, pinnedPods(), 4, nil)),
 			verdict: diagnose.Pinned, cause: "headless-pick-first", why: "through a ClusterIP kube-proxy picks a pod once per connection"},
+		{name: "ClusterIP diagnosed, its headless twin a StatefulSet's", ev: governedBy(twin(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 100}}, {Calls: map[int]float64{1: 100}}, {}}, 2, nil)), "pricing-headless"),
+			verdict: diagnose.Unknown, cause: "per-pod-addressing"},
+		// Reconnects, late readings and pods read in fewer rounds.
+		{name: "a pick_first client that reconnected once", ev: reconnected(evidencetest.Build(true, pinnedPods(), 4, nil)),
+			verdict: diagnose.Pinned, cause: "headless-pick-first"},
+		{name: "one call on a connection seen for 20 ms", ev: blip(evidencetest.Build(false, []pod{{}, {}, {}}, 0, nil), 1),
+			verdict: diagnose.Unknown, cause: "no-clients"},
+		{name: "a balanced pod read only late in the window", ev: lateRead(evidencetest.Build(true, spread(4, 2, 50), 2, nil), 3),
+			verdict: diagnose.Balanced},
 		// Pods that could not be read are never counted balanced.
 		{name: "2 new pods unread", ev: evidencetest.Build(true, append(spread(4, 2, 50), pod{Added: true, Err: "refused"}, pod{Added: true, Err: "refused"}), 2, nil),
 			verdict: diagnose.Unknown, cause: "unread-pods"},

@@ -74,6 +74,7 @@ type Result struct {
 	// "headless-pick-first", "added-after-resolution", "few-connections",
 	// "stale-addresses", "rotating-connections", "l7-proxy", "inbound-proxy", "unread-pods",
 	// "no-pods", "no-samples", "no-calls", "no-clients", "uneven-clients",
+	// "per-pod-addressing",
 	// or "" when balanced); Why says it in plain words with the figures.
 	Verdict Verdict `json:"verdict"`
 	Cause   string  `json:"cause,omitempty"`
@@ -164,6 +165,8 @@ type Client struct {
 	// connection), and BusyPods their pods.
 	Busy     int      `json:"busy_conns"`
 	BusyPods []string `json:"busy_pods,omitempty"`
+	// BusyOpen counts its busy connections open at the last reading.
+	BusyOpen int `json:"busy_open_conns,omitempty"`
 	// BusyNew counts its busy connections that opened during the window
 	// (a reconnect: connections rotating under a server MaxConnectionAge,
 	// say).
@@ -179,8 +182,8 @@ type Client struct {
 	// Hint says why it might have a proxy that is not judged to be in
 	// the path: a sidecar whose calls all reach one of several pods.
 	Hint string `json:"hint,omitempty"`
-	// Shared says what several busy connections held from one address
-	// (opened before the window) can be: a channel pool, or several
+	// Shared says what several busy connections open from one address
+	// at the last reading can be: a channel pool, or several
 	// clients behind one address (a node's SNAT). Empty for one.
 	Shared string `json:"shared,omitempty"`
 }
@@ -237,12 +240,16 @@ func rates(ev evidence.Evidence) Rates {
 		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: openConns(p), Health: p.Health}
 		if p.Sampled() {
 			started := p.Calls.Started
-			if ev.RatesFrom == "channelz" {
-				probes := probeCalls(ev, p)
-				started -= probes
-				pr.Probes = perSec(probes, ev.Window)
+			span := ev.Window
+			if ev.RatesFrom == "channelz" && p.Span > 0 {
+				span = p.Span // a pod read in fewer rounds: its own readings' span
 			}
-			pr.Rate, pr.Failed = perSec(started, ev.Window), perSec(p.Calls.Failed, ev.Window)
+			if ev.RatesFrom == "channelz" {
+				probes := probeCalls(ev, p, span)
+				started -= probes
+				pr.Probes = perSec(probes, span)
+			}
+			pr.Rate, pr.Failed = perSec(started, span), perSec(p.Calls.Failed, span)
 			if p.Ready && pr.notServing() {
 				r.NotServing = append(r.NotServing, p.Name)
 			} else if pr.counted() {
@@ -292,27 +299,34 @@ func openConns(p evidence.Pod) int {
 }
 
 // connRate is the calls per second c carried over its own life (the
-// window when its life is unknown).
-func connRate(c evidence.Conn, window time.Duration) float64 {
-	if c.Life > 0 {
-		return perSec(c.Calls, c.Life)
+// window when its life is unknown), the life taken as at least one
+// reading interval and 1 s: a reading late by a few milliseconds does not
+// turn one call into a busy connection.
+func connRate(c evidence.Conn, ev evidence.Evidence) float64 {
+	life := c.Life
+	if life <= 0 {
+		life = ev.Window
 	}
-	return perSec(c.Calls, window)
+	floor := time.Second
+	if ev.Readings > 1 {
+		floor = max(floor, ev.Window/time.Duration(ev.Readings-1))
+	}
+	return perSec(c.Calls, min(ev.Window, max(life, floor)))
 }
 
 // probeCalls returns the calls of p taken for probes': those on no
 // connection a reading saw, when at most ProbeRate per second, and those
 // on the node's connections that carried at most MinConnRate.
-func probeCalls(ev evidence.Evidence, p evidence.Pod) int64 {
+func probeCalls(ev evidence.Evidence, p evidence.Pod, span time.Duration) int64 {
 	var onConns, node int64
 	for _, c := range p.Conns {
 		onConns += c.Calls
-		if ap, err := netip.ParseAddrPort(c.Remote); err == nil && ev.Peers[ap.Addr().String()].Kind == "node" && connRate(c, ev.Window) <= MinConnRate {
+		if ap, err := netip.ParseAddrPort(c.Remote); err == nil && ev.Peers[ap.Addr().String()].Kind == "node" && connRate(c, ev) <= MinConnRate {
 			node += c.Calls
 		}
 	}
 	loose := max(0, p.Calls.Started-onConns)
-	if perSec(loose, ev.Window) > ProbeRate {
+	if perSec(loose, span) > ProbeRate {
 		loose = 0
 	}
 	return min(p.Calls.Started, node+loose)
@@ -320,9 +334,9 @@ func probeCalls(ev evidence.Evidence, p evidence.Pod) int64 {
 
 // conn is one connection of a client, for clients' second pass.
 type conn struct {
-	pod  string
-	rate float64
-	new  bool
+	pod         string
+	rate        float64
+	new, closed bool
 }
 
 // clients is step 2: connections grouped by remote IP; ready is how many
@@ -349,7 +363,7 @@ func clients(ev evidence.Evidence, ready int) []Client {
 			if !slices.Contains(cl.Pods, p.Name) {
 				cl.Pods = append(cl.Pods, p.Name)
 			}
-			conns[ip] = append(conns[ip], conn{p.Name, connRate(c, ev.Window), c.New})
+			conns[ip] = append(conns[ip], conn{p.Name, connRate(c, ev), c.New, c.Closed})
 		}
 	}
 	var out []Client
@@ -409,13 +423,16 @@ func busy(c *Client, cs []conn) {
 			if x.new {
 				c.BusyNew++
 			}
+			if !x.closed {
+				c.BusyOpen++
+			}
 			if !slices.Contains(c.BusyPods, x.pod) {
 				c.BusyPods = append(c.BusyPods, x.pod)
 			}
 		}
 	}
 	switch {
-	case c.Busy-c.BusyNew <= 1:
+	case c.BusyOpen <= 1:
 	case c.Kind == "pod":
 		c.Shared = "a pool of channels, or several processes in the pod"
 	default:

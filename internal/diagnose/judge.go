@@ -62,8 +62,8 @@ func judge(r *Result) {
 	}
 	idleNoConn, idleNewest := idlePods(rt, direct)
 	switch {
-	case !balanced && perPodNames(ev) != "" && (allOne(direct) || len(idleNoConn) > 0):
-		r.set(Unknown, "per-pod-addressing", fmt.Sprintf("%s; %s. Service %s is the headless Service of %s, which gives each pod a DNS name of its own: clients that dial one pod by name on purpose (a shard, a leader) hold one connection to it, and then the skew is by design. If the clients dial %s itself, it is pick_first on a headless Service and round_robin fixes it: the clients' target (dns:///%s.%s.svc... or a pod's name) settles it", skew, connSummary(direct), svc, perPodNames(ev), ev.Service.Name, ev.Service.Name, ev.Service.Namespace))
+	case perPodNames(ev) != "" && (allOne(direct) || len(idleNoConn) > 0):
+		r.set(Unknown, "per-pod-addressing", fmt.Sprintf("%s; %s. Service %s selects the pods of %s, whose headless Service gives each pod a DNS name of its own: clients that dial one pod by name on purpose (a shard, a leader) hold one connection to it, and then the skew is by design. If the clients dial %s itself, it is one connection per client (pick_first over a headless Service, or kube-proxy's one pick through a ClusterIP) and the fixes of pinning apply: the clients' target (dns:///%s.%s.svc... or a pod's name) settles it", skew, connSummary(direct), svc, perPodNames(ev), ev.Service.Name, ev.Service.Name, ev.Service.Namespace))
 	case allOne(direct) && ev.Service.Headless():
 		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest), siblingNote(ev)))
 		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant headless-pf", withoutProxyFix(r.Clients, headlessPickFirstFixes)
@@ -75,7 +75,7 @@ func judge(r *Result) {
 		r.Reproduce, r.Fixes = "pinlab lab run no-reresolve", withoutProxyFix(r.Clients, staleFixes)
 	case len(idleNoConn) > 0:
 		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no busy client connection, so calls can only go where the clients' few connections are%s", skew, connSummary(direct), len(idleNoConn), list(idleNoConn), sharedNote(direct)))
-		r.Reproduce, r.Fixes = "pinlab lab run same-effect", withoutProxyFix(r.Clients, clusterIPFixes)
+		r.Reproduce, r.Fixes = "pinlab lab run same-effect", withoutProxyFix(r.Clients, headlessPickFirstFixes)
 	default:
 		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds busy client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct)))
 	}
@@ -109,15 +109,21 @@ func kindName(s evidence.Service) string {
 	return s.Type
 }
 
-// perPodNames names the StatefulSets whose headless Service ev's is
-// (spec.serviceName), or returns "".
+// perPodNames names the StatefulSets whose headless Service
+// (spec.serviceName) is ev's or a headless twin of it, or returns "".
 func perPodNames(ev evidence.Evidence) string {
-	if !ev.Service.Headless() {
-		return ""
+	headless := map[string]bool{}
+	if ev.Service.Headless() {
+		headless[ev.Service.Name] = true
+	}
+	for _, s := range ev.Siblings {
+		if s.Headless() {
+			headless[s.Name] = true
+		}
 	}
 	var out []string
 	for _, w := range ev.Service.Workloads {
-		if w.Kind == "StatefulSet" && w.ServiceName == ev.Service.Name {
+		if w.Kind == "StatefulSet" && headless[w.ServiceName] {
 			out = append(out, "StatefulSet "+w.Name)
 		}
 	}
@@ -130,7 +136,7 @@ func sharedNote(cls []Client) string {
 	var out []string
 	for _, c := range cls {
 		if c.Shared != "" {
-			out = append(out, fmt.Sprintf("%s holds %d busy connections from one address (%s)", c.Name, c.Busy-c.BusyNew, c.Shared))
+			out = append(out, fmt.Sprintf("%s holds %d busy connections from one address (%s)", c.Name, c.BusyOpen, c.Shared))
 		}
 	}
 	if len(out) == 0 {
@@ -332,7 +338,7 @@ func rotationNote(cls []Client) string {
 
 func allOne(cls []Client) bool {
 	for _, c := range cls {
-		if c.Busy != 1 {
+		if c.BusyOpen != 1 && !(c.BusyOpen == 0 && c.Busy == 1) {
 			return false
 		}
 	}

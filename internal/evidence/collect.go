@@ -452,6 +452,9 @@ func (ev *Evidence) peers(objs Objects, svc corev1.Service) {
 		if p.Status.PodIP == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		if p.Spec.HostNetwork || p.Status.PodIP == p.Status.HostIP {
+			continue // the node's address, whatever else runs there (kube-proxy, a CNI agent)
+		}
 		pp := podOf(p, 0)
 		ev.Peers[p.Status.PodIP] = Peer{Kind: "pod", Namespace: p.Namespace, Name: p.Name, Containers: pp.Containers, Annotations: p.Annotations}
 	}
@@ -511,8 +514,8 @@ func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration)
 			Succeeded: max(0, b.Calls.Succeeded-a.Calls.Succeeded-(b.Own.Succeeded-a.Own.Succeeded)),
 			Failed:    max(0, b.Calls.Failed-a.Calls.Failed-(b.Own.Failed-a.Own.Failed)),
 		}
-		p.Conns, p.Health = conns(good), b.Health
-		took = append(took, b.At.Sub(a.At))
+		p.Conns, p.Health, p.Span = conns(good), b.Health, b.At.Sub(a.At)
+		took = append(took, p.Span)
 	}
 	if len(took) > 0 {
 		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })

@@ -1,8 +1,8 @@
 // Package evidence gathers what `pinlab diagnose` judges, for one Service:
 // its objects (Service, EndpointSlices, the pods it selects and every other
 // pod and Service, from a Source such as a running lab's control API or a
-// kubeconfig) and, from each of its pods' grpc.channelz.v1 service, two
-// samples a window apart: the server's call counts and its connections
+// kubeconfig) and, from each of its pods' grpc.channelz.v1 service, readings
+// once a second over a window: the server's call counts and its connections
 // with their remote addresses and per-connection call counts. It does I/O
 // and judges nothing; package diagnose turns an Evidence into a verdict.
 //
@@ -132,8 +132,11 @@ type Pod struct {
 	// ConnsErr says why its connections could not be read from channelz
 	// when its calls came from Prometheus.
 	ConnsErr string `json:"conns_error,omitempty"`
-	// Calls counts the server's calls during the window.
-	Calls Calls `json:"calls"`
+	// Calls counts the server's calls during the window: from its first
+	// good reading to its last, Span apart (the Evidence's Window when a
+	// reading failed at neither end).
+	Calls Calls         `json:"calls"`
+	Span  time.Duration `json:"span_ns,omitempty"`
 	// Conns are the server's client connections seen open in any
 	// reading, the sampler's own left out; sorted by remote address.
 	Conns []Conn `json:"conns"`

@@ -147,9 +147,12 @@ func (pf *PortForward) forward(addr netip.AddrPort, ns, name string) (*forward, 
 	return f, nil
 }
 
-// Close ends every forward and waits for their goroutines: at most
-// OpenTimeout for one still opening (the SPDY fallback's wait for the API
-// server's answer is client-go's and has no deadline, as in kubectl).
+// Close ends every forward and waits for their goroutines, at most
+// OpenTimeout: the SPDY fallback's read of the API server's answer is
+// client-go's and has no deadline (as in kubectl), so a server that
+// accepted the connection and never answers leaves that one goroutine
+// (and a waiter) until it does or the process exits, rather than hanging
+// Close and with it Ctrl-C.
 func (pf *PortForward) Close() error {
 	pf.mu.Lock()
 	pf.closed = true
@@ -157,7 +160,14 @@ func (pf *PortForward) Close() error {
 		pf.cancel()
 	}
 	pf.mu.Unlock()
-	pf.wg.Wait()
+	done := make(chan struct{})
+	go func() { pf.wg.Wait(); close(done) }()
+	t := time.NewTimer(OpenTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 	return nil
 }
 

@@ -113,7 +113,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Diagnose runs pinlab diagnose in each variant's lab while its load
 	// runs: its first reading DiagnoseAt into the load (0: as late as the
-	// run allows), the second DiagnoseWindow later (0:
+	// run allows), the last DiagnoseWindow later (0:
 	// evidence.DefaultWindow); they must end before the load does.
 	Diagnose                   bool
 	DiagnoseAt, DiagnoseWindow time.Duration

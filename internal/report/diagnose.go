@@ -25,6 +25,8 @@ var CauseTitles = map[string]string{
 	"no-samples":             "no ready pod measured",
 	"no-calls":               "no calls",
 	"no-clients":             "no client connections",
+	"per-pod-addressing":     "StatefulSet pods may be dialled by name",
+	"unread-pods":            "some ready pods could not be read",
 }
 
 // DiagnoseJSON writes r as indented JSON: every figure, the evidence
@@ -49,10 +51,10 @@ func DiagnoseText(w io.Writer, r *diagnose.Result) error {
 	} else if s.Type != "ClusterIP" {
 		kind = s.Type + " " + s.ClusterIP
 	}
-	over := fmt.Sprintf("over %.1fs", ev.Window.Seconds())
+	over := fmt.Sprintf("rates from %s over %.1fs", ev.RatesFrom, ev.Window.Seconds())
 	switch {
 	case ev.Window == 0:
-		over = "none: no pod was read twice (the run was stopped, or every reading failed)"
+		over = "no rates: no pod was read twice (the run was stopped, or every reading failed)"
 	case ev.Readings > 2:
 		over += fmt.Sprintf(" (%d readings)", ev.Readings)
 	}
@@ -60,8 +62,8 @@ func DiagnoseText(w io.Writer, r *diagnose.Result) error {
 	if s.Port != "" && len(s.Ports) > 1 {
 		port = ", port " + s.Port
 	}
-	p.f("pinlab diagnose %s/%s (%s%s, %d of %d endpoints ready) from %s; rates from %s %s\n\n",
-		s.Namespace, s.Name, kind, port, s.Ready, s.Endpoints, ev.Source, ev.RatesFrom, over)
+	p.f("pinlab diagnose %s/%s (%s%s, %d of %d endpoints ready) from %s; %s\n\n",
+		s.Namespace, s.Name, kind, port, s.Ready, s.Endpoints, ev.Source, over)
 	p.diagRates(r)
 	p.diagClients(r)
 	p.diagPath(r)

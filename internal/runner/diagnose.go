@@ -21,14 +21,14 @@ const DiagnoseSlack = 2 * time.Second
 // Diagnose asks Run to collect, in each variant's lab while its load runs,
 // the evidence `pinlab diagnose --lab` collects from a lab up: the lab's
 // objects (from its informer caches) and channelz readings of each pod (one a second)
-// of every Service the variant's clients target, Window apart (package
+// of every Service the variant's clients target, one a second over Window (package
 // evidence). Judging it is package diagnose's.
 type Diagnose struct {
 	// At is when the first reading is taken, counted from load start;
 	// zero means as late as the run allows: Window plus DiagnoseSlack
 	// before its end (or at load start if the run is shorter).
 	At time.Duration
-	// Window is the time between the two readings; zero means
+	// Window is the time from the first reading to the last; zero means
 	// evidence.DefaultWindow.
 	Window time.Duration
 }
@@ -81,7 +81,7 @@ func (s labSource) String() string { return "the lab of variant " + s.variant }
 
 // diagnose waits until the diagnosis is due (or ctx ends), then collects
 // the evidence of every target Service of the variant at once. It blocks
-// for about the window plus two readings (each bounded by
+// for about the window plus one round of readings (each bounded by
 // evidence.SampleTimeout); the caller keeps load running meanwhile.
 func (r *variantRun) diagnose(ctx context.Context, l Cluster, start time.Time) []outcome.Diagnosis {
 	d := *r.opts.Diagnose
