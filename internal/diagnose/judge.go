@@ -60,6 +60,15 @@ func judge(r *Result) {
 		r.Reproduce = "pinlab lab run scale-out --variant clusterip-age"
 		return
 	}
+	judgeConnections(r, skew, direct)
+}
+
+// judgeConnections sets r's verdict when the calls are skewed, no proxy
+// is in the path and the connections do not rotate: from the direct
+// clients' busy connections and the idle pods they leave.
+func judgeConnections(r *Result, skew string, direct []Client) {
+	ev, rt := r.Evidence, r.Rates
+	svc := ev.Service.Namespace + "/" + ev.Service.Name
 	idleNoConn, idleNewest := idlePods(rt, direct)
 	switch {
 	case perPodNames(ev) != "" && (allOne(direct) || len(idleNoConn) > 0):
