@@ -1,0 +1,85 @@
+package ociimage
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// goBuildFlags make the binary static and reproducible: no cgo (set in
+// the environment), no file system paths (-trimpath), no symbol table,
+// DWARF or build ID, and no VCS stamp (-buildvcs=false), so the bytes
+// depend on the source and the toolchain only, not on where the tree is,
+// whether it is a git checkout or whether it has untracked files.
+var goBuildFlags = []string{"-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+
+// cancelGrace is how long a cancelled `go build` has, after SIGINT to its
+// process group, before it is killed.
+const cancelGrace = 10 * time.Second
+
+// GoBuild cross-compiles the main package pkg once per platform, in the
+// order given, with CGO_ENABLED=0 and goBuildFlags, and returns the
+// binaries. A platform is "os/arch" in Go's terms, e.g. "linux/arm64";
+// variants ("linux/arm/v7") are refused, since Binary has no field for
+// them.
+//
+// It runs the go command found on PATH in the current directory, so it
+// needs a Go toolchain and the module's source tree: pkg is what `go
+// build` takes there, an import path or a "./dir" relative to the current
+// directory. The environment is inherited apart from CGO_ENABLED, GOOS
+// and GOARCH, so GOFLAGS, GOTOOLCHAIN, GOAMD64 and the like still apply
+// and are part of what the binary depends on. The builds run one at a
+// time and each is bounded by ctx: when ctx ends, the go command and its
+// compilers get SIGINT, then are killed after cancelGrace.
+func GoBuild(ctx context.Context, pkg string, platforms []string) ([]Binary, error) {
+	if len(platforms) == 0 {
+		return nil, fmt.Errorf("ociimage: go build %s: no platforms", pkg)
+	}
+	dir, err := os.MkdirTemp("", "ociimage-gobuild-")
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: go build %s: %w", pkg, err)
+	}
+	defer os.RemoveAll(dir)
+	bins := make([]Binary, 0, len(platforms))
+	for _, p := range platforms {
+		b, err := goBuild(ctx, dir, pkg, p)
+		if err != nil {
+			return nil, err
+		}
+		bins = append(bins, b)
+	}
+	return bins, nil
+}
+
+func goBuild(ctx context.Context, dir, pkg, platform string) (Binary, error) {
+	goos, goarch, ok := strings.Cut(platform, "/")
+	if !ok || goos == "" || goarch == "" || strings.Contains(goarch, "/") {
+		return Binary{}, fmt.Errorf("ociimage: go build %s: platform %q is not os/arch", pkg, platform)
+	}
+	out := filepath.Join(dir, goos+"-"+goarch)
+	args := append([]string{"build"}, goBuildFlags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = cancelGrace
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return Binary{}, fmt.Errorf("ociimage: go build %s for %s: %w\n%s", pkg, platform, err, bytes.TrimSpace(output.Bytes()))
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return Binary{}, fmt.Errorf("ociimage: go build %s for %s: %w", pkg, platform, err)
+	}
+	return Binary{OS: goos, Arch: goarch, Data: data}, nil
+}
