@@ -23,6 +23,7 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (processConfig, error) {
 		StartupDelay:          w.Args.StartupDelay,
 		DrainDelay:            w.Args.DrainDelay,
 		ServiceTime:           w.Args.ServiceTime,
+		NoChannelz:            w.Args.NoChannelz,
 	}}
 	if w.MetricsPort != 0 {
 		pc.grpc.MetricsAddr = netip.AddrPortFrom(ip, uint16(w.MetricsPort))

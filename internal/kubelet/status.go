@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,23 +76,8 @@ func (w *podWorker) status(p *corev1.Pod) corev1.PodStatus {
 		}
 	}
 	st.ContainerStatuses = []corev1.ContainerStatus{w.containerStatus(p)}
-	st.EphemeralContainerStatuses = ephemeralStatuses(p)
+	st.EphemeralContainerStatuses = w.ephemeralStatuses(p)
 	return st
-}
-
-// ephemeralStatuses reports the pod's ephemeral containers (kubectl debug)
-// as waiting with ErrImagePull, as the kubelet reports a container whose
-// image it cannot pull: the lab's node runs its own pod process, no
-// container images, and says so rather than leave them without a status.
-func ephemeralStatuses(p *corev1.Pod) []corev1.ContainerStatus {
-	var out []corev1.ContainerStatus
-	for _, e := range p.Spec.EphemeralContainers {
-		out = append(out, corev1.ContainerStatus{Name: e.Name, Image: e.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-			Reason:  "ErrImagePull",
-			Message: fmt.Sprintf("pinlab's node runs no container images: ephemeral container %q (image %q) cannot start", e.Name, e.Image),
-		}}})
-	}
-	return out
 }
 
 func (w *podWorker) containerStatus(p *corev1.Pod) corev1.ContainerStatus {

@@ -31,6 +31,8 @@ type podWorker struct {
 	outs    [2]*podlog.Log                 // the latest container run's output and the one's before
 	changed chan struct{}                  // cap 1: a newer pod state, vanish or unready is waiting
 	netns   atomic.Pointer[podnet.Sandbox] // sandbox, for other goroutines (Shell)
+	eph     map[string]*ephemeral          // ephemeral containers by name (ephemeral.go)
+	ephWG   sync.WaitGroup                 // the agents' goroutines
 
 	probed  chan probeResult // from probe goroutines
 	stopped chan error       // cap 1: the end of a stop sequence
@@ -162,6 +164,7 @@ func (w *podWorker) running() (*container, error) {
 // object vanishes (then it stops at once).
 func (w *podWorker) run(ctx context.Context) {
 	defer w.tasks.Wait()
+	defer w.stopEphemeral()
 	p, _ := w.latest()
 	if w.ipErr == nil && w.k.cfg.PodNetwork != nil {
 		w.sandbox, w.ipErr = w.k.cfg.PodNetwork.Add(ctx, string(p.UID), w.ip)
@@ -185,6 +188,7 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	w.wl = wl
 	w.startContainer(ctx)
+	w.syncEphemeral(p)
 	for !w.step(ctx) {
 	}
 }
@@ -249,7 +253,10 @@ func (w *podWorker) onChange(ctx context.Context) bool {
 			w.beginStop(ctx, c, killDeleted)
 		}
 	}
-	if w.isReady() != w.reported || len(p.Spec.EphemeralContainers) != len(p.Status.EphemeralContainerStatuses) {
+	if !w.deleting {
+		w.syncEphemeral(p)
+	}
+	if w.isReady() != w.reported || w.ephemeralChanged(p) {
 		w.writeStatus(ctx)
 	}
 	return false

@@ -185,11 +185,18 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", ns, name), http.StatusNotFound)
 		return
 	}
-	if !hasContainer(p, container) {
+	var l *podlog.Log
+	switch {
+	case hasContainer(p, container):
+		l, err = s.cfg.Node.Logs(ns, name, opts.previous)
+	case isEphemeral(p, container) && !opts.previous:
+		l, err = s.cfg.Node.EphemeralLog(ns, name, container)
+	case isEphemeral(p, container):
+		err = fmt.Errorf("previous terminated container %q in pod %q not found", container, name)
+	default:
 		http.Error(w, fmt.Sprintf("container %q not found in pod %q", container, name), http.StatusNotFound)
 		return
 	}
-	l, err := s.cfg.Node.Logs(ns, name, opts.previous)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -206,6 +213,16 @@ func hasContainer(p *corev1.Pod, name string) bool {
 			if c.Name == name {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// isEphemeral reports whether pod p has an ephemeral container named name.
+func isEphemeral(p *corev1.Pod, name string) bool {
+	for _, e := range p.Spec.EphemeralContainers {
+		if e.Name == name {
+			return true
 		}
 	}
 	return false

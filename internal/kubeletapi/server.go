@@ -68,6 +68,9 @@ type Node interface {
 	// Logs returns the output of the pod's container (its running or last
 	// run; with previous, the run before).
 	Logs(namespace, name string, previous bool) (*podlog.Log, error)
+	// EphemeralLog is the output of the pod's ephemeral container (a
+	// pinlab-agent the node runs).
+	EphemeralLog(namespace, name, container string) (*podlog.Log, error)
 	// Shell returns what exec runs commands against (package podshell);
 	// an error when the pod or its container does not run.
 	Shell(namespace, name, container string) (podshell.Pod, error)

@@ -55,6 +55,7 @@ type fakeNode struct {
 	pod  *corev1.Pod
 	cur  *podlog.Log
 	prev *podlog.Log
+	eph  *podlog.Log
 }
 
 func (n *fakeNode) Pod(ns, name string) (*corev1.Pod, bool) {
@@ -73,6 +74,13 @@ func (n *fakeNode) Pods() []*corev1.Pod {
 		return nil
 	}
 	return []*corev1.Pod{n.pod}
+}
+
+func (n *fakeNode) EphemeralLog(ns, name, container string) (*podlog.Log, error) {
+	if _, ok := n.Pod(ns, name); !ok {
+		return nil, errors.New("no such pod")
+	}
+	return n.eph, nil
 }
 
 func (n *fakeNode) Logs(ns, name string, previous bool) (*podlog.Log, error) {

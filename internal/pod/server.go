@@ -71,6 +71,9 @@ type Config struct {
 	// (a call whose deadline comes first ends with DEADLINE_EXCEEDED);
 	// zero answers at once.
 	ServiceTime time.Duration
+	// NoChannelz leaves grpc.channelz.v1 out of this server: a channelz
+	// call to it is Unimplemented, as to most production servers.
+	NoChannelz bool
 	// Observer, if not nil, is told about calls and connections.
 	Observer Observer
 	// MetricsAddr, if valid, is where the pod serves its Prometheus metrics
@@ -122,7 +125,8 @@ type Server struct {
 }
 
 // New returns a server for cfg; nothing listens until Start. Besides
-// pricing.v1.Pricing it registers grpc.health.v1 and grpc.channelz.v1 (the
+// pricing.v1.Pricing it registers grpc.health.v1 and, unless
+// cfg.NoChannelz, grpc.channelz.v1 (the
 // latter turns on grpc-go's channelz for the whole process: every server,
 // channel and socket of the process is listed, as in any grpc-go binary
 // that serves channelz; a client tells this pod's server by its listen
@@ -147,7 +151,9 @@ func New(cfg Config) *Server {
 	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	channelzsvc.RegisterChannelzServiceToServer(s.grpc)
+	if !cfg.NoChannelz {
+		channelzsvc.RegisterChannelzServiceToServer(s.grpc)
+	}
 	m.server.InitializeMetrics(s.grpc)
 	return s
 }

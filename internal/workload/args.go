@@ -19,7 +19,7 @@ var Names = []string{"pricing"}
 // Args is a parsed pod command line, the container args of a pod whose image
 // is pinlab: `pod <workload> [--port N] [--http-port N] [--metrics-port N]
 // [--max-connection-age D] [--max-connection-age-grace D] [--startup-delay D]
-// [--drain-delay D] [--service-time D]`, durations as Go's
+// [--drain-delay D] [--service-time D] [--no-channelz]`, durations as Go's
 // time.ParseDuration reads them. The kubelet turns it into the config of the
 // servers of package pod (pod.Config, pod.WebConfig).
 type Args struct {
@@ -60,6 +60,10 @@ type Args struct {
 	// zero answers at once. It lets calls overlap, which is what makes an
 	// HTTP/1.1 keep-alive pool open several connections.
 	ServiceTime time.Duration
+	// NoChannelz leaves grpc.channelz.v1 out of the server, as most
+	// production servers are built: diagnose must then read the pod's
+	// connections another way (pinlab-agent).
+	NoChannelz bool
 }
 
 // ParseArgs parses container args such as
@@ -85,6 +89,7 @@ func ParseArgs(args []string) (Args, error) {
 	fs.DurationVar(&a.StartupDelay, "startup-delay", 0, "time before the server listens")
 	fs.DurationVar(&a.DrainDelay, "drain-delay", 0, "time serving after SIGTERM before the graceful stop")
 	fs.DurationVar(&a.ServiceTime, "service-time", 0, "time each call takes to serve")
+	fs.BoolVar(&a.NoChannelz, "no-channelz", false, "serve no grpc.channelz.v1")
 	if err := fs.Parse(args[1:]); err != nil {
 		return Args{}, fmt.Errorf("pod: %w", err)
 	}
