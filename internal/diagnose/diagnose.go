@@ -46,6 +46,15 @@ const (
 	// health checker or a scraper stay at or below it. Connections at or
 	// below it are shown but left out of the judgement.
 	MinConnRate = 1.5
+	// MinConnBytes is MinConnRate for byte counts (an agent's readings):
+	// bytes per second, both ways together, above which a connection
+	// counts as carrying a client's load. A small unary call between
+	// grpc-go client and server costs about 230 bytes both ways (HTTP/2
+	// HEADERS and DATA frames, the trailers, window updates and BDP
+	// pings; measured in the lab by TestDiagnoseThroughAgent), so this is
+	// about 1.5 such calls a second; an idle connection carries none,
+	// keepalive pings a few bytes a second.
+	MinConnBytes = 350.0
 	// ProbeRate is the calls per second a pod may receive on no
 	// connection any reading saw (connections opened and closed between
 	// two readings) and have them taken for probes and left out: the
@@ -104,6 +113,12 @@ type Rates struct {
 	// them.
 	Counted int `json:"counted"`
 	Unread  int `json:"unread"`
+	// Unit is what the rates count: "calls/s", or "bytes/s" (both ways)
+	// when the evidence is an agent's; BusyAbove is the rate above which
+	// a connection carries a client's load in that unit (MinConnRate or
+	// MinConnBytes).
+	Unit      string  `json:"unit"`
+	BusyAbove float64 `json:"busy_above"`
 	// NotServing names the ready pods whose grpc.health.v1 status is
 	// NOT_SERVING: left out of the figures, as health-checking clients
 	// leave them out of rotation.
@@ -144,8 +159,8 @@ func (p PodRate) notServing() bool { return p.Health == "NOT_SERVING" }
 
 // counted reports whether the pod is in the figures: sampled, not
 // NOT_SERVING, and ready or still receiving calls.
-func (p PodRate) counted() bool {
-	return p.Err == "" && !p.notServing() && (p.Ready || p.Rate > MinConnRate)
+func (p PodRate) counted(busyAbove float64) bool {
+	return p.Err == "" && !p.notServing() && (p.Ready || p.Rate > busyAbove)
 }
 
 // Client is one line of step 2: the connections of one remote address.
@@ -217,7 +232,7 @@ type Fix struct {
 func Diagnose(ev evidence.Evidence) Result {
 	r := Result{Evidence: ev}
 	r.Rates = rates(ev)
-	r.Clients = clients(ev, readyPods(ev))
+	r.Clients = clients(ev, readyPods(ev), r.Rates.BusyAbove)
 	r.Path = path(ev, r.Clients, r.Rates.Total)
 	judge(&r)
 	r.Why += notServingNote(r.Rates) + notReadyNote(r.Rates)
@@ -234,7 +249,10 @@ func perSec(n int64, w time.Duration) float64 {
 
 // rates is step 1.
 func rates(ev evidence.Evidence) Rates {
-	var r Rates
+	r := Rates{Unit: "calls/s", BusyAbove: MinConnRate}
+	if ev.Unit == "bytes" {
+		r.Unit, r.BusyAbove = "bytes/s", MinConnBytes
+	}
 	var xs []float64
 	for _, p := range ev.Pods {
 		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: openConns(p), Health: p.Health}
@@ -252,7 +270,7 @@ func rates(ev evidence.Evidence) Rates {
 			pr.Rate, pr.Failed = perSec(started, span), perSec(p.Calls.Failed, span)
 			if p.Ready && pr.notServing() {
 				r.NotServing = append(r.NotServing, p.Name)
-			} else if pr.counted() {
+			} else if pr.counted(r.BusyAbove) {
 				xs = append(xs, pr.Rate)
 				r.Total += pr.Rate
 			}
@@ -270,7 +288,7 @@ func rates(ev evidence.Evidence) Rates {
 	var busyNewest time.Time
 	for i := range r.Pods {
 		p := &r.Pods[i]
-		if !p.counted() {
+		if !p.counted(r.BusyAbove) {
 			continue
 		}
 		p.Share = p.Rate / r.Total
@@ -341,7 +359,7 @@ type conn struct {
 
 // clients is step 2: connections grouped by remote IP; ready is how many
 // of the Service's pods are ready.
-func clients(ev evidence.Evidence, ready int) []Client {
+func clients(ev evidence.Evidence, ready int, busyAbove float64) []Client {
 	byIP := map[string]*Client{}
 	conns := map[string][]conn{}
 	for _, p := range ev.Pods {
@@ -368,7 +386,7 @@ func clients(ev evidence.Evidence, ready int) []Client {
 	}
 	var out []Client
 	for ip, c := range byIP {
-		busy(c, conns[ip])
+		busy(c, conns[ip], busyAbove)
 		sidecarInPath(c, ready)
 		slices.Sort(c.Pods)
 		slices.Sort(c.BusyPods)
@@ -407,7 +425,7 @@ func newClient(ev evidence.Evidence, ip string, addr netip.Addr, podIP string) *
 
 // busy sets c's busy connections and pods from its connections cs, and
 // says why one address holds several.
-func busy(c *Client, cs []conn) {
+func busy(c *Client, cs []conn, busyAbove float64) {
 	withCalls := 0
 	for _, x := range cs {
 		if x.rate > 0 {
@@ -417,8 +435,8 @@ func busy(c *Client, cs []conn) {
 	for _, x := range cs {
 		// The node's connections are judged one by one: each of the
 		// kubelet's probes is its own.
-		pooled := c.Kind != "node" && c.Rate > MinConnRate && x.rate > 0 && x.rate >= PoolShare*c.Rate/float64(withCalls)
-		if x.rate > MinConnRate || pooled {
+		pooled := c.Kind != "node" && c.Rate > busyAbove && x.rate > 0 && x.rate >= PoolShare*c.Rate/float64(withCalls)
+		if x.rate > busyAbove || pooled {
 			c.Busy++
 			if x.new {
 				c.BusyNew++

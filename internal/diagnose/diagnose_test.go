@@ -168,3 +168,36 @@ func TestDiagnose(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnoseBytes: an agent's evidence (bytes, not calls) is judged
+// with the bytes threshold: pinned ClusterIP clients at 25 000 bytes/s
+// each are pinned; connections at 300 bytes/s (about one small call a
+// second, under MinConnBytes) carry no client's load, though 300 is far
+// above MinConnRate; the figures say bytes/s.
+func TestDiagnoseBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pods    []pod
+		verdict diagnose.Verdict
+		cause   string
+	}{
+		{name: "pinned", pods: []pod{{Calls: map[int]float64{0: 25000}}, {Calls: map[int]float64{1: 25000}}, {Calls: map[int]float64{-1: 300}}, {Calls: map[int]float64{-1: 300}}},
+			verdict: diagnose.Pinned, cause: "clusterip-connection"},
+		{name: "slow connections are no client's load", pods: []pod{{Calls: map[int]float64{0: 300}}, {Calls: map[int]float64{1: 300}}, {}, {}},
+			verdict: diagnose.Unknown, cause: "no-clients"},
+		{name: "balanced", pods: spread(4, 3, 5000), verdict: diagnose.Balanced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := diagnose.Diagnose(evidencetest.AsBytes(evidencetest.Build(false, tc.pods, 3, nil)))
+			if r.Verdict != tc.verdict || r.Cause != tc.cause {
+				t.Errorf("verdict %s (%s), want %s (%s): %s", r.Verdict, r.Cause, tc.verdict, tc.cause, r.Why)
+			}
+			if r.Rates.Unit != "bytes/s" || r.Rates.BusyAbove != diagnose.MinConnBytes {
+				t.Errorf("unit %q above %v, want bytes/s above MinConnBytes", r.Rates.Unit, r.Rates.BusyAbove)
+			}
+			if r.Verdict != diagnose.Balanced && !strings.Contains(r.Why, "bytes/s") {
+				t.Errorf("why does not say bytes/s: %s", r.Why)
+			}
+		})
+	}
+}

@@ -29,7 +29,7 @@ func judge(r *Result) {
 		r.set(Unknown, "no-calls", fmt.Sprintf("no client calls reached the %d ready pods of %s during the %s window%s: run it while clients call the Service", rt.Counted, svc, seconds(ev.Window), probesNote(rt)))
 		return
 	}
-	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %.0f calls/s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, rt.Total)
+	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %.0f %s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, rt.Total, rt.Unit)
 	balanced := rt.Idle == 0 && rt.Jain >= BalancedJain
 	if balanced && rt.Unread > 0 {
 		// The pods not read are what a scale-out adds, and what pinning
@@ -50,13 +50,13 @@ func judge(r *Result) {
 		r.Reproduce = "pinlab lab run l7-proxy"
 		return
 	case len(direct) == 0:
-		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client sent more than %.1f calls/s over the connections the readings saw: the calls seen are probes' and scrapers', or went over connections that opened and closed between two readings; run it again with a longer --window while clients call the Service", skew, MinConnRate))
+		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client sent more than %.1f %s over the connections the readings saw: the calls seen are probes' and scrapers', or went over connections that opened and closed between two readings; run it again with a longer --window while clients call the Service", skew, rt.BusyAbove, rt.Unit))
 		return
 	case balanced:
-		r.set(Balanced, "", fmt.Sprintf("%s; %s%s", skew, connSummary(direct), rotationNote(direct)))
+		r.set(Balanced, "", fmt.Sprintf("%s; %s%s", skew, connSummary(direct, rt), rotationNote(direct)))
 		return
 	case rotating(direct):
-		r.set(Unknown, "rotating-connections", fmt.Sprintf("%s; %s%s. The clients are not pinned: they reconnect, and each new connection is a new pick (kube-proxy's, or the client's after a re-resolution), so over a short window some pods get more picks than others by chance; run again with a longer --window to average the picks out", skew, connSummary(direct), rotationNote(direct)))
+		r.set(Unknown, "rotating-connections", fmt.Sprintf("%s; %s%s. The clients are not pinned: they reconnect, and each new connection is a new pick (kube-proxy's, or the client's after a re-resolution), so over a short window some pods get more picks than others by chance; run again with a longer --window to average the picks out", skew, connSummary(direct, rt), rotationNote(direct)))
 		r.Reproduce = "pinlab lab run scale-out --variant clusterip-age"
 		return
 	}
@@ -72,21 +72,21 @@ func judgeConnections(r *Result, skew string, direct []Client) {
 	idleNoConn, idleNewest := idlePods(rt, direct)
 	switch {
 	case perPodNames(ev) != "" && (allOne(direct) || len(idleNoConn) > 0):
-		r.set(Unknown, "per-pod-addressing", fmt.Sprintf("%s; %s. Service %s selects the pods of %s, whose headless Service gives each pod a DNS name of its own: clients that dial one pod by name on purpose (a shard, a leader) hold one connection to it, and then the skew is by design. If the clients dial %s itself, it is one connection per client (pick_first over a headless Service, or kube-proxy's one pick through a ClusterIP) and the fixes of pinning apply: the clients' target (dns:///%s.%s.svc... or a pod's name) settles it", skew, connSummary(direct), svc, perPodNames(ev), ev.Service.Name, ev.Service.Name, ev.Service.Namespace))
+		r.set(Unknown, "per-pod-addressing", fmt.Sprintf("%s; %s. Service %s selects the pods of %s, whose headless Service gives each pod a DNS name of its own: clients that dial one pod by name on purpose (a shard, a leader) hold one connection to it, and then the skew is by design. If the clients dial %s itself, it is one connection per client (pick_first over a headless Service, or kube-proxy's one pick through a ClusterIP) and the fixes of pinning apply: the clients' target (dns:///%s.%s.svc... or a pod's name) settles it", skew, connSummary(direct, rt), svc, perPodNames(ev), ev.Service.Name, ev.Service.Name, ev.Service.Namespace))
 	case allOne(direct) && ev.Service.Headless():
-		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s%s", skew, connSummary(direct), svc, newestNote(rt, idleNewest), siblingNote(ev)))
+		r.set(Pinned, "headless-pick-first", fmt.Sprintf("%s; %s. Service %s is headless: DNS gives every ready pod's address, but a pick_first client (gRPC's default policy) connects to one of them and sends every call over that one HTTP/2 connection%s%s", skew, connSummary(direct, rt), svc, newestNote(rt, idleNewest), siblingNote(ev)))
 		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant headless-pf", withoutProxyFix(r.Clients, headlessPickFirstFixes)
 	case allOne(direct), !ev.Service.Headless() && len(idleNoConn) > 0:
-		r.set(Pinned, "clusterip-connection", fmt.Sprintf("%s; %s. Service %s is a ClusterIP: kube-proxy picks a pod once per connection and gRPC sends every call over one long-lived HTTP/2 connection, so each client's calls all land on the pods its connections got%s%s%s", skew, connSummary(direct), svc, sharedNote(direct), newestNote(rt, idleNewest), siblingNote(ev)))
+		r.set(Pinned, "clusterip-connection", fmt.Sprintf("%s; %s. Service %s is a ClusterIP: kube-proxy picks a pod once per connection and gRPC sends every call over one long-lived HTTP/2 connection, so each client's calls all land on the pods its connections got%s%s%s", skew, connSummary(direct, rt), svc, sharedNote(direct), newestNote(rt, idleNewest), siblingNote(ev)))
 		r.Reproduce, r.Fixes = "pinlab lab run scale-out --variant clusterip", withoutProxyFix(r.Clients, clusterIPFixes)
 	case len(idleNewest) > 0 && len(idleNewest) == len(idleNoConn) && len(idleNoConn) == rt.Idle:
-		r.set(Pinned, "added-after-resolution", fmt.Sprintf("%s; %s: the clients balance over the pods they resolved, but the %d pods created after every busy one (%s) have no busy connection: they were added after the clients' last DNS resolution, and gRPC re-resolves only when a connection breaks or a GOAWAY arrives (grpc-go at most once per 30 s), not on the TTL", skew, connSummary(direct), len(idleNewest), list(idleNewest)))
+		r.set(Pinned, "added-after-resolution", fmt.Sprintf("%s; %s: the clients balance over the pods they resolved, but the %d pods created after every busy one (%s) have no busy connection: they were added after the clients' last DNS resolution, and gRPC re-resolves only when a connection breaks or a GOAWAY arrives (grpc-go at most once per 30 s), not on the TTL", skew, connSummary(direct, rt), len(idleNewest), list(idleNewest)))
 		r.Reproduce, r.Fixes = "pinlab lab run no-reresolve", withoutProxyFix(r.Clients, staleFixes)
 	case len(idleNoConn) > 0:
-		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no busy client connection, so calls can only go where the clients' few connections are%s", skew, connSummary(direct), len(idleNoConn), list(idleNoConn), sharedNote(direct)))
+		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no busy client connection, so calls can only go where the clients' few connections are%s", skew, connSummary(direct, rt), len(idleNoConn), list(idleNoConn), sharedNote(direct)))
 		r.Reproduce, r.Fixes = "pinlab lab run same-effect", withoutProxyFix(r.Clients, headlessPickFirstFixes)
 	default:
-		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds busy client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct)))
+		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds busy client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct, rt)))
 	}
 }
 
@@ -203,8 +203,8 @@ func notServingNote(rt Rates) string {
 		verb = "reports"
 	}
 	what := fmt.Sprintf(". %s (%s) %s NOT_SERVING through grpc.health.v1, left out of the figures", plural(len(rt.NotServing), "ready pod"), list(rt.NotServing), verb)
-	if rate > MinConnRate {
-		return what + fmt.Sprintf(": %.0f calls/s still reach it (%.0f failed/s), so the clients do no gRPC health checking", rate, failed)
+	if rate > rt.BusyAbove {
+		return what + fmt.Sprintf(": %.0f %s still reach it (%.0f failed/s), so the clients do no gRPC health checking", rate, rt.Unit, failed)
 	}
 	return what + ": no calls reach it, as clients with gRPC health checking take it out of rotation"
 }
@@ -216,7 +216,7 @@ func notReadyNote(rt Rates) string {
 	var names []string
 	var rate float64
 	for _, p := range rt.Pods {
-		if !p.Ready && p.Err == "" && p.Rate > MinConnRate {
+		if !p.Ready && p.Err == "" && p.Rate > rt.BusyAbove {
 			names, rate = append(names, p.Name), rate+p.Rate
 		}
 	}
@@ -227,7 +227,7 @@ func notReadyNote(rt Rates) string {
 	if len(names) == 1 {
 		verb = "receives"
 	}
-	return fmt.Sprintf(". %s not ready (%s) still %s %.0f calls/s, counted in the figures: taking a pod out of the EndpointSlices (and DNS) closes none of the connections clients already hold to it", plural(len(names), "pod"), list(names), verb, rate)
+	return fmt.Sprintf(". %s not ready (%s) still %s %.0f %s, counted in the figures: taking a pod out of the EndpointSlices (and DNS) closes none of the connections clients already hold to it", plural(len(names), "pod"), list(names), verb, rate, rt.Unit)
 }
 
 func (r *Result) set(v Verdict, cause, why string) { r.Verdict, r.Cause, r.Why = v, cause, why }
@@ -291,12 +291,12 @@ func stale(r *Result, svc string) {
 	rate := notReadyRate(r.Rates)
 	var serving []string
 	for _, p := range r.Rates.Pods {
-		if p.Err == "" && p.Rate > MinConnRate {
+		if p.Err == "" && p.Rate > r.Rates.BusyAbove {
 			serving = append(serving, p.Name)
 		}
 	}
-	r.set(Pinned, "stale-addresses", fmt.Sprintf("none of the %d pods of %s is ready (%d of %d endpoints ready), yet %s served %.0f calls/s; %s: the clients hold connections or addresses from before the pods left the Service's endpoints. Readiness only takes a pod out of the EndpointSlices and DNS: kube-proxy keeps established connections, and a gRPC channel keeps calling over its open connection and re-resolves only when it breaks; a new client would find no pod",
-		len(ev.Pods), svc, ev.Service.Ready, ev.Service.Endpoints, list(serving), rate, connSummary(directClients(r.Clients))))
+	r.set(Pinned, "stale-addresses", fmt.Sprintf("none of the %d pods of %s is ready (%d of %d endpoints ready), yet %s served %.0f %s; %s: the clients hold connections or addresses from before the pods left the Service's endpoints. Readiness only takes a pod out of the EndpointSlices and DNS: kube-proxy keeps established connections, and a gRPC channel keeps calling over its open connection and re-resolves only when it breaks; a new client would find no pod",
+		len(ev.Pods), svc, ev.Service.Ready, ev.Service.Endpoints, list(serving), rate, r.Rates.Unit, connSummary(directClients(r.Clients), r.Rates)))
 	r.Reproduce, r.Fixes = "pinlab lab run not-ready", staleAddressFixes
 }
 
@@ -355,7 +355,7 @@ func allOne(cls []Client) bool {
 }
 
 // connSummary says how many connections the clients hold and where.
-func connSummary(cls []Client) string {
+func connSummary(cls []Client, rt Rates) string {
 	if len(cls) == 0 {
 		return "no client connection seen"
 	}
@@ -381,9 +381,9 @@ func connSummary(cls []Client) string {
 		reach = "1 pod"
 	}
 	if len(cls) == 1 {
-		return fmt.Sprintf("1 client holds %s busy %s (above %.1f calls/s), reaching %s", each, what, MinConnRate, reach)
+		return fmt.Sprintf("1 client holds %s busy %s (above %.1f %s), reaching %s", each, what, rt.BusyAbove, rt.Unit, reach)
 	}
-	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f calls/s), reaching %s", len(cls), each, what, conns, MinConnRate, reach)
+	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f %s), reaching %s", len(cls), each, what, conns, rt.BusyAbove, rt.Unit, reach)
 }
 
 // idlePods returns the idle pods without a busy connection of the

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,6 +43,10 @@ type Socket struct {
 	Remote  string
 	Streams int64 // streams (calls) started on it since it opened
 }
+
+// ErrNoChannelz is wrapped by Channelz.Sample's error when the server
+// answers but serves no grpc.channelz.v1.
+var ErrNoChannelz = errors.New("serves no channelz")
 
 // Sampler reads a pod's gRPC server counters.
 type Sampler interface {
@@ -439,7 +444,7 @@ func (cz *czConn) callError(addr netip.AddrPort, method string, err error) error
 			return fmt.Errorf("%s: channelz %s: %w", addr, method, dialErr)
 		}
 	case codes.Unimplemented:
-		return fmt.Errorf("%s serves no channelz (grpc.channelz.v1 %s: Unimplemented); register google.golang.org/grpc/channelz/service on the server", addr, method)
+		return fmt.Errorf("%s %w (grpc.channelz.v1 %s: Unimplemented); register google.golang.org/grpc/channelz/service on the server", addr, ErrNoChannelz, method)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: channelz %s timed out", addr, method)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sort"
@@ -54,10 +55,23 @@ type Request struct {
 	// Prometheus, if not nil, gives the pods' call counts over Window
 	// instead of the samples (which still give the connections).
 	Prometheus *Prometheus
-	// Sampling, if not nil, is called once the Service is found, before
-	// the first sample, with the number of pods to sample; it must return
+	// Agents, if not nil, reads the pods when some of them serve no
+	// channelz (see useAgents): then every pod is read by its agent, so
+	// that all pods' figures are bytes.
+	Agents AgentSampler
+	// Sampling, if not nil, is called once the Service is found and the
+	// sampler chosen, before the first sample, with the number of pods to
+	// sample and what reads them ("channelz", "agent"); it must return
 	// quickly.
-	Sampling func(pods int, window time.Duration)
+	Sampling func(pods int, window time.Duration, from string)
+}
+
+// AgentSampler reads pods through an agent in each (Agents).
+type AgentSampler interface {
+	Sampler
+	// Prepare gets each pod an agent where it can and returns, by pod
+	// name, why the others have none.
+	Prepare(ctx context.Context, namespace string, pods []Pod) (map[string]string, error)
 }
 
 // Collect lists src's objects, finds the Service and its pods, and samples
@@ -90,17 +104,67 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	if err != nil {
 		return Evidence{}, err
 	}
-	ev.Source, ev.RatesFrom = src.String(), "channelz"
-	if req.Sampling != nil {
-		req.Sampling(len(ev.Pods), req.Window)
+	ev.Source, ev.RatesFrom, ev.Unit = src.String(), "channelz", "calls"
+	s := req.Sampler
+	if req.Agents != nil {
+		if s, err = ev.useAgents(ctx, req.Sampler, req.Agents); err != nil {
+			return ev, err
+		}
 	}
-	if err := ev.sample(ctx, req.Sampler, req.Window); err != nil {
+	if req.Sampling != nil {
+		req.Sampling(len(ev.Pods), req.Window, ev.RatesFrom)
+	}
+	if err := ev.sample(ctx, s, req.Window); err != nil {
 		return ev, err
 	}
-	if req.Prometheus != nil {
+	if req.Prometheus != nil && ev.Unit == "calls" {
 		ev.fromPrometheus(ctx, req.Prometheus, req.Window)
 	}
 	return ev, ctx.Err()
+}
+
+// useAgents returns the sampler for the pods: cz when every pod with an
+// address answers its channelz (or none serves channelz and none has an
+// agent), else agents, once they have prepared (RatesFrom "agent", Unit
+// "bytes"; a pod left without an agent gets its Err; cz is closed, if
+// it is an io.Closer, so that its connections are not read as clients').
+func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampler) (Sampler, error) {
+	var bare []string
+	for i, r := range ev.sampleAll(ctx, cz) {
+		if errors.Is(r.err, ErrNoChannelz) {
+			bare = append(bare, ev.Pods[i].Name)
+		}
+	}
+	if len(bare) == 0 || ctx.Err() != nil {
+		return cz, ctx.Err()
+	}
+	why, err := agents.Prepare(ctx, ev.Service.Namespace, ev.Pods)
+	if err != nil {
+		return cz, err
+	}
+	withAgent := 0
+	for _, p := range ev.Pods {
+		if _, no := why[p.Name]; p.Addr != "" && !no {
+			withAgent++
+		}
+	}
+	if withAgent == 0 {
+		slices.Sort(bare)
+		ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and none has a pinlab-agent (%s): their connections cannot be read; see --agent-image", len(bare), len(ev.Pods), strings.Join(bare, ", "), why[bare[0]]))
+		return cz, nil
+	}
+	ev.RatesFrom, ev.Unit = "agent", "bytes"
+	if c, ok := cz.(io.Closer); ok {
+		// Its connections (and port-forwards) would show in the agents'
+		// readings as clients.
+		c.Close()
+	}
+	for i := range ev.Pods {
+		if w, no := why[ev.Pods[i].Name]; no && ev.Pods[i].Err == "" {
+			ev.Pods[i].Err = "no agent: " + w
+		}
+	}
+	return agents, nil
 }
 
 // fromPrometheus replaces the pods' call counts with Prometheus's over
@@ -509,13 +573,21 @@ func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration)
 			continue
 		}
 		a, b := good[0], good[len(good)-1]
+		p.Conns, p.Health, p.Span = conns(good), b.Health, b.At.Sub(a.At)
+		took = append(took, p.Span)
+		if ev.Unit == "bytes" {
+			// An agent's counters are per connection: a pod's bytes are
+			// its connections', closed ones included.
+			for _, c := range p.Conns {
+				p.Calls.Started += c.Calls
+			}
+			continue
+		}
 		p.Calls = Calls{
 			Started:   max(0, b.Calls.Started-a.Calls.Started-(b.Own.Started-a.Own.Started)),
 			Succeeded: max(0, b.Calls.Succeeded-a.Calls.Succeeded-(b.Own.Succeeded-a.Own.Succeeded)),
 			Failed:    max(0, b.Calls.Failed-a.Calls.Failed-(b.Own.Failed-a.Own.Failed)),
 		}
-		p.Conns, p.Health, p.Span = conns(good), b.Health, b.At.Sub(a.At)
-		took = append(took, p.Span)
 	}
 	if len(took) > 0 {
 		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,6 +146,76 @@ func TestCollectHealth(t *testing.T) {
 			}
 			if len(ev.Pods) != 1 || ev.Pods[0].Health != tc.want {
 				t.Errorf("pods %+v; want one with health %s", ev.Pods, tc.want)
+			}
+		})
+	}
+}
+
+// fakeAgents reads every pod as one client connection whose bytes grow
+// by 1000 a reading; Prepare leaves out the pods in none.
+type fakeAgents struct {
+	mu       sync.Mutex
+	none     map[string]string
+	prepared int
+	reads    map[netip.AddrPort]int64
+}
+
+func (f *fakeAgents) Prepare(_ context.Context, _ string, pods []evidence.Pod) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prepared++
+	return f.none, nil
+}
+
+func (f *fakeAgents) Sample(_ context.Context, addr netip.AddrPort) (evidence.Sample, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reads == nil {
+		f.reads = map[netip.AddrPort]int64{}
+	}
+	f.reads[addr]++
+	n := f.reads[addr]
+	return evidence.Sample{At: time.Now(), Sockets: map[int64]evidence.Socket{7: {Remote: "127.203.211.9:5000", Streams: 1000 * n}}}, nil
+}
+
+// TestCollectAgents: the agents read the pods only when some pod serves
+// no channelz, then every pod (one unit for all); when no pod can have an
+// agent, channelz stays and the report says what is missing.
+func TestCollectAgents(t *testing.T) {
+	podtest.Start(t, pod.Config{Name: "good", Addr: netip.MustParseAddrPort("127.203.211.1:8471")})
+	podtest.Start(t, pod.Config{Name: "plain", Addr: netip.MustParseAddrPort("127.203.211.2:8471"), NoChannelz: true})
+	for _, tc := range []struct {
+		name     string
+		pods     []corev1.Pod
+		none     map[string]string
+		prepared int
+		from     string
+		problem  string
+	}{
+		{name: "all serve channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1")}, from: "channelz"},
+		{name: "one without channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")}, prepared: 1, from: "agent"},
+		{name: "no agent anywhere", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
+			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
+			problem: "1 of the 2 pods serve no channelz (plain) and none has a pinlab-agent (no pinlab-agent runs in it)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ag := &fakeAgents{none: tc.none}
+			ev, err := evidence.Collect(context.Background(), fakeSource{objects(tc.pods...)}, evidence.Request{Namespace: "shop", Service: "pricing", Window: 300 * time.Millisecond, Agents: ag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ag.prepared != tc.prepared || ev.RatesFrom != tc.from {
+				t.Fatalf("prepared %d times, rates from %q; want %d, %q", ag.prepared, ev.RatesFrom, tc.prepared, tc.from)
+			}
+			if tc.from == "agent" {
+				for _, p := range ev.Pods {
+					if ev.Unit != "bytes" || p.Err != "" || len(p.Conns) != 1 || p.Calls.Started != p.Conns[0].Calls || p.Calls.Started < 1000 {
+						t.Errorf("pod %s: unit %q, %+v; want its connection's bytes as its count", p.Name, ev.Unit, p)
+					}
+				}
+			}
+			if tc.problem != "" && !strings.Contains(strings.Join(ev.Problems, "\n"), tc.problem) {
+				t.Errorf("problems %q, want %q", ev.Problems, tc.problem)
 			}
 		})
 	}

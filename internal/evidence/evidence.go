@@ -44,9 +44,13 @@ type Source interface {
 type Evidence struct {
 	// Source names where the objects came from.
 	Source string `json:"source"`
-	// RatesFrom says where the per-pod call counts came from: "channelz"
-	// or "prometheus".
+	// RatesFrom says where the per-pod counts came from: "channelz",
+	// "prometheus" or "agent" (pinlab-agent's byte counts).
 	RatesFrom string `json:"rates_from"`
+	// Unit is what the pods' and connections' counts (Calls.Started,
+	// Conn.Calls) count: "calls", or "bytes" (both ways) when RatesFrom is
+	// "agent".
+	Unit string `json:"unit"`
 	// Service is the Service diagnosed.
 	Service Service `json:"service"`
 	// Siblings are the other Services of the namespace that select the
@@ -132,7 +136,8 @@ type Pod struct {
 	// ConnsErr says why its connections could not be read from channelz
 	// when its calls came from Prometheus.
 	ConnsErr string `json:"conns_error,omitempty"`
-	// Calls counts the server's calls during the window: from its first
+	// Calls counts the server's calls during the window (with Unit
+	// "bytes", Started is bytes and the others 0): from its first
 	// good reading to its last, Span apart (the Evidence's Window when a
 	// reading failed at neither end).
 	Calls Calls         `json:"calls"`
@@ -163,6 +168,7 @@ type Conn struct {
 	Remote string `json:"remote"`
 	// Calls are the calls (streams) started on it during the window (all
 	// of them if it opened during the window); Total since it opened.
+	// Bytes both ways when the Evidence's Unit is "bytes".
 	Calls int64 `json:"calls"`
 	Total int64 `json:"total"`
 	// New is true when the connection opened during the window, Closed

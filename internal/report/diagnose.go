@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,7 +52,11 @@ func DiagnoseText(w io.Writer, r *diagnose.Result) error {
 	} else if s.Type != "ClusterIP" {
 		kind = s.Type + " " + s.ClusterIP
 	}
-	over := fmt.Sprintf("rates from %s over %.1fs", ev.RatesFrom, ev.Window.Seconds())
+	from := ev.RatesFrom
+	if from == "agent" {
+		from = "pinlab-agent's byte counts (both ways)"
+	}
+	over := fmt.Sprintf("rates from %s over %.1fs", from, ev.Window.Seconds())
 	switch {
 	case ev.Window == 0:
 		over = "no rates: no pod was read twice (the run was stopped, or every reading failed)"
@@ -75,7 +80,7 @@ func (p *printer) diagRates(r *diagnose.Result) {
 	rt := r.Rates
 	p.f("1. Per-pod request rates\n")
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tIP\tREADY\tCALLS/S\tSHARE\tIDLE\tCONNS\tFAILED/S")
+	fmt.Fprintf(tw, "POD\tIP\tREADY\t%s\tSHARE\tIDLE\tCONNS\tFAILED/S\n", unitHead(rt.Unit))
 	for i, pr := range rt.Pods {
 		if i == MaxPodRows {
 			fmt.Fprintf(tw, "... %d more (see -o json)\n", len(rt.Pods)-MaxPodRows)
@@ -99,11 +104,15 @@ func (p *printer) diagRates(r *diagnose.Result) {
 		if pr.Ready {
 			share = fmt.Sprintf("%.1f%%", 100*pr.Share)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%d\t%.1f\n", pr.Name, pr.IP, ready, pr.Rate, share, idle, pr.Conns, pr.Failed)
+		failed := fmt.Sprintf("%.1f", pr.Failed)
+		if rt.Unit == "bytes/s" {
+			failed = "-" // an agent sees bytes, not calls' outcomes
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%d\t%s\n", pr.Name, pr.IP, ready, pr.Rate, share, idle, pr.Conns, failed)
 	}
 	tw.Flush()
 	if rt.Counted > 0 {
-		p.f("%d ready pods measured: %.0f calls/s, Jain's index %.2f, max/mean %.2f, %d idle (below 10%% of a fair share)\n", rt.Counted, rt.Total, rt.Jain, rt.MaxMean, rt.Idle)
+		p.f("%d ready pods measured: %.0f %s, Jain's index %.2f, max/mean %.2f, %d idle (below 10%% of a fair share)\n", rt.Counted, rt.Total, cmp.Or(rt.Unit, "calls/s"), rt.Jain, rt.MaxMean, rt.Idle)
 	}
 	probes, on := 0.0, 0
 	for _, pr := range rt.Pods {
@@ -124,7 +133,7 @@ func (p *printer) diagClients(r *diagnose.Result) {
 		return
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIENT\tIP\tCONNS\tCALLS/S\tPODS")
+	fmt.Fprintf(tw, "CLIENT\tIP\tCONNS\t%s\tPODS\n", unitHead(r.Rates.Unit))
 	for i, c := range r.Clients {
 		if i == MaxPodRows {
 			fmt.Fprintf(tw, "... %d more (see -o json)\n", len(r.Clients)-MaxPodRows)
@@ -138,6 +147,11 @@ func (p *printer) diagClients(r *diagnose.Result) {
 	}
 	tw.Flush()
 	p.f("\n")
+}
+
+// unitHead is a rate column's heading: CALLS/S, or BYTES/S.
+func unitHead(unit string) string {
+	return strings.ToUpper(cmp.Or(unit, "calls/s"))
 }
 
 // podList names up to 3 pods.
