@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -27,5 +29,10 @@ func main() {
 	// (Notify would be wrong: it also delivers the SIGPIPEs of sockets
 	// whose peer went away.)
 	signal.Ignore(syscall.SIGPIPE)
+	// Installed as kubectl-pinlab (krew, deploy/krew), kubectl runs it for
+	// `kubectl pinlab ...`: help says so.
+	if strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") == "kubectl-pinlab" {
+		cli.DisplayName = "kubectl pinlab"
+	}
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

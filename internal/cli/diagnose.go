@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/control"
@@ -13,6 +14,7 @@ import (
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Exit codes of pinlab diagnose, besides ExitOK (balanced), ExitError,
@@ -47,6 +49,12 @@ type DiagnoseOptions struct {
 	// Prometheus, if set, is the base URL of a Prometheus server whose
 	// grpc_server_* series give the per-pod rates.
 	Prometheus string
+	// AgentImage is pinlab-agent's image, added as an ephemeral container
+	// to the pods that serve no channelz and have no agent yet, with Yes;
+	// NoAgent uses no agent at all, not even one already there.
+	AgentImage string
+	NoAgent    bool
+	Yes        bool
 	// Port names or numbers the Service port to diagnose; empty: the
 	// only one, else the first that says gRPC, else the first.
 	Port string
@@ -135,6 +143,9 @@ func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *Diagno
 	f.BoolVar(&o.Direct, "direct", false, "dial each pod's IP instead of going through the API server's port-forward (where pod IPs are routed; implied when run in a pod)")
 	f.StringVar(&o.Prometheus, "prometheus", "", "take the per-pod rates from this Prometheus's base URL (e.g. http://localhost:9090), which scrapes the pods' metrics ports (see pinlab lab targets)")
 	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time from the first reading of each pod to the last, one a second (and the range of the Prometheus queries: at least twice its scrape interval)")
+	f.StringVar(&o.AgentImage, "agent-image", "", "pinlab-agent image to add, as an ephemeral container, to the pods that serve no channelz and have no agent (needs --yes; see docs/diagnose.md)")
+	f.BoolVar(&o.NoAgent, "no-agent", false, "read no pinlab-agent, not even one already in the pods")
+	f.BoolVar(&o.Yes, "yes", false, "agree to add the pinlab-agent ephemeral container where it is missing (it cannot be removed; it goes with the pod)")
 	f.StringVar(&o.Port, "port", "", "the Service port to diagnose, by name or number (default: the only one, else the first whose appProtocol or name says grpc, else the first)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say how each pod was reached and show the Prometheus queries")
@@ -147,6 +158,10 @@ func (o *DiagnoseOptions) check() error {
 		return exit.UsageError(errors.New("--lab and --kubeconfig/--context/--cluster/--user/--as* are two sources; give one"))
 	case o.Lab && o.Direct:
 		return exit.UsageError(errors.New("--direct is for a kubeconfig's cluster; --lab always reaches its pods directly"))
+	case o.Lab && (o.AgentImage != "" || o.Yes):
+		return exit.UsageError(errors.New("--agent-image and --yes are for a kubeconfig's cluster; the lab's pods serve channelz"))
+	case o.NoAgent && o.AgentImage != "":
+		return exit.UsageError(errors.New("--no-agent and --agent-image contradict each other; give one"))
 	case o.Output != "text" && o.Output != "json":
 		return exit.UsageError(fmt.Errorf("-o %q: want text or json", o.Output))
 	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
@@ -176,6 +191,7 @@ func (s labSource) String() string { return "lab at " + s.c.Addr }
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 	lc := &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
 	var src evidence.Source = labSource{lc}
+	var agents *evidence.Agents
 	var sampler evidence.Sampler // nil: the lab's pods, directly
 	if o.Lab {
 		info, err := lc.Info(ctx)
@@ -195,10 +211,25 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		}
 		defer cz.Close()
 		src, sampler = k, cz
+		if err := o.checkAccess(ctx, k); err != nil {
+			return err
+		}
+		if !o.NoAgent {
+			ag := &evidence.Agents{Config: k.Config(), Pod: k.PodByIP, Image: o.AgentImage, Confirm: o.confirmAgent}
+			defer ag.Close()
+			agents = ag
+		}
 	}
-	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Port: o.Port, Window: o.Window, Sampler: sampler, Sampling: func(n int, w time.Duration) {
-		fmt.Fprintf(o.Err, "reading the channelz of %s over %v ...\n", plural(n, "pod"), w)
+	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Port: o.Port, Window: o.Window, Sampler: sampler, Sampling: func(n int, w time.Duration, from string) {
+		what := "channelz"
+		if from == "agent" {
+			what = "pinlab-agent"
+		}
+		fmt.Fprintf(o.Err, "reading the %s of %s over %v ...\n", what, plural(n, "pod"), w)
 	}}
+	if agents != nil {
+		req.Agents = agents
+	}
 	if o.Prometheus != "" {
 		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus}
 	}
@@ -231,6 +262,66 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		return err
 	}
 	return verdictExit(r.Verdict)
+}
+
+// checkAccess asks the API server, before anything is read or changed,
+// whether the user has what diagnose needs in the namespace
+// (evidence.DiagnosePermissions: the agent's with --agent-image; no
+// port-forward when pods are dialled directly). A missing required
+// permission is an error naming each; a missing optional one a warning.
+// When the check itself cannot be made, diagnose says so and goes on.
+func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) error {
+	cs, err := kubernetes.NewForConfig(k.Config())
+	if err != nil {
+		return err
+	}
+	var perms []evidence.Permission
+	for _, p := range evidence.DiagnosePermissions(o.AgentImage != "", false) {
+		if p.Subresource == "portforward" && (o.Direct || k.InCluster()) {
+			continue
+		}
+		perms = append(perms, p)
+	}
+	denied, err := evidence.CheckAccess(ctx, cs, o.Namespace, perms)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(o.Err, "diagnose: could not check permissions first, going on: %v\n", err)
+		return nil
+	}
+	var missing []string
+	for _, p := range denied {
+		if p.Optional {
+			fmt.Fprintf(o.Err, "diagnose: without %s in namespace %s (optional: to %s), diagnose goes on with less\n", p, o.Namespace, p.For)
+			continue
+		}
+		missing = append(missing, fmt.Sprintf("%s (to %s)", p, p.For))
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("diagnose: the API server denies, in namespace %s, what diagnose needs: %s; nothing was read or changed. deploy/rbac/diagnose.yaml grants it (check one with kubectl auth can-i VERB RESOURCE [--subresource=NAME] -n %s)", o.Namespace, strings.Join(missing, "; "), o.Namespace)
+	}
+	return nil
+}
+
+// confirmAgent says what adding the agent to pods does and returns Yes.
+func (o *DiagnoseOptions) confirmAgent(namespace string, pods []string, image string) bool {
+	names := podList(pods)
+	if !o.Yes {
+		fmt.Fprintf(o.Err, "%s in namespace %s (%s) serve no channelz and have no pinlab-agent; to read their connections, diagnose would add an ephemeral container %q (image %s, non-root, no capabilities, read-only root) to each, which reads the pod's TCP sockets once a second and prints them to its log. Ephemeral containers cannot be removed: it stays until the pod is replaced. Run again with --yes to add it.\n",
+			plural(len(pods), "pod"), namespace, names, evidence.AgentContainer, image)
+		return false
+	}
+	fmt.Fprintf(o.Err, "adding ephemeral container %q (image %s) to %s in namespace %s (%s); it stays until each pod is replaced\n", evidence.AgentContainer, image, plural(len(pods), "pod"), namespace, names)
+	return true
+}
+
+// podList names up to 5 pods.
+func podList(pods []string) string {
+	if len(pods) > 5 {
+		return strings.Join(pods[:5], ", ") + fmt.Sprintf(" and %d more", len(pods)-5)
+	}
+	return strings.Join(pods, ", ")
 }
 
 // kube loads the kubeconfig (setting Namespace to kubectl's default when

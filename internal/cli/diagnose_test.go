@@ -482,6 +482,9 @@ func TestDiagnoseKubeFlags(t *testing.T) {
 			"--as", "bob", "--as-group", "devs", "--as-group", "ops", "--as-uid", "42", "--direct"},
 			want: DiagnoseOptions{Service: "pricing", Kubeconfig: "k", Context: "prod", Cluster: "c", User: "u", Namespace: "shop",
 				As: "bob", AsGroups: []string{"devs", "ops"}, AsUID: "42", Direct: true}},
+		{name: "agent", args: []string{"pricing", "--agent-image", "reg.example/pinlab-agent:v1", "--yes"},
+			want: DiagnoseOptions{Service: "pricing", AgentImage: "reg.example/pinlab-agent:v1", Yes: true}},
+		{name: "no agent", args: []string{"pricing", "--no-agent"}, want: DiagnoseOptions{Service: "pricing", NoAgent: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -493,7 +496,7 @@ func TestDiagnoseKubeFlags(t *testing.T) {
 			}
 			pick := func(o DiagnoseOptions) DiagnoseOptions {
 				return DiagnoseOptions{Service: o.Service, Namespace: o.Namespace, Kubeconfig: o.Kubeconfig, Context: o.Context, Cluster: o.Cluster, User: o.User,
-					As: o.As, AsGroups: o.AsGroups, AsUID: o.AsUID, Direct: o.Direct}
+					As: o.As, AsGroups: o.AsGroups, AsUID: o.AsUID, Direct: o.Direct, AgentImage: o.AgentImage, NoAgent: o.NoAgent, Yes: o.Yes}
 			}
 			if diff := cmp.Diff(pick(tt.want), pick(got), cmpopts.IgnoreUnexported(DiagnoseOptions{})); diff != "" {
 				t.Errorf("options (-want +got):\n%s", diff)
@@ -542,6 +545,8 @@ func TestDiagnoseBadInput(t *testing.T) {
 		{name: "lab and impersonation", args: []string{"diagnose", "pricing", "--lab", "--as", "bob"}, code: ExitUsage, stderr: "two sources"},
 		{name: "lab and direct", args: []string{"diagnose", "pricing", "--lab", "--direct"}, code: ExitUsage, stderr: "--direct is for a kubeconfig's cluster"},
 		{name: "no Service named", args: []string{"diagnose", "--lab"}, code: ExitUsage, stderr: "one Service name"},
+		{name: "lab and agent", args: []string{"diagnose", "pricing", "--lab", "--agent-image", "reg.example/pinlab-agent:v1"}, code: ExitUsage, stderr: "--agent-image and --yes are for a kubeconfig's cluster"},
+		{name: "agent and no agent", args: []string{"diagnose", "pricing", "--no-agent", "--agent-image", "reg.example/pinlab-agent:v1"}, code: ExitUsage, stderr: "--no-agent and --agent-image contradict"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,11 +51,17 @@ func codeOf(ctx context.Context, err error, stderr io.Writer) int {
 	return int(code)
 }
 
+// DisplayName is the program's name in help and usage: "pinlab", or
+// "kubectl pinlab" when the binary runs as the kubectl plugin
+// kubectl-pinlab (set by main before anything runs).
+var DisplayName = "pinlab"
+
 // NewRootCmd returns the pinlab command tree.
 func NewRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "pinlab",
-		Short: "See gRPC connection pinning on Kubernetes, measured, and what each fix does",
+		Use:         "pinlab",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName},
+		Short:       "See gRPC connection pinning on Kubernetes, measured, and what each fix does",
 		Long: `pinlab runs an embedded mini Kubernetes cluster on loopback: pods are real
 grpc-go servers, ClusterIP Services are served by a kube-proxy-like L4 proxy,
 a real DNS server answers cluster DNS, and real gRPC clients drive load. It
