@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pinlab/pinlab/internal/cli"
+	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load"
@@ -139,4 +143,103 @@ func (r *recordingForward) dials() map[netip.AddrPort]netip.AddrPort {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return maps.Clone(r.remote)
+}
+
+// TestDiagnoseThroughAgent: pods that serve no channelz are read by
+// pinlab-agent ephemeral containers, added through the real API server
+// with the user's consent (once: a second run reuses them) and run by the
+// lab's kubelet in each pod's network namespace; their output comes back
+// through pods/log. A pick_first client through the ClusterIP pins to one
+// pod: the busy pod shows the client's one connection with its bytes, the
+// other none, and the verdict is pinned on the ClusterIP connection.
+func TestDiagnoseThroughAgent(t *testing.T) {
+	ns := "agent"
+	ctx := setUp(t, ns, 2, "--no-channelz")
+	source, err := clientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := &podCalls{}
+	c, err := load.New(load.Config{Name: "order-0", Source: source, Policy: "pick_first", Rate: 50, Observer: calls,
+		Target: fmt.Sprintf("dns://%s/pricing.%s.svc.cluster.local:8471", theLab.DNSAddr(), ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := labtest.Run(t, c.Run)
+	defer stop()
+	labtest.WaitFor(t, 30*time.Second, "the client's calls", func() bool { return len(calls.pods()) == 1 })
+
+	k := &evidence.Kube{Kubeconfig: kubeconfig, Namespace: ns}
+	if _, err := k.Load(); err != nil {
+		t.Fatal(err)
+	}
+	// Without --yes nothing is added: diagnose says what it would do and
+	// cannot tell.
+	var out, errb strings.Builder
+	code := cli.Main([]string{"diagnose", "pricing", "-n", ns, "--kubeconfig", kubeconfig, "--window", "1s", "--agent-image", "registry.example/tools/pinlab-agent:test"}, &out, &errb)
+	if code != cli.ExitUnknown || !strings.Contains(errb.String(), `diagnose would add an ephemeral container "pinlab-agent" (image registry.example/tools/pinlab-agent:test`) ||
+		!strings.Contains(errb.String(), "Run again with --yes") || !strings.Contains(out.String(), "serve no channelz") {
+		t.Errorf("without --yes: exit %d, want %d, saying what it would add\nstdout:\n%s\nstderr:\n%s", code, cli.ExitUnknown, out.String(), errb.String())
+	}
+	pods, err := theLab.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if len(p.Spec.EphemeralContainers) > 0 {
+			t.Errorf("pod %s has ephemeral containers %v without consent", p.Name, p.Spec.EphemeralContainers)
+		}
+	}
+
+	asked := 0
+	collect := func() evidence.Evidence {
+		cz := &evidence.Channelz{Dialer: &evidence.PortForward{Config: k.Config(), Pod: k.PodByIP}}
+		defer cz.Close()
+		ag := &evidence.Agents{Config: k.Config(), Pod: k.PodByIP, Image: "registry.example/tools/pinlab-agent:test",
+			Confirm: func(string, []string, string) bool { asked++; return true }}
+		defer ag.Close()
+		ev, err := evidence.Collect(ctx, k, evidence.Request{Namespace: ns, Service: "pricing", Window: 3 * time.Second, Sampler: cz, Agents: ag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	before := calls.pods()
+	ev := collect()
+	after := calls.pods()
+	if asked != 1 || ev.RatesFrom != "agent" || ev.Unit != "bytes" {
+		t.Fatalf("asked %d times, rates from %q in %q (problems %q); want one consent, the agents' bytes", asked, ev.RatesFrom, ev.Unit, ev.Problems)
+	}
+	var busy, idle int
+	for _, p := range ev.Pods {
+		switch {
+		case p.Err != "":
+			t.Errorf("pod %s: %s", p.Name, p.Err)
+		case len(p.Conns) == 1 && strings.HasPrefix(p.Conns[0].Remote, source.String()+":") && p.Calls.Started > 0:
+			busy++
+			if n := after[p.Name] - before[p.Name]; n > 0 {
+				t.Logf("pod %s: %d bytes both ways over %v; the client made %d calls from before the first reading to after the last: about %.0f bytes a call", p.Name, p.Calls.Started, p.Span, n, float64(p.Calls.Started)/float64(n))
+			}
+		case len(p.Conns) == 0 && p.Calls.Started == 0:
+			idle++
+		default:
+			t.Errorf("pod %s: connections %+v, bytes %d", p.Name, p.Conns, p.Calls.Started)
+		}
+	}
+	if busy != 1 || idle != 1 {
+		t.Errorf("%d busy and %d idle pods, want 1 and 1", busy, idle)
+	}
+	r := diagnose.Diagnose(ev)
+	if r.Verdict != diagnose.Pinned || r.Cause != "clusterip-connection" {
+		t.Errorf("verdict %s (%s): %s", r.Verdict, r.Cause, r.Why)
+	}
+	// A second run, as a user runs it (kubectl's flags, no --yes): it
+	// checks the permissions first and reuses the agents without asking.
+	out.Reset()
+	errb.Reset()
+	code = cli.Main([]string{"diagnose", "pricing", "-n", ns, "--kubeconfig", kubeconfig, "--window", "3s"}, &out, &errb)
+	if code != cli.ExitPinned || !strings.Contains(out.String(), "BYTES/S") || !strings.Contains(errb.String(), "reading the pinlab-agent of 2 pods") ||
+		strings.Contains(errb.String(), "--yes") || strings.Contains(errb.String(), "permission") {
+		t.Errorf("pinlab diagnose: exit %d, want %d with the agents' bytes, reused without asking\nstdout:\n%s\nstderr:\n%s", code, cli.ExitPinned, out.String(), errb.String())
+	}
 }

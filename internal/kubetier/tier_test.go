@@ -29,8 +29,9 @@ import (
 
 // pricing returns a Namespace ns with Deployment pricing (n replicas of
 // the lab's gRPC pod, a 2 s preStop sleep), ClusterIP Service pricing and
-// headless Service pricing-headless.
-func pricing(ns string, n int32) []runtime.Object {
+// headless Service pricing-headless; args are added to the pod's
+// ("--no-channelz", say).
+func pricing(ns string, n int32, args ...string) []runtime.Object {
 	lbl := map[string]string{"app": "pricing"}
 	svc := func(name string, headless bool) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -49,7 +50,7 @@ func pricing(ns string, n int32) []runtime.Object {
 				Replicas: &n, Selector: &metav1.LabelSelector{MatchLabels: lbl},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(10)),
-					Containers: []corev1.Container{{Name: "pricing", Image: "pinlab", Args: []string{"pod", "pricing"},
+					Containers: []corev1.Container{{Name: "pricing", Image: "pinlab", Args: append([]string{"pod", "pricing"}, args...),
 						Ports:     []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}},
 						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 2}}},
 					}}}},
@@ -61,11 +62,11 @@ func pricing(ns string, n int32) []runtime.Object {
 // setUp applies pricing(ns, n) through the API server and waits until its
 // pods are Ready, the real EndpointSlice controller lists them and
 // kube-proxy serves them.
-func setUp(t testing.TB, ns string, n int32) context.Context {
+func setUp(t testing.TB, ns string, n int32, args ...string) context.Context {
 	t.Helper()
 	needTier(t)
 	ctx := labtest.Context(t, 3*time.Minute)
-	if err := theLab.Apply(ctx, pricing(ns, n)); err != nil {
+	if err := theLab.Apply(ctx, pricing(ns, n, args...)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
