@@ -2,10 +2,12 @@ package evidence
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -28,7 +30,8 @@ import (
 // reading it.
 const (
 	// AgentContainer is the name of the ephemeral container that runs
-	// pinlab-agent in a server pod; one found under that name is reused.
+	// pinlab-agent in a server pod (AgentContainer-N for one added beside
+	// N that cannot run); one found running is reused.
 	AgentContainer = "pinlab-agent"
 	// AttachTimeout bounds adding the agent to one pod and waiting for it
 	// to run (the node pulls its image meanwhile).
@@ -49,11 +52,11 @@ const (
 // says so; its Calls.Started is the bytes of the connections open at the
 // reading.
 //
-// Prepare finds the agents already running and, with Attach and Image
-// set, adds one to each pod that has none (PATCH pods/ephemeralcontainers,
-// as kubectl debug does). An ephemeral container cannot be removed: it
-// stays until the pod is replaced, and a later run reuses it. Safe for
-// concurrent use; Close stops the log streams.
+// Prepare finds the agents already running and, with Image set and the
+// user's consent (Confirm), adds one to each pod where none can run (PATCH
+// pods/ephemeralcontainers, as kubectl debug does). An ephemeral container
+// cannot be removed: it stays until the pod is replaced, and a later run
+// reuses it. Safe for concurrent use; Close stops the log streams.
 type Agents struct {
 	// Config reaches the API server (Kube.Config); required.
 	Config *rest.Config
@@ -67,12 +70,13 @@ type Agents struct {
 	// (namespace, sorted names, image): the user's consent. nil adds none.
 	Confirm func(namespace string, pods []string, image string) bool
 
-	mu      sync.Mutex
-	client  kubernetes.Interface
-	ctx     context.Context // ends at Close
-	cancel  context.CancelFunc
-	follows map[string]*follow // by namespace/name
-	wg      sync.WaitGroup
+	mu         sync.Mutex
+	client     kubernetes.Interface
+	ctx        context.Context // ends at Close
+	cancel     context.CancelFunc
+	follows    map[string]*follow // by namespace/name
+	containers map[string]string  // the agent container Prepare chose, by namespace/name
+	wg         sync.WaitGroup
 }
 
 // Unit reports that Agents' counters are bytes.
@@ -105,7 +109,7 @@ func (a *Agents) init() error {
 	}
 	a.client = cs
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.follows = map[string]*follow{}
+	a.follows, a.containers = map[string]*follow{}, map[string]string{}
 	return nil
 }
 
@@ -124,34 +128,97 @@ func AgentSecurity() *corev1.SecurityContext {
 	}
 }
 
-// AgentState says whether pod p runs the agent: "running", "waiting:
-// REASON: message" or "terminated: ...", or "" when it has none.
-func AgentState(p *corev1.Pod) string {
-	for _, s := range p.Status.EphemeralContainerStatuses {
-		if s.Name != AgentContainer {
+// agentRun is one agent container of a pod and its state.
+type agentRun struct {
+	name, image string
+	// state is "running", "waiting: REASON: message", "terminated:
+	// ...", or "waiting: no status yet".
+	state string
+}
+
+// broken reports whether the agent will never run: its image cannot be
+// pulled or the container cannot be made, or it ended (an ephemeral
+// container is not restarted).
+func (r agentRun) broken() bool {
+	for _, bad := range []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerError", "CreateContainerConfigError", "terminated"} {
+		if strings.Contains(r.state, bad) {
+			return true
+		}
+	}
+	return false
+}
+
+// isAgentName reports whether name is an agent container's: AgentContainer,
+// or AgentContainer-N for the ones added after a broken one.
+func isAgentName(name string) bool {
+	if name == AgentContainer {
+		return true
+	}
+	n, ok := strings.CutPrefix(name, AgentContainer+"-")
+	_, err := strconv.Atoi(n)
+	return ok && err == nil
+}
+
+// agentRuns returns p's agent containers, in the order they were added.
+func agentRuns(p *corev1.Pod) []agentRun {
+	var out []agentRun
+	for _, e := range p.Spec.EphemeralContainers {
+		if !isAgentName(e.Name) {
 			continue
 		}
-		switch st := s.State; {
-		case st.Running != nil:
-			return "running"
-		case st.Terminated != nil:
-			return fmt.Sprintf("terminated: %s (exit code %d) %s", st.Terminated.Reason, st.Terminated.ExitCode, st.Terminated.Message)
-		case st.Waiting != nil:
-			return fmt.Sprintf("waiting: %s: %s", st.Waiting.Reason, st.Waiting.Message)
+		r := agentRun{name: e.Name, image: e.Image, state: "waiting: no status yet"}
+		for _, s := range p.Status.EphemeralContainerStatuses {
+			if s.Name != e.Name {
+				continue
+			}
+			switch st := s.State; {
+			case st.Running != nil:
+				r.state = "running"
+			case st.Terminated != nil:
+				r.state = fmt.Sprintf("terminated: %s (exit code %d) %s", st.Terminated.Reason, st.Terminated.ExitCode, st.Terminated.Message)
+			case st.Waiting != nil:
+				r.state = fmt.Sprintf("waiting: %s: %s", st.Waiting.Reason, st.Waiting.Message)
+			}
 		}
-		return "waiting: no state yet"
+		out = append(out, r)
 	}
-	for _, e := range p.Spec.EphemeralContainers {
-		if e.Name == AgentContainer {
-			return "waiting: no status yet"
+	return out
+}
+
+// agentPlan is what Prepare does with one pod: read the agent named
+// run (running, or to wait for), or add one named add (why says what is
+// wrong with the ones there, if any).
+type agentPlan struct {
+	run, add, why string
+}
+
+// planAgent decides, from p's agent containers, which one to read or
+// what to add.
+func planAgent(p *corev1.Pod) agentPlan {
+	runs := agentRuns(p)
+	for _, r := range runs {
+		if r.state == "running" {
+			return agentPlan{run: r.name}
 		}
 	}
-	return ""
+	for _, r := range runs {
+		if !r.broken() {
+			return agentPlan{run: r.name} // starting: wait for it
+		}
+	}
+	if len(runs) == 0 {
+		return agentPlan{add: AgentContainer, why: "no pinlab-agent runs in it"}
+	}
+	last := runs[len(runs)-1]
+	return agentPlan{add: fmt.Sprintf("%s-%d", AgentContainer, len(runs)),
+		why: fmt.Sprintf("its %s container (image %s) does not run (%s), and an ephemeral container can be neither removed nor restarted: another, with a pullable --agent-image, can be added beside it", last.name, last.image, last.state)}
 }
 
 // Prepare makes sure each of pods (those with an Addr) has a running
-// agent: it reuses the one found; for the pods without one, when Image is
-// set and Confirm agrees (asked once, with their names), it adds one.
+// agent: it reuses one that runs (or waits for one starting); for the pods
+// without one, or whose agents cannot run (a bad image, ended), when Image
+// is set and Confirm agrees (asked once, with their names), it adds one
+// (named AgentContainer, else AgentContainer-N beside N broken ones).
 // AttachParallel pods are handled at once, each bounded by AttachTimeout.
 // It returns, by pod name, why a pod has no agent; a pod not in the map has
 // one. It honours ctx.
@@ -172,41 +239,38 @@ func (a *Agents) Prepare(ctx context.Context, namespace string, pods []Pod) (map
 			names = append(names, p.Name)
 		}
 	}
-	var bare []string // pods with no agent at all
+	adds := map[string]agentPlan{} // pods to add an agent to
 	each(ctx, names, func(ctx context.Context, name string) {
 		p, err := a.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			fail(name, apiError(err, "get pods"))
 			return
 		}
-		switch state := AgentState(p); {
-		case state == "running":
-		case state == "":
+		plan := planAgent(p)
+		if plan.add != "" {
 			mu.Lock()
-			bare = append(bare, name)
+			adds[name] = plan
 			mu.Unlock()
-		case strings.HasPrefix(state, "terminated"):
-			fail(name, fmt.Errorf("its %s container has ended (%s) and an ephemeral container cannot be restarted: only a new pod can have another", AgentContainer, state))
-		default:
-			if err := a.waitRunning(ctx, namespace, name); err != nil {
-				fail(name, err)
-			}
+			return
+		}
+		if err := a.use(ctx, namespace, name, plan.run); err != nil {
+			fail(name, err)
 		}
 	})
-	if len(bare) == 0 || ctx.Err() != nil {
+	if len(adds) == 0 || ctx.Err() != nil {
 		return out, ctx.Err()
 	}
-	slices.Sort(bare)
+	bare := slices.Sorted(maps.Keys(adds))
 	if a.Image == "" || a.Confirm == nil || !a.Confirm(namespace, bare, a.Image) {
 		for _, name := range bare {
-			out[name] = "no pinlab-agent runs in it"
+			out[name] = adds[name].why
 		}
 		return out, ctx.Err()
 	}
 	each(ctx, bare, func(ctx context.Context, name string) {
-		err := a.attach(ctx, namespace, name)
+		err := a.attach(ctx, namespace, name, adds[name].add)
 		if err == nil {
-			err = a.waitRunning(ctx, namespace, name)
+			err = a.use(ctx, namespace, name, adds[name].add)
 		}
 		if err != nil {
 			fail(name, err)
@@ -233,12 +297,12 @@ func each(ctx context.Context, names []string, f func(ctx context.Context, name 
 	wg.Wait()
 }
 
-// attach adds the agent's ephemeral container to pod namespace/name, as
-// kubectl debug does: a strategic merge patch of the ephemeralcontainers
-// subresource.
-func (a *Agents) attach(ctx context.Context, namespace, name string) error {
+// attach adds the agent's ephemeral container, named container, to pod
+// namespace/name, as kubectl debug does: a strategic merge patch of the
+// ephemeralcontainers subresource.
+func (a *Agents) attach(ctx context.Context, namespace, name, container string) error {
 	c := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
-		Name: AgentContainer, Image: a.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Name: container, Image: a.Image, ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:                     []string{"--interval", "1s"},
 		SecurityContext:          AgentSecurity(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -254,43 +318,40 @@ func (a *Agents) attach(ctx context.Context, namespace, name string) error {
 	return nil
 }
 
-// waitRunning polls the pod every half second until its agent runs; a
-// pull error or an end is returned at once, naming the image.
-func (a *Agents) waitRunning(ctx context.Context, namespace, name string) error {
+// use waits until the pod's agent container runs (polling the pod every
+// half second; an error at once, naming the image, when it cannot run)
+// and makes it the one Sample reads.
+func (a *Agents) use(ctx context.Context, namespace, name, container string) error {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	last := ""
+	last := "not seen yet"
 	for {
 		p, err := a.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err != nil && ctx.Err() == nil:
 			return apiError(err, "get pods")
 		case err == nil:
-			last = AgentState(p)
-			if last == "running" {
-				return nil
-			}
-			for _, bad := range []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerError", "terminated"} {
-				if strings.Contains(last, bad) {
-					return fmt.Errorf("its %s container (image %s) does not run: %s", AgentContainer, a.imageOf(p), last)
+			for _, r := range agentRuns(p) {
+				switch {
+				case r.name != container:
+				case r.state == "running":
+					a.mu.Lock()
+					a.containers[namespace+"/"+name] = container
+					a.mu.Unlock()
+					return nil
+				case r.broken():
+					return fmt.Errorf("its %s container (image %s) does not run: %s", r.name, r.image, r.state)
+				default:
+					last = r.state
 				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("its %s container did not start within %v (last: %s)", AgentContainer, AttachTimeout, last)
+			return fmt.Errorf("its %s container did not start within %v (last: %s)", container, AttachTimeout, last)
 		case <-tick.C:
 		}
 	}
-}
-
-func (a *Agents) imageOf(p *corev1.Pod) string {
-	for _, e := range p.Spec.EphemeralContainers {
-		if e.Name == AgentContainer {
-			return e.Image
-		}
-	}
-	return a.Image
 }
 
 // apiError says what the API server refused, naming the permission.
@@ -340,9 +401,10 @@ func (a *Agents) follow(ns, name string) (*follow, error) {
 	f := &follow{changed: make(chan struct{})}
 	a.follows[key] = f
 	a.wg.Add(1)
+	container := cmp.Or(a.containers[key], AgentContainer)
 	go func() {
 		defer a.wg.Done()
-		f.end(a.stream(f, ns, name))
+		f.end(a.stream(f, ns, name, container))
 	}()
 	return f, nil
 }
@@ -351,11 +413,11 @@ func (a *Agents) follow(ns, name string) (*follow, error) {
 // the Agents ends. It asks for the last line and skips it: readings begin
 // with the first one taken after the stream opened (not one from before
 // diagnose's channelz connections closed, say).
-func (a *Agents) stream(f *follow, ns, name string) error {
-	req := a.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: AgentContainer, Follow: true, TailLines: ptr.To(int64(1))})
+func (a *Agents) stream(f *follow, ns, name, container string) error {
+	req := a.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container, Follow: true, TailLines: ptr.To(int64(1))})
 	rc, err := req.Stream(a.ctx)
 	if err != nil {
-		return fmt.Errorf("reading its %s container's output: %w", AgentContainer, apiError(err, "get pods/log"))
+		return fmt.Errorf("reading its %s container's output: %w", container, apiError(err, "get pods/log"))
 	}
 	defer rc.Close()
 	sc := bufio.NewScanner(rc)
@@ -368,9 +430,9 @@ func (a *Agents) stream(f *follow, ns, name string) error {
 		f.put(r)
 	}
 	if err := sc.Err(); err != nil && a.ctx.Err() == nil {
-		return fmt.Errorf("reading its %s container's output: %w", AgentContainer, err)
+		return fmt.Errorf("reading its %s container's output: %w", container, err)
 	}
-	return fmt.Errorf("its %s container's output ended", AgentContainer)
+	return fmt.Errorf("its %s container's output ended", container)
 }
 
 func (f *follow) put(r agent.Reading) {

@@ -41,22 +41,22 @@ func newAgentAPI(t *testing.T, withAgent bool) (*agentAPI, *rest.Config) {
 		Status:     corev1.PodStatus{PodIP: "10.0.0.5", Phase: corev1.PodRunning},
 	}}
 	if withAgent {
-		a.addAgent("pinlab-agent:v1", "running")
+		a.addAgent(evidence.AgentContainer, "pinlab-agent:v1", "running")
 	}
 	srv := httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(srv.Close)
 	return a, &rest.Config{Host: srv.URL}
 }
 
-func (a *agentAPI) addAgent(image, state string) {
-	a.pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: evidence.AgentContainer, Image: image}}}
-	st := corev1.ContainerStatus{Name: evidence.AgentContainer, Image: image}
+func (a *agentAPI) addAgent(name, image, state string) {
+	a.pod.Spec.EphemeralContainers = append(a.pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: name, Image: image}})
+	st := corev1.ContainerStatus{Name: name, Image: image}
 	if state == "running" {
 		st.State.Running = &corev1.ContainerStateRunning{}
 	} else {
 		st.State.Waiting = &corev1.ContainerStateWaiting{Reason: state, Message: "pull access denied for " + image}
 	}
-	a.pod.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{st}
+	a.pod.Status.EphemeralContainerStatuses = append(a.pod.Status.EphemeralContainerStatuses, st)
 }
 
 func (a *agentAPI) serve(w http.ResponseWriter, r *http.Request) {
@@ -95,7 +95,7 @@ func (a *agentAPI) serve(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad patch", http.StatusBadRequest)
 			return
 		}
-		a.addAgent(patch.Spec.EphemeralContainers[0].Image, a.state)
+		a.addAgent(patch.Spec.EphemeralContainers[0].Name, patch.Spec.EphemeralContainers[0].Image, a.state)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a.pod)
 	case r.Method == http.MethodGet && r.URL.Path == base+"/log":
@@ -103,7 +103,7 @@ func (a *agentAPI) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.logReads++
-		if r.URL.Query().Get("container") != evidence.AgentContainer || r.URL.Query().Get("follow") != "true" {
+		if !strings.HasPrefix(r.URL.Query().Get("container"), evidence.AgentContainer) || r.URL.Query().Get("follow") != "true" {
 			http.Error(w, "want container=pinlab-agent&follow=true", http.StatusBadRequest)
 			return
 		}
@@ -156,12 +156,14 @@ func TestAgentsPrepare(t *testing.T) {
 	cases := []struct {
 		name      string
 		withAgent bool
+		broken    bool // a pinlab-agent whose image cannot be pulled is there
 		image     string
 		consent   bool
 		state     string // the added agent's state
 		forbid    string
 		want      string // why pricing-0 has no agent; "" it has one
 		patches   int
+		container string // the container patched in; "" means pinlab-agent
 	}{
 		{name: "agent running: reused", withAgent: true, image: "reg.example/pinlab-agent:v1", consent: true, want: ""},
 		{name: "no agent, no image", want: "no pinlab-agent runs in it"},
@@ -172,11 +174,17 @@ func TestAgentsPrepare(t *testing.T) {
 		{name: "patch forbidden", image: "reg.example/pinlab-agent:v1", consent: true, forbid: "patch pods/ephemeralcontainers",
 			want: "the API server forbids it (RBAC: patch pods/ephemeralcontainers)"},
 		{name: "get forbidden", image: "reg.example/pinlab-agent:v1", consent: true, forbid: "get pods", want: "(RBAC: get pods)"},
+		{name: "broken agent, no consent", broken: true, image: "reg.example/pinlab-agent:v1",
+			want: "its pinlab-agent container (image reg.example/pinlab-agent:typo) does not run (waiting: ErrImagePull: pull access denied for reg.example/pinlab-agent:typo), and an ephemeral container can be neither removed nor restarted"},
+		{name: "broken agent, another added", broken: true, image: "reg.example/pinlab-agent:v1", consent: true, state: "running", patches: 1, container: "pinlab-agent-1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			api, cfg := newAgentAPI(t, tc.withAgent)
 			api.state, api.forbid = cmpOr(tc.state, "running"), tc.forbid
+			if tc.broken {
+				api.addAgent(evidence.AgentContainer, "reg.example/pinlab-agent:typo", "ErrImagePull")
+			}
 			asked := 0
 			ag := &evidence.Agents{Config: cfg, Pod: podByIP, Image: tc.image, Confirm: func(ns string, pods []string, image string) bool {
 				asked++
@@ -213,7 +221,7 @@ func TestAgentsPrepare(t *testing.T) {
 				json.Unmarshal([]byte(api.patches[0]), &patch)
 				c := patch.Spec.EphemeralContainers[0]
 				sc := c.SecurityContext
-				if c.Name != "pinlab-agent" || c.Image != tc.image || sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 {
+				if c.Name != cmpOr(tc.container, "pinlab-agent") || c.Image != tc.image || sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 {
 					t.Errorf("patched container %+v", c)
 				}
 			}

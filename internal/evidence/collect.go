@@ -150,7 +150,7 @@ func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampl
 	}
 	if withAgent == 0 {
 		slices.Sort(bare)
-		ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and none has a pinlab-agent (%s): their connections cannot be read; see --agent-image", len(bare), len(ev.Pods), strings.Join(bare, ", "), why[bare[0]]))
+		ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and none has a pinlab-agent that runs (%s): their connections cannot be read; adding pinlab-agent takes --agent-image and --yes", len(bare), len(ev.Pods), strings.Join(bare, ", "), why[bare[0]]))
 		return cz, nil
 	}
 	ev.RatesFrom, ev.Unit = "agent", "bytes"
@@ -162,6 +162,7 @@ func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampl
 	for i := range ev.Pods {
 		if w, no := why[ev.Pods[i].Name]; no && ev.Pods[i].Err == "" {
 			ev.Pods[i].Err = "no agent: " + w
+			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: %s", ev.Pods[i].Name, ev.Pods[i].Err))
 		}
 	}
 	return agents, nil

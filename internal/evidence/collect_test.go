@@ -194,9 +194,12 @@ func TestCollectAgents(t *testing.T) {
 	}{
 		{name: "all serve channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1")}, from: "channelz"},
 		{name: "one without channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")}, prepared: 1, from: "agent"},
+		{name: "one pod without an agent", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
+			none: map[string]string{"plain": "no pinlab-agent runs in it"}, prepared: 1, from: "agent",
+			problem: "pod plain: no agent: no pinlab-agent runs in it"},
 		{name: "no agent anywhere", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "1 of the 2 pods serve no channelz (plain) and none has a pinlab-agent (no pinlab-agent runs in it)"},
+			problem: "1 of the 2 pods serve no channelz (plain) and none has a pinlab-agent that runs (no pinlab-agent runs in it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &fakeAgents{none: tc.none}
@@ -209,6 +212,9 @@ func TestCollectAgents(t *testing.T) {
 			}
 			if tc.from == "agent" {
 				for _, p := range ev.Pods {
+					if tc.none[p.Name] != "" {
+						continue
+					}
 					if ev.Unit != "bytes" || p.Err != "" || len(p.Conns) != 1 || p.Calls.Started != p.Conns[0].Calls || p.Calls.Started < 1000 {
 						t.Errorf("pod %s: unit %q, %+v; want its connection's bytes as its count", p.Name, ev.Unit, p)
 					}
