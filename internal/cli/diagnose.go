@@ -49,6 +49,12 @@ type DiagnoseOptions struct {
 	// Prometheus, if set, is the base URL of a Prometheus server whose
 	// grpc_server_* series give the per-pod rates.
 	Prometheus string
+	// PrometheusFamily names the metric family of those series
+	// (evidence.FamilyNames; the flag's default is "auto").
+	// PrometheusLabels names the scrape target's labels by role,
+	// "namespace" and "pod"; a role left out keeps its own name.
+	PrometheusFamily string
+	PrometheusLabels map[string]string
 	// AgentImage is pinlab-agent's image, added as an ephemeral container
 	// to the pods that serve no channelz and have no agent yet, with Yes;
 	// NoAgent uses no agent at all, not even one already there.
@@ -142,6 +148,8 @@ func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *Diagno
 	f.StringVar(&o.AsUID, "as-uid", "", "UID to impersonate, as kubectl --as-uid")
 	f.BoolVar(&o.Direct, "direct", false, "dial each pod's IP instead of going through the API server's port-forward (where pod IPs are routed; implied when run in a pod)")
 	f.StringVar(&o.Prometheus, "prometheus", "", "take the per-pod rates from this Prometheus's base URL (e.g. http://localhost:9090), which scrapes the pods' metrics ports (see pinlab lab targets)")
+	f.StringVar(&o.PrometheusFamily, "prometheus-family", evidence.AutoFamily, "the pods' gRPC metrics in Prometheus: "+strings.Join(evidence.FamilyNames(), "|")+" (auto: the first of these with series of the pods)")
+	f.StringToStringVar(&o.PrometheusLabels, "prometheus-labels", nil, "the scrape target's labels that name the pods' namespace and pod, as namespace=LABEL,pod=LABEL (default namespace=namespace,pod=pod)")
 	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time from the first reading of each pod to the last, one a second (and the range of the Prometheus queries: at least twice its scrape interval)")
 	f.StringVar(&o.AgentImage, "agent-image", "", "pinlab-agent image to add, as an ephemeral container, to the pods that serve no channelz and have no agent (needs --yes; see docs/diagnose.md)")
 	f.BoolVar(&o.NoAgent, "no-agent", false, "read no pinlab-agent, not even one already in the pods")
@@ -171,6 +179,12 @@ func (o *DiagnoseOptions) check() error {
 		if err := (&evidence.Prometheus{URL: o.Prometheus}).Check(); err != nil {
 			return exit.UsageError(fmt.Errorf("--prometheus: want the server's base URL, such as http://localhost:9090 (%w)", err))
 		}
+	}
+	if err := evidence.CheckFamily(o.PrometheusFamily); err != nil {
+		return exit.UsageError(fmt.Errorf("--prometheus-family: %w", err))
+	}
+	if err := evidence.CheckTargetLabels(o.PrometheusLabels); err != nil {
+		return exit.UsageError(fmt.Errorf("--prometheus-labels: %w", err))
 	}
 	return nil
 }
@@ -231,7 +245,8 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 		req.Agents = agents
 	}
 	if o.Prometheus != "" {
-		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus}
+		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus, Family: o.PrometheusFamily,
+			NamespaceLabel: o.PrometheusLabels["namespace"], PodLabel: o.PrometheusLabels["pod"]}
 	}
 	ev, err := evidence.Collect(ctx, src, req)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -21,36 +20,41 @@ import (
 const PrometheusTimeout = 10 * time.Second
 
 // Prometheus takes per-pod call counts from a Prometheus server that
-// scrapes the pods' grpc-ecosystem metrics (grpc_server_started_total and
-// grpc_server_handled_total), with the target labels `pinlab lab targets`
-// gives (and common Kubernetes relabelling keeps): namespace and pod. The
-// health and channelz services' calls (probes, diagnose's own sampling)
-// are left out. The server is queried wherever its URL says.
+// scrapes the pods' gRPC metrics, of one of the families FamilyNames
+// lists, with the target labels `pinlab lab targets` gives (and common
+// Kubernetes relabelling keeps): namespace and pod. The health and
+// channelz services' calls (probes, diagnose's own sampling) are left
+// out where the family labels the service. The server is queried
+// wherever its URL says.
 type Prometheus struct {
 	// URL is the server's base URL, e.g. "http://127.0.0.1:9090" or
 	// "https://prometheus.example.com/prom".
 	URL string
+	// Family names the metric family (see FamilyNames). Empty means
+	// go-grpc, grpc-ecosystem's grpc_server_started_total and
+	// grpc_server_handled_total, the only one before there were
+	// families; AutoFamily tries each family's series query in turn and
+	// takes the first that finds the pods, and Calls says which.
+	Family string
 	// NamespaceLabel and PodLabel name the target labels; empty means
 	// "namespace" and "pod".
 	NamespaceLabel, PodLabel string
 }
 
-// excluded are the services whose calls are not the workload's.
-const excluded = "grpc.health.v1.Health|grpc.channelz.v1.Channelz"
+func (p *Prometheus) targets() targets {
+	return targets{namespace: cmpOr(p.NamespaceLabel, "namespace"), pod: cmpOr(p.PodLabel, "pod")}
+}
 
 // Queries returns the PromQL queries for the calls started and failed by
-// pods of namespace over the window ending at the query time.
+// pods of namespace over the window ending at the query time, in p's
+// family; empty with AutoFamily, whose family Calls picks, or an unknown
+// one.
 func (p *Prometheus) Queries(namespace string, pods []string, window time.Duration) (started, failed string) {
-	ns, pod := cmpOr(p.NamespaceLabel, "namespace"), cmpOr(p.PodLabel, "pod")
-	quoted := make([]string, len(pods))
-	for i, name := range pods {
-		quoted[i] = regexp.QuoteMeta(name)
+	f := family(p.Family)
+	if f == nil {
+		return "", ""
 	}
-	sel := fmt.Sprintf(`%s=%q,%s=~%q,grpc_service!~%q`, ns, namespace, pod, strings.Join(quoted, "|"), excluded)
-	w := model.Duration(window).String()
-	started = fmt.Sprintf(`sum by (%s) (increase(grpc_server_started_total{%s}[%s]))`, pod, sel, w)
-	failed = fmt.Sprintf(`sum by (%s) (increase(grpc_server_handled_total{%s,grpc_code!="OK"}[%s]))`, pod, sel, w)
-	return started, failed
+	return f.queries(p.targets(), namespace, pods, window)
 }
 
 func cmpOr(s, def string) string {
@@ -62,92 +66,187 @@ func cmpOr(s, def string) string {
 
 // Calls runs Queries at now and returns the calls of each pod that has
 // series, rounded to whole calls (Prometheus extrapolates increase() to
-// the window's edges), and the queries run. Errors name the server and
-// say whether it could not be reached, answered an error (a bad query,
-// say), or timed out (PrometheusTimeout per query).
+// the window's edges), and the queries run. With AutoFamily it first
+// runs the families' series queries, in turn, until one finds the pods,
+// and ends the started query with a PromQL comment naming that family;
+// when none does, the error names the families and labels tried. Errors
+// name the server and say whether it could not be reached, answered an
+// error (a bad query, say), or timed out (PrometheusTimeout per query).
 func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string, window time.Duration) (map[string]Calls, []string, error) {
-	if err := p.Check(); err != nil {
+	api, err := p.api()
+	if err != nil {
 		return nil, nil, err
 	}
-	client, err := promapi.NewClient(promapi.Config{Address: p.URL, Client: &http.Client{Timeout: PrometheusTimeout}})
+	f, queries, err := p.pick(ctx, api, namespace, pods)
 	if err != nil {
-		return nil, nil, fmt.Errorf("prometheus %s: %w", p.URL, err)
+		return nil, queries, err
 	}
-	api := promv1.NewAPI(client)
-	started, failed := p.Queries(namespace, pods, window)
+	started, failed := f.queries(p.targets(), namespace, pods, window)
+	if p.Family == AutoFamily {
+		started += fmt.Sprintf(" # %s: the first family with series (%s)", f.Name, tried(f))
+	}
+	queries = append(queries, started, failed)
+	s, err := p.increase(ctx, api, started)
+	if err != nil {
+		return nil, queries, err
+	}
+	fl, err := p.increase(ctx, api, failed)
+	if err != nil {
+		return nil, queries, err
+	}
+	return tally(s, fl), queries, nil
+}
+
+// tally returns the calls of each pod from those started and failed.
+func tally(started, failed map[string]int64) map[string]Calls {
 	out := map[string]Calls{}
-	for _, q := range []string{started, failed} {
-		qctx, cancel := context.WithTimeout(ctx, PrometheusTimeout)
-		v, _, _, err := api.Query(qctx, q, time.Now())
-		cancel()
-		if err != nil {
-			return nil, []string{started, failed}, p.queryError(err)
-		}
-		vec, ok := v.(model.Vector)
-		if !ok {
-			return nil, []string{started, failed}, fmt.Errorf("prometheus %s: %s: want a vector, got %s", p.URL, q, v.Type())
-		}
-		for _, s := range vec {
-			name := string(s.Metric[model.LabelName(cmpOr(p.PodLabel, "pod"))])
-			c := out[name]
-			f := float64(s.Value)
-			if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxIncrease {
-				// increase() of a counter is finite and never negative:
-				// this is not a counter's (or not a real Prometheus).
-				return nil, []string{started, failed}, fmt.Errorf("prometheus %s: %s: pod %q has %v, not a counter's increase", p.URL, q, name, f)
-			}
-			n := int64(math.Round(f))
-			if q == started {
-				c.Started = n
-			} else {
-				c.Failed = n
-			}
-			out[name] = c
-		}
+	for name, n := range started {
+		out[name] = Calls{Started: n}
+	}
+	for name, n := range failed {
+		c := out[name]
+		c.Failed = n
+		out[name] = c
 	}
 	for name, c := range out {
 		c.Succeeded = max(0, c.Started-c.Failed)
 		out[name] = c
 	}
-	return out, []string{started, failed}, nil
+	return out
+}
+
+// pick returns p's family and, with AutoFamily, the first whose series
+// query finds any of pods, with the queries it ran.
+func (p *Prometheus) pick(ctx context.Context, api promv1.API, namespace string, pods []string) (*Family, []string, error) {
+	if p.Family != AutoFamily {
+		return family(p.Family), nil, nil
+	}
+	var queries []string
+	for i := range families {
+		q := families[i].seriesQuery(p.targets(), namespace, pods)
+		queries = append(queries, q)
+		vec, err := p.query(ctx, api, q)
+		if err != nil {
+			return nil, queries, err
+		}
+		if len(vec) > 0 {
+			return &families[i], queries, nil
+		}
+	}
+	return nil, queries, p.noFamily(namespace, len(pods))
+}
+
+// tried names the families AutoFamily tried up to f.
+func tried(f *Family) string {
+	var names []string
+	for _, g := range families {
+		names = append(names, g.Name)
+		if g.Name == f.Name {
+			break
+		}
+	}
+	return "tried " + strings.Join(names, ", ")
+}
+
+// noFamily says that no family has series for the pods, and which
+// families and labels were tried.
+func (p *Prometheus) noFamily(namespace string, pods int) error {
+	var tried []string
+	for i := range families {
+		tried = append(tried, fmt.Sprintf("%s (%s)", families[i].Name, families[i].metrics()))
+	}
+	t := p.targets()
+	return fmt.Errorf("prometheus %s has no series of any metric family for the %d pods of namespace %s by target labels %s and %s: tried %s (is it scraping them, with those labels? see pinlab lab targets)",
+		p.URL, pods, namespace, t.namespace, t.pod, strings.Join(tried, ", "))
+}
+
+// increase runs q, a sum of increase() by pod, and returns each pod's
+// value rounded, refusing what no counter's increase can be.
+func (p *Prometheus) increase(ctx context.Context, api promv1.API, q string) (map[string]int64, error) {
+	vec, err := p.query(ctx, api, q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, s := range vec {
+		name := string(s.Metric[model.LabelName(p.targets().pod)])
+		f := float64(s.Value)
+		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxIncrease {
+			// increase() of a counter is finite and never negative:
+			// this is not a counter's (or not a real Prometheus).
+			return nil, fmt.Errorf("prometheus %s: %s: pod %q has %v, not a counter's increase", p.URL, q, name, f)
+		}
+		out[name] = int64(math.Round(f))
+	}
+	return out, nil
 }
 
 // maxIncrease bounds a plausible increase of a call counter over a window
 // (10 minutes at most): 10^12 calls.
 const maxIncrease = 1e12
 
-// SeriesQuery returns the instant query that counts, by pod, the
-// grpc_server_started_total series of pods of namespace, whatever their
-// samples' age: whether Prometheus scrapes the pods at all.
+// SeriesQuery returns the instant query that counts, by pod, the series
+// of p's family (with AutoFamily: of any family) of pods of namespace,
+// whatever their samples' age: whether Prometheus scrapes the pods at
+// all. Empty for an unknown family.
 func (p *Prometheus) SeriesQuery(namespace string, pods []string) string {
-	started, _ := p.Queries(namespace, pods, time.Minute)
-	sel := started[strings.Index(started, "{") : strings.LastIndex(started, "}")+1]
-	return fmt.Sprintf(`count by (%s) (last_over_time(grpc_server_started_total%s[5m]))`, cmpOr(p.PodLabel, "pod"), sel)
+	if p.Family == AutoFamily {
+		qs := make([]string, len(families))
+		for i := range families {
+			qs[i] = families[i].seriesQuery(p.targets(), namespace, pods)
+		}
+		return strings.Join(qs, " or ")
+	}
+	f := family(p.Family)
+	if f == nil {
+		return ""
+	}
+	return f.seriesQuery(p.targets(), namespace, pods)
 }
 
 // Series runs SeriesQuery and returns how many of pods have series.
 // Errors are as Calls's.
 func (p *Prometheus) Series(ctx context.Context, namespace string, pods []string) (int, error) {
-	if err := p.Check(); err != nil {
+	api, err := p.api()
+	if err != nil {
 		return 0, err
+	}
+	vec, err := p.query(ctx, api, p.SeriesQuery(namespace, pods))
+	return len(vec), err
+}
+
+// api checks p and returns its server's API.
+func (p *Prometheus) api() (promv1.API, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	client, err := promapi.NewClient(promapi.Config{Address: p.URL, Client: &http.Client{Timeout: PrometheusTimeout}})
 	if err != nil {
-		return 0, fmt.Errorf("prometheus %s: %w", p.URL, err)
+		return nil, fmt.Errorf("prometheus %s: %w", p.URL, err)
 	}
+	return promv1.NewAPI(client), nil
+}
+
+// query runs the instant query q at now, within PrometheusTimeout, and
+// returns its vector.
+func (p *Prometheus) query(ctx context.Context, api promv1.API, q string) (model.Vector, error) {
 	qctx, cancel := context.WithTimeout(ctx, PrometheusTimeout)
 	defer cancel()
-	v, _, _, err := promv1.NewAPI(client).Query(qctx, p.SeriesQuery(namespace, pods), time.Now())
+	v, _, _, err := api.Query(qctx, q, time.Now())
 	if err != nil {
-		return 0, p.queryError(err)
+		return nil, p.queryError(err)
 	}
-	vec, _ := v.(model.Vector)
-	return len(vec), nil
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("prometheus %s: %s: want a vector, got %s", p.URL, q, v.Type())
+	}
+	return vec, nil
 }
 
 // Check refuses a URL that is not http(s)://HOST[:PORT][/PATH], HOST a
-// name (localhost included) or an IP; the server is wherever the user
-// says. It does no I/O.
+// name (localhost included) or an IP (the server is wherever the user
+// says), an unknown Family (see CheckFamily), and target labels that are
+// not label names. It does no I/O.
 func (p *Prometheus) Check() error {
 	u, err := url.Parse(p.URL)
 	switch {
@@ -158,9 +257,19 @@ func (p *Prometheus) Check() error {
 	case u.RawQuery != "" || u.Fragment != "":
 		return fmt.Errorf("prometheus: %q: give the base URL, without a query or fragment", p.URL)
 	}
+	if err := CheckFamily(p.Family); err != nil {
+		return err
+	}
+	for _, l := range []string{p.NamespaceLabel, p.PodLabel} {
+		if l == "" {
+			continue
+		}
+		if err := checkLabel(l); err != nil {
+			return err
+		}
+	}
 	return nil
 }
-
 func (p *Prometheus) queryError(err error) error {
 	var perr *promv1.Error
 	var nerr net.Error
