@@ -23,8 +23,9 @@ import (
 	"time"
 )
 
-// formatVersion is Reading.V: it changes when a field changes meaning.
-const formatVersion = 1
+// FormatVersion is Reading.V: it changes when a field changes meaning,
+// and readers skip lines of another version.
+const FormatVersion = 1
 
 // Reading.Source values.
 const (
@@ -118,7 +119,7 @@ type socket struct {
 // Read takes one reading now, inside o.Do when set. A reading that failed
 // is returned with Err set as well as with the error, ready to print.
 func Read(o Options) (Reading, error) {
-	r := Reading{V: formatVersion, Ports: o.Ports, Conns: []Conn{}}
+	r := Reading{V: FormatVersion, Ports: o.Ports, Conns: []Conn{}}
 	socks, err := read(o, &r)
 	if r.At.IsZero() {
 		r.At = time.Now().UTC() // Do failed before reading

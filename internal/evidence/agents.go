@@ -132,21 +132,24 @@ func AgentSecurity() *corev1.SecurityContext {
 type agentRun struct {
 	name, image string
 	// state is "running", "waiting: REASON: message", "terminated:
-	// ...", or "waiting: no status yet".
-	state string
+	// ...", or "waiting: no status yet"; reason is the waiting reason, or
+	// "terminated".
+	state, reason string
 }
+
+// brokenReasons are the waiting reasons of a container that will not run
+// without a change (the kubelet's images and kuberuntime packages).
+var brokenReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "ImageInspectError",
+	"RegistryUnavailable", "SignatureValidationFailed", "CreateContainerError", "CreateContainerConfigError", "RunContainerError", "terminated"}
 
 // broken reports whether the agent will never run: its image cannot be
 // pulled or the container cannot be made, or it ended (an ephemeral
 // container is not restarted).
-func (r agentRun) broken() bool {
-	for _, bad := range []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerError", "CreateContainerConfigError", "terminated"} {
-		if strings.Contains(r.state, bad) {
-			return true
-		}
-	}
-	return false
-}
+func (r agentRun) broken() bool { return slices.Contains(brokenReasons, r.reason) }
+
+// MaxAgents bounds the agent containers diagnose adds to one pod: one,
+// and another beside each that cannot run, up to this many in all.
+const MaxAgents = 3
 
 // isAgentName reports whether name is an agent container's: AgentContainer,
 // or AgentContainer-N for the ones added after a broken one.
@@ -176,8 +179,10 @@ func agentRuns(p *corev1.Pod) []agentRun {
 				r.state = "running"
 			case st.Terminated != nil:
 				r.state = fmt.Sprintf("terminated: %s (exit code %d) %s", st.Terminated.Reason, st.Terminated.ExitCode, st.Terminated.Message)
+				r.reason = "terminated"
 			case st.Waiting != nil:
 				r.state = fmt.Sprintf("waiting: %s: %s", st.Waiting.Reason, st.Waiting.Message)
+				r.reason = st.Waiting.Reason
 			}
 		}
 		out = append(out, r)
@@ -193,8 +198,9 @@ type agentPlan struct {
 }
 
 // planAgent decides, from p's agent containers, which one to read or
-// what to add.
-func planAgent(p *corev1.Pod) agentPlan {
+// what to add with image: nothing beside one of the same image that cannot
+// run, nor beyond MaxAgents.
+func planAgent(p *corev1.Pod, image string) agentPlan {
 	runs := agentRuns(p)
 	for _, r := range runs {
 		if r.state == "running" {
@@ -210,8 +216,21 @@ func planAgent(p *corev1.Pod) agentPlan {
 		return agentPlan{add: AgentContainer, why: "no pinlab-agent runs in it"}
 	}
 	last := runs[len(runs)-1]
-	return agentPlan{add: fmt.Sprintf("%s-%d", AgentContainer, len(runs)),
-		why: fmt.Sprintf("its %s container (image %s) does not run (%s), and an ephemeral container can be neither removed nor restarted: another, with a pullable --agent-image, can be added beside it", last.name, last.image, last.state)}
+	why := fmt.Sprintf("its %s container (image %s) does not run (%s), and an ephemeral container can be neither removed nor restarted", last.name, last.image, last.state)
+	next := 0
+	for _, r := range runs {
+		if n, ok := strings.CutPrefix(r.name, AgentContainer+"-"); ok {
+			k, _ := strconv.Atoi(n)
+			next = max(next, k)
+		}
+		if r.image == image {
+			return agentPlan{why: why + "; another of the same image would not run either"}
+		}
+	}
+	if len(runs) >= MaxAgents {
+		return agentPlan{why: fmt.Sprintf("%s; it has %d agent containers that cannot run, the most diagnose adds", why, len(runs))}
+	}
+	return agentPlan{add: fmt.Sprintf("%s-%d", AgentContainer, next+1), why: why + "; another, of a pullable image, can be added beside it"}
 }
 
 // Prepare makes sure each of pods (those with an Addr) has a running
@@ -246,15 +265,17 @@ func (a *Agents) Prepare(ctx context.Context, namespace string, pods []Pod) (map
 			fail(name, apiError(err, "get pods"))
 			return
 		}
-		plan := planAgent(p)
-		if plan.add != "" {
+		switch plan := planAgent(p, a.Image); {
+		case plan.add != "":
 			mu.Lock()
 			adds[name] = plan
 			mu.Unlock()
-			return
-		}
-		if err := a.use(ctx, namespace, name, plan.run); err != nil {
-			fail(name, err)
+		case plan.run == "":
+			fail(name, errors.New(plan.why))
+		default:
+			if err := a.use(ctx, namespace, name, plan.run); err != nil {
+				fail(name, err)
+			}
 		}
 	})
 	if len(adds) == 0 || ctx.Err() != nil {
@@ -303,9 +324,11 @@ func each(ctx context.Context, names []string, f func(ctx context.Context, name 
 func (a *Agents) attach(ctx context.Context, namespace, name, container string) error {
 	c := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: container, Image: a.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-		Args:                     []string{"--interval", "1s"},
-		SecurityContext:          AgentSecurity(),
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Args:            []string{"--interval", "1s"},
+		SecurityContext: AgentSecurity(),
+		// The default TerminationMessagePolicy (File): FallbackToLogs
+		// would copy client addresses into the pod's status, which
+		// readers of pods see without pods/log.
 	}}
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"ephemeralContainers": []corev1.EphemeralContainer{c}}})
 	if err != nil {
@@ -348,7 +371,10 @@ func (a *Agents) use(ctx context.Context, namespace, name, container string) err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("its %s container did not start within %v (last: %s)", container, AttachTimeout, last)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("its %s container did not start within %v (last: %s)", container, AttachTimeout, last)
+			}
+			return fmt.Errorf("waiting for its %s container: %w", container, ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -358,9 +384,9 @@ func (a *Agents) use(ctx context.Context, namespace, name, container string) err
 func apiError(err error, perm string) error {
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the API server forbids it (RBAC: %s): %v", perm, err)
+		return fmt.Errorf("the API server forbids it (RBAC: %s): %w", perm, err)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("the API server refused the credentials: %v", err)
+		return fmt.Errorf("the API server refused the credentials: %w", err)
 	}
 	return err
 }
@@ -410,9 +436,10 @@ func (a *Agents) follow(ns, name string) (*follow, error) {
 }
 
 // stream reads the agent's log into f, following it, until the stream or
-// the Agents ends. It asks for the last line and skips it: readings begin
-// with the first one taken after the stream opened (not one from before
-// diagnose's channelz connections closed, say).
+// the Agents ends. It asks for the last line and skips it, so that
+// readings begin after the stream opened (not with one from before
+// diagnose's channelz connections closed, say); when the agent had
+// printed nothing yet, the first new reading is the one skipped.
 func (a *Agents) stream(f *follow, ns, name, container string) error {
 	req := a.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container, Follow: true, TailLines: ptr.To(int64(1))})
 	rc, err := req.Stream(a.ctx)
@@ -424,8 +451,8 @@ func (a *Agents) stream(f *follow, ns, name, container string) error {
 	sc.Buffer(make([]byte, 64<<10), agentLine)
 	for first := true; sc.Scan(); first = false {
 		var r agent.Reading
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.V == 0 || first {
-			continue // not a reading (a line of another version, say), or the old one
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.V != agent.FormatVersion || first {
+			continue // not a reading of this format, or the last one from before the stream
 		}
 		f.put(r)
 	}

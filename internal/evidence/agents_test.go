@@ -119,8 +119,16 @@ func (a *agentAPI) serve(w http.ResponseWriter, r *http.Request) {
 // 8471 and one of the pod's own (local port 40000), bytes growing.
 func streamReadings(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
-	fmt.Fprintln(w, "a line that is not a reading")
 	start := time.Now()
+	if r.URL.Query().Get("tailLines") == "1" {
+		// The last line from before: a reading with a connection since
+		// gone, which Sample must not return.
+		old, _ := json.Marshal(agent.Reading{V: agent.FormatVersion, At: start.Add(-time.Hour), Source: "sock_diag", Bytes: true,
+			Conns: []agent.Conn{{ID: "00000000000000ff", Local: "10.0.0.5:8471", Remote: "10.0.9.9:1", RX: 1}}})
+		w.Write(append(old, '\n'))
+	}
+	fmt.Fprintln(w, "a line that is not a reading")
+	fmt.Fprintln(w, `{"v":2,"at":"2026-12-04T00:00:00Z","conns":[]}`)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for k := int64(1); k <= 200; k++ {
@@ -176,6 +184,8 @@ func TestAgentsPrepare(t *testing.T) {
 		{name: "get forbidden", image: "reg.example/pinlab-agent:v1", consent: true, forbid: "get pods", want: "(RBAC: get pods)"},
 		{name: "broken agent, no consent", broken: true, image: "reg.example/pinlab-agent:v1",
 			want: "its pinlab-agent container (image reg.example/pinlab-agent:typo) does not run (waiting: ErrImagePull: pull access denied for reg.example/pinlab-agent:typo), and an ephemeral container can be neither removed nor restarted"},
+		{name: "broken agent, same image", broken: true, image: "reg.example/pinlab-agent:typo", consent: true,
+			want: "another of the same image would not run either"},
 		{name: "broken agent, another added", broken: true, image: "reg.example/pinlab-agent:v1", consent: true, state: "running", patches: 1, container: "pinlab-agent-1"},
 	}
 	for _, tc := range cases {
@@ -252,6 +262,9 @@ func TestAgentsSample(t *testing.T) {
 	b, err := ag.Sample(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !a.At.After(time.Now().Add(-time.Minute)) || a.Sockets[0xff].Remote != "" {
+		t.Errorf("first reading at %v with %v: want one taken after the stream opened, not the tail line", a.At, a.Sockets)
 	}
 	if !b.At.After(a.At) {
 		t.Errorf("second reading at %v, first at %v: want a newer one", b.At, a.At)

@@ -57,7 +57,8 @@ type Request struct {
 	Prometheus *Prometheus
 	// Agents, if not nil, reads the pods when some of them serve no
 	// channelz (see useAgents): then every pod is read by its agent, so
-	// that all pods' figures are bytes.
+	// that all pods' figures are bytes, and Sampler, if it is an
+	// io.Closer, is closed then (its connections would show as clients).
 	Agents AgentSampler
 	// Sampling, if not nil, is called once the Service is found and the
 	// sampler chosen, before the first sample, with the number of pods to
@@ -117,6 +118,9 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	if err := ev.sample(ctx, s, req.Window); err != nil {
 		return ev, err
 	}
+	if req.Prometheus != nil && ev.Unit == "bytes" {
+		ev.Problems = append(ev.Problems, "--prometheus not used: the pods were read by pinlab-agent, in bytes, and one Service's figures share one unit")
+	}
 	if req.Prometheus != nil && ev.Unit == "calls" {
 		ev.fromPrometheus(ctx, req.Prometheus, req.Window)
 	}
@@ -124,15 +128,19 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 }
 
 // useAgents returns the sampler for the pods: cz when every pod with an
-// address answers its channelz (or none serves channelz and none has an
-// agent), else agents, once they have prepared (RatesFrom "agent", Unit
+// address answers its channelz, or when agents run in no more pods than
+// channelz answers in; else agents, once they have prepared (RatesFrom "agent", Unit
 // "bytes"; a pod left without an agent gets its Err; cz is closed, if
 // it is an io.Closer, so that its connections are not read as clients').
 func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampler) (Sampler, error) {
 	var bare []string
+	channelz := 0 // pods whose channelz answered
 	for i, r := range ev.sampleAll(ctx, cz) {
-		if errors.Is(r.err, ErrNoChannelz) {
+		switch {
+		case errors.Is(r.err, ErrNoChannelz):
 			bare = append(bare, ev.Pods[i].Name)
+		case r.err == nil && ev.Pods[i].Err == "":
+			channelz++
 		}
 	}
 	if len(bare) == 0 || ctx.Err() != nil {
@@ -148,9 +156,9 @@ func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampl
 			withAgent++
 		}
 	}
-	if withAgent == 0 {
+	if withAgent <= channelz {
 		slices.Sort(bare)
-		ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and none has a pinlab-agent that runs (%s): their connections cannot be read; adding pinlab-agent takes --agent-image and --yes", len(bare), len(ev.Pods), strings.Join(bare, ", "), why[bare[0]]))
+		ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and pinlab-agent runs in %d pods, not more than channelz answers in (%s): they are read by channelz and these cannot be; adding pinlab-agent takes --agent-image and --yes", len(bare), len(ev.Pods), strings.Join(bare, ", "), withAgent, why[bare[0]]))
 		return cz, nil
 	}
 	ev.RatesFrom, ev.Unit = "agent", "bytes"
@@ -200,7 +208,7 @@ func (ev *Evidence) fromPrometheus(ctx context.Context, p *Prometheus, window ti
 		switch {
 		case pod.Err != "":
 		case !ok:
-			pod.Err = "Prometheus has no grpc_server_started_total series for it (is it scraped, with namespace and pod labels?)"
+			pod.Err = fmt.Sprintf("Prometheus has no series of %s for it (is it scraped, with %s?)", p.metricWhat(), p.labelsWhat())
 		default:
 			pod.Calls = c
 		}
@@ -218,11 +226,11 @@ func (ev *Evidence) noIncrease(ctx context.Context, p *Prometheus, pods []string
 	n, err := p.Series(ctx, ev.Service.Namespace, pods)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("prometheus %s gave no pod's grpc_server_started_total over the %v window, and then: %v", p.URL, window, err)
+		return fmt.Sprintf("prometheus %s gave no pod's %s over the %v window, and then: %v", p.URL, p.metricWhat(), window, err)
 	case n > 0:
-		return fmt.Sprintf("prometheus %s has grpc_server_started_total series for %d of the %d pods but none over the %v window: increase() needs two samples in the window, so --window must be at least twice the scrape interval", p.URL, n, len(pods), window)
+		return fmt.Sprintf("prometheus %s has series of %s for %d of the %d pods but none over the %v window: increase() needs two samples in the window, so --window must be at least twice the scrape interval", p.URL, p.metricWhat(), n, len(pods), window)
 	}
-	return fmt.Sprintf("prometheus %s has no grpc_server_started_total series for any of the %d pods (is it scraping them, with namespace and pod labels? see pinlab lab targets)", p.URL, len(pods))
+	return fmt.Sprintf("prometheus %s has no series of %s for any of the %d pods (is it scraping them, with %s? see pinlab lab targets)", p.URL, p.metricWhat(), len(pods), p.labelsWhat())
 }
 
 // FromObjects finds the Service namespace/name in objs and returns the

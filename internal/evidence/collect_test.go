@@ -184,6 +184,7 @@ func (f *fakeAgents) Sample(_ context.Context, addr netip.AddrPort) (evidence.Sa
 func TestCollectAgents(t *testing.T) {
 	podtest.Start(t, pod.Config{Name: "good", Addr: netip.MustParseAddrPort("127.203.211.1:8471")})
 	podtest.Start(t, pod.Config{Name: "plain", Addr: netip.MustParseAddrPort("127.203.211.2:8471"), NoChannelz: true})
+	podtest.Start(t, pod.Config{Name: "plain2", Addr: netip.MustParseAddrPort("127.203.211.3:8471"), NoChannelz: true})
 	for _, tc := range []struct {
 		name     string
 		pods     []corev1.Pod
@@ -194,12 +195,15 @@ func TestCollectAgents(t *testing.T) {
 	}{
 		{name: "all serve channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1")}, from: "channelz"},
 		{name: "one without channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")}, prepared: 1, from: "agent"},
-		{name: "one pod without an agent", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
-			none: map[string]string{"plain": "no pinlab-agent runs in it"}, prepared: 1, from: "agent",
-			problem: "pod plain: no agent: no pinlab-agent runs in it"},
+		{name: "agents in fewer pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
+			none: map[string]string{"plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
+			problem: "pinlab-agent runs in 1 pods, not more than channelz answers in"},
+		{name: "one pod without an agent", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
+			none: map[string]string{"good": "no pinlab-agent runs in it"}, prepared: 1, from: "agent",
+			problem: "pod good: no agent: no pinlab-agent runs in it"},
 		{name: "no agent anywhere", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "1 of the 2 pods serve no channelz (plain) and none has a pinlab-agent that runs (no pinlab-agent runs in it)"},
+			problem: "1 of the 2 pods serve no channelz (plain) and pinlab-agent runs in 0 pods, not more than channelz answers in (no pinlab-agent runs in it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &fakeAgents{none: tc.none}
