@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/evidence"
@@ -113,10 +114,11 @@ takes about --window plus a round of samples.`
 func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *DiagnoseOptions) error) *cobra.Command {
 	o := &DiagnoseOptions{Out: stdout, Err: stderr}
 	cmd := &cobra.Command{
-		Use:     "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME [--direct]]",
-		Short:   "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
-		Long:    diagnoseLong,
-		Example: "  pinlab diagnose pricing -n shop --context prod\n  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json",
+		Use:   "diagnose SERVICE [--lab | --kubeconfig FILE --context NAME [--direct]]",
+		Short: "Tell whether a Service's gRPC calls are pinned to a few pods, why, and what fixes it",
+		Long:  diagnoseLong,
+		Example: strings.ReplaceAll("  pinlab diagnose pricing -n shop --context prod\n  pinlab diagnose pricing -n shop --lab\n  pinlab diagnose pricing-headless -n shop --lab --window 10s -o json\n"+
+			"  pinlab diagnose pricing -n shop --agent-image registry.example.com/tools/pinlab-agent:v1 --yes", "pinlab ", DisplayName+" "),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exit.UsageError(fmt.Errorf("diagnose takes one Service name, got %d arguments", len(args)))
@@ -167,13 +169,20 @@ func (o *DiagnoseOptions) check() error {
 	case o.Lab && o.Direct:
 		return exit.UsageError(errors.New("--direct is for a kubeconfig's cluster; --lab always reaches its pods directly"))
 	case o.Lab && (o.AgentImage != "" || o.Yes):
-		return exit.UsageError(errors.New("--agent-image and --yes are for a kubeconfig's cluster; the lab's pods serve channelz"))
-	case o.NoAgent && o.AgentImage != "":
-		return exit.UsageError(errors.New("--no-agent and --agent-image contradict each other; give one"))
+		return exit.UsageError(errors.New("--agent-image and --yes need an API server (a kubeconfig) to add the agent through; --lab reads the lab through its control API, channelz only (for the agent, diagnose a lab started with --control-plane kubernetes through its kubeconfig)"))
+	case o.NoAgent && (o.AgentImage != "" || o.Yes):
+		return exit.UsageError(errors.New("--no-agent and --agent-image/--yes contradict each other; give one"))
+	case o.Yes && o.AgentImage == "":
+		return exit.UsageError(errors.New("--yes agrees to add the agent of --agent-image; give --agent-image REF too"))
 	case o.Output != "text" && o.Output != "json":
 		return exit.UsageError(fmt.Errorf("-o %q: want text or json", o.Output))
 	case o.Window < 100*time.Millisecond || o.Window > 10*time.Minute:
 		return exit.UsageError(fmt.Errorf("--window %v: want 100ms to 10m", o.Window))
+	}
+	if o.AgentImage != "" {
+		if _, err := name.ParseReference(o.AgentImage); err != nil {
+			return exit.UsageError(fmt.Errorf("--agent-image %q: want an image reference such as registry.example.com/tools/pinlab-agent:v1 (%w)", o.AgentImage, err))
+		}
 	}
 	if o.Prometheus != "" {
 		if err := (&evidence.Prometheus{URL: o.Prometheus}).Check(); err != nil {
@@ -203,47 +212,18 @@ func (s labSource) Objects(ctx context.Context) (evidence.Objects, error) {
 func (s labSource) String() string { return "lab at " + s.c.Addr }
 
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
-	lc := &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
-	var src evidence.Source = labSource{lc}
-	var agents *evidence.Agents
-	var sampler evidence.Sampler // nil: the lab's pods, directly
-	if o.Lab {
-		info, err := lc.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if err := reachable(info, "diagnose", lc); err != nil {
-			return err
-		}
-		if o.Namespace == "" {
-			o.Namespace = "default"
-		}
-	} else {
-		k, cz, err := o.kube()
-		if err != nil {
-			return err
-		}
-		defer cz.Close()
-		src, sampler = k, cz
-		if err := o.checkAccess(ctx, k); err != nil {
-			return err
-		}
-		if !o.NoAgent {
-			ag := &evidence.Agents{Config: k.Config(), Pod: k.PodByIP, Image: o.AgentImage, Confirm: o.confirmAgent}
-			defer ag.Close()
-			agents = ag
-		}
-	}
-	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Port: o.Port, Window: o.Window, Sampler: sampler, Sampling: func(n int, w time.Duration, from string) {
+	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Port: o.Port, Window: o.Window, Sampling: func(n int, w time.Duration, from string) {
 		what := "channelz"
 		if from == "agent" {
 			what = "pinlab-agent"
 		}
 		fmt.Fprintf(o.Err, "reading the %s of %s over %v ...\n", what, plural(n, "pod"), w)
 	}}
-	if agents != nil {
-		req.Agents = agents
+	src, done, err := o.source(ctx, &req)
+	if err != nil {
+		return err
 	}
+	defer done()
 	if o.Prometheus != "" {
 		req.Prometheus = &evidence.Prometheus{URL: o.Prometheus, Family: o.PrometheusFamily,
 			NamespaceLabel: o.PrometheusLabels["namespace"], PodLabel: o.PrometheusLabels["pod"]}
@@ -260,7 +240,7 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 			fmt.Fprintf(o.Err, "prometheus query: %s\n", q)
 		}
 		for _, p := range ev.Pods {
-			fmt.Fprintf(o.Err, "pod %s: channelz at %s%s", p.Name, p.Addr, o.via)
+			fmt.Fprintf(o.Err, "pod %s: %s at %s%s", p.Name, ev.RatesFrom, p.Addr, o.via)
 			if p.Err != "" {
 				fmt.Fprintf(o.Err, ": %s", p.Err)
 			}
@@ -279,9 +259,48 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 	return verdictExit(r.Verdict)
 }
 
+// source returns where the objects come from and sets req's samplers:
+// the lab's control API (its pods dialled directly), or the kubeconfig's
+// cluster, its permissions checked first, with channelz through
+// port-forward (or directly) and, unless NoAgent, pinlab-agent. done
+// closes them.
+func (o *DiagnoseOptions) source(ctx context.Context, req *evidence.Request) (src evidence.Source, done func(), err error) {
+	if o.Lab {
+		lc := &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
+		info, err := lc.Info(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := reachable(info, "diagnose", lc); err != nil {
+			return nil, nil, err
+		}
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
+		req.Namespace = o.Namespace
+		return labSource{lc}, func() {}, nil
+	}
+	k, cz, err := o.kube()
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Namespace, req.Sampler = o.Namespace, cz
+	if err := o.checkAccess(ctx, k); err != nil {
+		cz.Close()
+		return nil, nil, err
+	}
+	if o.NoAgent {
+		return k, func() { cz.Close() }, nil
+	}
+	ag := &evidence.Agents{Config: k.Config(), Pod: k.PodByIP, Image: o.AgentImage, Confirm: o.confirmAgent}
+	req.Agents = ag
+	return k, func() { ag.Close(); cz.Close() }, nil
+}
+
 // checkAccess asks the API server, before anything is read or changed,
 // whether the user has what diagnose needs in the namespace
-// (evidence.DiagnosePermissions: the agent's with --agent-image; no
+// (evidence.DiagnosePermissions: adding the agent with --agent-image,
+// reading one already there optional, neither with --no-agent; no
 // port-forward when pods are dialled directly). A missing required
 // permission is an error naming each; a missing optional one a warning.
 // When the check itself cannot be made, diagnose says so and goes on.
@@ -291,9 +310,15 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 		return err
 	}
 	var perms []evidence.Permission
-	for _, p := range evidence.DiagnosePermissions(o.AgentImage != "", false) {
-		if p.Subresource == "portforward" && (o.Direct || k.InCluster()) {
+	for _, p := range evidence.DiagnosePermissions(!o.NoAgent, false) {
+		switch {
+		case p.Subresource == "portforward" && (o.Direct || k.InCluster()):
 			continue
+		case o.AgentImage != "":
+		case p.Subresource == "ephemeralcontainers":
+			continue // nothing is added without --agent-image
+		case p.Verb == "get" && p.Resource == "pods":
+			p.Optional, p.For = true, p.For+" (one already there)"
 		}
 		perms = append(perms, p)
 	}
@@ -319,15 +344,16 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 	return nil
 }
 
-// confirmAgent says what adding the agent to pods does and returns Yes.
+// confirmAgent says what adding the agent does, to which pods, and
+// returns Yes.
 func (o *DiagnoseOptions) confirmAgent(namespace string, pods []string, image string) bool {
-	names := podList(pods)
+	what := fmt.Sprintf("some pods of %s serve no channelz, so diagnose reads every pod through pinlab-agent (one unit for all); %s in namespace %s (%s) have no pinlab-agent that runs", o.Service, plural(len(pods), "pod"), namespace, podList(pods))
 	if !o.Yes {
-		fmt.Fprintf(o.Err, "%s in namespace %s (%s) serve no channelz and have no pinlab-agent; to read their connections, diagnose would add an ephemeral container %q (image %s, non-root, no capabilities, read-only root) to each, which reads the pod's TCP sockets once a second and prints them to its log. Ephemeral containers cannot be removed: it stays until the pod is replaced. Run again with --yes to add it.\n",
-			plural(len(pods), "pod"), namespace, names, evidence.AgentContainer, image)
+		fmt.Fprintf(o.Err, "%s. To read them, diagnose would add an ephemeral container %q (image %s, non-root, no capabilities, read-only root) to each, which reads the pod's TCP sockets once a second and prints them to its log. Ephemeral containers cannot be removed: it stays until the pod is replaced. Run again with --yes to add it.\n",
+			what, evidence.AgentContainer, image)
 		return false
 	}
-	fmt.Fprintf(o.Err, "adding ephemeral container %q (image %s) to %s in namespace %s (%s); it stays until each pod is replaced\n", evidence.AgentContainer, image, plural(len(pods), "pod"), namespace, names)
+	fmt.Fprintf(o.Err, "%s: adding ephemeral container %q (image %s) to each; it stays until the pod is replaced\n", what, evidence.AgentContainer, image)
 	return true
 }
 

@@ -545,8 +545,11 @@ func TestDiagnoseBadInput(t *testing.T) {
 		{name: "lab and impersonation", args: []string{"diagnose", "pricing", "--lab", "--as", "bob"}, code: ExitUsage, stderr: "two sources"},
 		{name: "lab and direct", args: []string{"diagnose", "pricing", "--lab", "--direct"}, code: ExitUsage, stderr: "--direct is for a kubeconfig's cluster"},
 		{name: "no Service named", args: []string{"diagnose", "--lab"}, code: ExitUsage, stderr: "one Service name"},
-		{name: "lab and agent", args: []string{"diagnose", "pricing", "--lab", "--agent-image", "reg.example/pinlab-agent:v1"}, code: ExitUsage, stderr: "--agent-image and --yes are for a kubeconfig's cluster"},
-		{name: "agent and no agent", args: []string{"diagnose", "pricing", "--no-agent", "--agent-image", "reg.example/pinlab-agent:v1"}, code: ExitUsage, stderr: "--no-agent and --agent-image contradict"},
+		{name: "lab and agent", args: []string{"diagnose", "pricing", "--lab", "--agent-image", "reg.example/pinlab-agent:v1"}, code: ExitUsage, stderr: "--agent-image and --yes need an API server (a kubeconfig)"},
+		{name: "agent and no agent", args: []string{"diagnose", "pricing", "--no-agent", "--agent-image", "reg.example/pinlab-agent:v1"}, code: ExitUsage, stderr: "--no-agent and --agent-image/--yes contradict"},
+		{name: "yes and no agent", args: []string{"diagnose", "pricing", "--no-agent", "--yes"}, code: ExitUsage, stderr: "--no-agent and --agent-image/--yes contradict"},
+		{name: "yes without an image", args: []string{"diagnose", "pricing", "--yes"}, code: ExitUsage, stderr: "--yes agrees to add the agent of --agent-image; give --agent-image REF too"},
+		{name: "bad image reference", args: []string{"diagnose", "pricing", "--agent-image", "UPPER::bad ref", "--yes"}, code: ExitUsage, stderr: `--agent-image "UPPER::bad ref": want an image reference`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

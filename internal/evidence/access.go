@@ -58,20 +58,16 @@ func (p Permission) String() string {
 }
 
 // DiagnosePermissions returns what diagnose asks the API server for in
-// the Service's namespace, in deploy/rbac/diagnose.yaml's order. agent
-// adds attaching the connection-reading agent as an ephemeral container
-// (PATCH pods/ephemeralcontainers, as kubectl debug does) and reading
-// its output (pods/log); they are required when agent is true, as the
-// caller asked for the agent. exec adds the fallback that reads
+// the Service's namespace. agent adds what the connection-reading agent
+// needs: its state (get pods), attaching it as an ephemeral container
+// (PATCH pods/ephemeralcontainers, as kubectl debug does) and reading its
+// output (pods/log); required, as the caller asked for the agent. exec adds the fallback that reads
 // /proc/net/tcp through pods/exec, optional. The slice is new on each
 // call.
 func DiagnosePermissions(agent, exec bool) []Permission {
 	perms := []Permission{
-		{Verb: "get", Resource: "services", For: "read the Service"},
 		{Verb: "list", Resource: "services", For: "find the Service and its ports"},
-		{Verb: "get", Resource: "pods", For: "read a pod's state and its containers' status"},
 		{Verb: "list", Resource: "pods", For: "find the Service's pods and its clients"},
-		{Verb: "get", Group: "discovery.k8s.io", Resource: "endpointslices", For: "read the Service's endpoints"},
 		{Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices", For: "find the Service's endpoints and which are ready"},
 		{Verb: "list", Group: "apps", Resource: "deployments", For: "name the Deployment behind the Service", Optional: true},
 		{Verb: "list", Group: "apps", Resource: "statefulsets", For: "name the StatefulSet behind the Service", Optional: true},
@@ -80,6 +76,7 @@ func DiagnosePermissions(agent, exec bool) []Permission {
 	}
 	if agent {
 		perms = append(perms,
+			Permission{Verb: "get", Resource: "pods", For: "see whether a pod's agent runs"},
 			Permission{Verb: "patch", Resource: "pods", Subresource: "ephemeralcontainers", For: "attach the connection-reading agent to server pods"},
 			Permission{Verb: "get", Resource: "pods", Subresource: "log", For: "read the agent's output"})
 	}
