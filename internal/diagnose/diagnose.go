@@ -249,9 +249,9 @@ func perSec(n int64, w time.Duration) float64 {
 
 // rates is step 1.
 func rates(ev evidence.Evidence) Rates {
-	r := Rates{Unit: "calls/s", BusyAbove: MinConnRate}
+	r := Rates{Unit: unit(ev), BusyAbove: MinConnRate}
 	if ev.Unit == "bytes" {
-		r.Unit, r.BusyAbove = "bytes/s", MinConnBytes
+		r.BusyAbove = MinConnBytes
 	}
 	var xs []float64
 	for _, p := range ev.Pods {
@@ -259,7 +259,7 @@ func rates(ev evidence.Evidence) Rates {
 		if p.Sampled() {
 			started := p.Calls.Started
 			span := ev.Window
-			if ev.RatesFrom == "channelz" && p.Span > 0 {
+			if ev.RatesFrom != "prometheus" && p.Span > 0 {
 				span = p.Span // a pod read in fewer rounds: its own readings' span
 			}
 			if ev.RatesFrom == "channelz" {

@@ -40,13 +40,13 @@ func judge(r *Result) {
 	direct := directClients(r.Clients)
 	switch in := inboundRate(r.Clients); {
 	case in >= ProxyShare*rt.Total:
-		r.set(Unknown, "inbound-proxy", fmt.Sprintf("%s; %.0f%% of the calls arrive from the pods' inbound sidecars, so the clients' own connections cannot be counted from the servers: read the client-side proxies' or the mesh's per-connection stats", skew, 100*in/rt.Total))
+		r.set(Unknown, "inbound-proxy", fmt.Sprintf("%s; %.0f%% of the traffic arrives from the pods' inbound sidecars, so the clients' own connections cannot be counted from the servers: read the client-side proxies' or the mesh's per-connection stats", skew, 100*in/rt.Total))
 		return
 	case r.Path.Proxy && balanced:
-		r.set(Balanced, "", fmt.Sprintf("%s: an L7 proxy in the path (%.0f%% of the calls come through it) picks a pod per call", skew, 100*r.Path.ProxyShare))
+		r.set(Balanced, "", fmt.Sprintf("%s: an L7 proxy in the path (%.0f%% of the traffic comes through it) picks a pod per call", skew, 100*r.Path.ProxyShare))
 		return
 	case r.Path.Proxy:
-		r.set(Unknown, "l7-proxy", fmt.Sprintf("%s, but an L7 proxy is in the path (%.0f%% of the calls come through it), which rules out client connection pinning: the skew is the proxy's own (its policy, its upstream connections, its view of the endpoints); read the proxy's stats", skew, 100*r.Path.ProxyShare))
+		r.set(Unknown, "l7-proxy", fmt.Sprintf("%s, but an L7 proxy is in the path (%.0f%% of the traffic comes through it), which rules out client connection pinning: the skew is the proxy's own (its policy, its upstream connections, its view of the endpoints); read the proxy's stats", skew, 100*r.Path.ProxyShare))
 		r.Reproduce = "pinlab lab run l7-proxy"
 		return
 	case len(direct) == 0:

@@ -96,10 +96,10 @@ func path(ev evidence.Evidence, cls []Client, total float64) Path {
 			continue
 		}
 		via += c.Rate
-		p.Signs = append(p.Signs, fmt.Sprintf("client %s: %s, %.0f calls/s", c.Name, c.Proxy, c.Rate))
+		p.Signs = append(p.Signs, fmt.Sprintf("client %s: %s, %.0f %s", c.Name, c.Proxy, c.Rate, unit(ev)))
 	}
 	if in := inboundRate(cls); in > 0 {
-		p.Signs = append(p.Signs, fmt.Sprintf("%.0f calls/s arrive from the pods' inbound sidecars (127.0.0.6 or the pod's own address)", in))
+		p.Signs = append(p.Signs, fmt.Sprintf("%.0f %s arrive from the pods' inbound sidecars (127.0.0.6 or the pod's own address)", in, unit(ev)))
 	}
 	for _, s := range ev.Siblings {
 		if s.Headless() != ev.Service.Headless() {
@@ -126,4 +126,12 @@ func inboundRate(cls []Client) float64 {
 		}
 	}
 	return r
+}
+
+// unit is what ev's rates count: "calls/s", or "bytes/s" for an agent's.
+func unit(ev evidence.Evidence) string {
+	if ev.Unit == "bytes" {
+		return "bytes/s"
+	}
+	return "calls/s"
 }

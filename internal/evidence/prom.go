@@ -283,3 +283,18 @@ func (p *Prometheus) queryError(err error) error {
 	}
 	return fmt.Errorf("prometheus %s could not be reached: %w", p.URL, err)
 }
+
+// metricWhat names, for messages, what p counts calls by: its family's
+// started counters, or "any metric family's counters" when it picks one.
+func (p *Prometheus) metricWhat() string {
+	if f := family(p.Family); f != nil {
+		return f.metrics()
+	}
+	return "any metric family's counters"
+}
+
+// labelsWhat names p's target labels, for messages.
+func (p *Prometheus) labelsWhat() string {
+	t := p.targets()
+	return t.namespace + " and " + t.pod + " labels"
+}

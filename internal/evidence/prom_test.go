@@ -60,8 +60,8 @@ func TestCollectPrometheusNoIncrease(t *testing.T) {
 		series []string
 		want   string
 	}{
-		{name: "short window", series: []string{"good"}, want: "series for 1 of the 1 pods but none over the 200ms window: increase() needs two samples in the window, so --window must be at least twice the scrape interval; the rates are channelz's"},
-		{name: "no series", want: "no grpc_server_started_total series for any of the 1 pods"},
+		{name: "short window", series: []string{"good"}, want: "has series of grpc_server_started_total for 1 of the 1 pods but none over the 200ms window: increase() needs two samples in the window, so --window must be at least twice the scrape interval; the rates are channelz's"},
+		{name: "no series", want: "no series of grpc_server_started_total for any of the 1 pods"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

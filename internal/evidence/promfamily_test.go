@@ -306,7 +306,7 @@ func TestCollectPrometheusAuto(t *testing.T) {
 	}{
 		{name: "istio", values: [2]string{"40", "1"}, have: []string{"istio_requests_total"}, wantFrom: "prometheus", wantCalls: 40},
 		{name: "none", want: "has no series of any metric family for the 1 pods of namespace shop by target labels namespace and pod: tried grpc-java"},
-		{name: "short window", have: []string{"request_total"}, want: "series for 1 of the 1 pods but none over the 200ms window"},
+		{name: "short window", have: []string{"request_total"}, want: "for 1 of the 1 pods but none over the 200ms window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
