@@ -15,13 +15,13 @@ import (
 	"github.com/pinlab/pinlab/internal/podlog"
 )
 
-// AgentImage reports whether image is pinlab-agent's: its repository's
+// IsAgentImage reports whether image is pinlab-agent's: its repository's
 // last path element is "pinlab-agent", whatever the registry, tag or
 // digest ("registry.example/tools/pinlab-agent:v1",
 // "pinlab-agent@sha256:..."). It is the only image the lab's node runs as
 // an ephemeral container, and it runs it in-process (package agent), in
 // the pod's network namespace, as the image's binary would.
-func AgentImage(image string) bool {
+func IsAgentImage(image string) bool {
 	repo := image
 	if i := strings.Index(repo, "@"); i >= 0 {
 		repo = repo[:i]
@@ -60,7 +60,7 @@ func (w *podWorker) syncEphemeral(p *corev1.Pod) {
 		}
 		e := &ephemeral{name: c.Name, image: c.Image}
 		w.eph[c.Name] = e
-		if !AgentImage(c.Image) {
+		if !IsAgentImage(c.Image) {
 			e.waiting, e.message = "ErrImagePull", fmt.Sprintf("pinlab's node runs no container images but pinlab-agent's: ephemeral container %q (image %q) cannot start", c.Name, c.Image)
 			continue
 		}
@@ -69,9 +69,10 @@ func (w *podWorker) syncEphemeral(p *corev1.Pod) {
 			e.waiting, e.message = "CreateContainerError", err.Error()
 			continue
 		}
-		o.Local = w.ip
 		if sb := w.sandbox; sb != nil {
-			o.Do = sb.Do
+			o.Do = sb.Do // the pod's own namespace: every connection there is the pod's
+		} else {
+			o.Local = w.ip // pods share the node's namespace: only this pod's address
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		e.started, e.out, e.cancel, e.done = time.Now(), podlog.New(), cancel, make(chan struct{})

@@ -78,7 +78,7 @@ func (s *Server) streamTarget(w http.ResponseWriter, ns, name, uid, container st
 	}
 	for _, e := range p.Spec.EphemeralContainers {
 		if e.Name == container {
-			http.Error(w, fmt.Sprintf("container %q in pod %q is waiting to start: image %q cannot be pulled (ErrImagePull)", container, name, e.Image), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("container %q in pod %q (image %q): the lab's node runs no ephemeral container but pinlab-agent, in-process, which has no shell to exec or attach to", container, name, e.Image), http.StatusBadRequest)
 			return nil, false
 		}
 	}

@@ -77,8 +77,8 @@ func (n *fakeNode) Pods() []*corev1.Pod {
 }
 
 func (n *fakeNode) EphemeralLog(ns, name, container string) (*podlog.Log, error) {
-	if _, ok := n.Pod(ns, name); !ok {
-		return nil, errors.New("no such pod")
+	if _, ok := n.Pod(ns, name); !ok || n.eph == nil {
+		return nil, errors.New("no such log")
 	}
 	return n.eph, nil
 }
@@ -259,6 +259,11 @@ func TestLogs(t *testing.T) {
 		node.cur.Printf("line %d", i)
 	}
 	base := "/containerLogs/shop/pricing-0/pricing"
+	node.mu.Lock()
+	node.pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "pinlab-agent", Image: "pinlab-agent:v1"}}}
+	node.eph = podlog.New()
+	node.eph.Printf(`{"v":1}`)
+	node.mu.Unlock()
 	tests := []struct {
 		name, query string
 		want        int
@@ -275,12 +280,17 @@ func TestLogs(t *testing.T) {
 		{name: "both since", query: "sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z", want: 422, body: "at most one"},
 		{name: "follow not a bool", query: "follow=maybe", want: 422, body: "follow"},
 		{name: "another container", want: 404, body: "container \"other\" not found"},
+		{name: "the agent's", want: 200, body: "{\"v\":1}\n"},
+		{name: "the agent's previous", query: "previous=true", want: 400, body: "previous terminated container \"pinlab-agent\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := base + "?" + tt.query
-			if tt.name == "another container" {
+			switch tt.name {
+			case "another container":
 				path = "/containerLogs/shop/pricing-0/other"
+			case "the agent's", "the agent's previous":
+				path = "/containerLogs/shop/pricing-0/pinlab-agent?" + tt.query
 			}
 			got, body := get(t, s, ca, path, aliceToken, nil)
 			if got != tt.want || (tt.want == 200 && body != tt.body) || (tt.want != 200 && !strings.Contains(body, tt.body)) {
@@ -485,7 +495,7 @@ func TestExec(t *testing.T) {
 		{name: "tty", path: "/exec/shop/pricing-0/pricing?command=sh&input=1&output=1&tty=1", stdin: "echo hi\r", tty: true, out: "$ echo hi\r\nhi\r\n$ "},
 		{name: "wrong UID", path: "/exec/shop/pricing-0/uid-2/pricing" + q("hostname"), err: "not found"},
 		{name: "unknown container", path: "/exec/shop/pricing-0/sidecar" + q("hostname"), err: "not found"},
-		{name: "ephemeral container", path: "/exec/shop/pricing-0/debugger" + q("hostname"), err: "ErrImagePull"},
+		{name: "ephemeral container", path: "/exec/shop/pricing-0/debugger" + q("hostname"), err: "no shell to exec or attach to"},
 		{name: "forbidden", path: "/exec/shop/pricing-0/pricing" + q("hostname"), token: bobToken, err: "Forbidden"},
 	}
 	for _, tt := range tests {

@@ -11,11 +11,15 @@ import (
 	"time"
 )
 
-// MaxLines bounds a Log: past it the oldest lines are dropped, as a
-// runtime rotates a container's log (the kubelet's default
+// MaxLines and MaxBytes bound a Log: past either the oldest lines are
+// dropped, as a runtime rotates a container's log (the kubelet's default
 // containerLogMaxSize is 10 MiB; a lab container writes a few lines a
-// second at most).
-const MaxLines = 10000
+// second at most, a pinlab-agent a line a second of about 100 bytes plus
+// about 110 a connection).
+const (
+	MaxLines = 10000
+	MaxBytes = 10 << 20
+)
 
 // Line is one line of a container's output, without its newline.
 type Line struct {
@@ -30,6 +34,7 @@ type Log struct {
 	mu      sync.Mutex
 	lines   []Line
 	dropped int           // lines dropped from the front
+	bytes   int           // of the lines kept
 	closed  bool          // the container ended: no more lines
 	grew    chan struct{} // closed and replaced when a line is added or the log closes
 	now     func() time.Time
@@ -53,11 +58,16 @@ func (l *Log) Printf(format string, args ...any) {
 		if i == len(text) || text[i] == '\n' {
 			if i > start || i < len(text) {
 				l.lines = append(l.lines, Line{At: at, Text: text[start:i]})
+				l.bytes += i - start
 			}
 			start = i + 1
 		}
 	}
-	if n := len(l.lines) - MaxLines; n > 0 {
+	n := 0 // lines to drop: past MaxLines, then past MaxBytes (the newest is kept)
+	for ; n < len(l.lines)-1 && (len(l.lines)-n > MaxLines || l.bytes > MaxBytes); n++ {
+		l.bytes -= len(l.lines[n].Text)
+	}
+	if n > 0 {
 		l.lines = append(l.lines[:0:0], l.lines[n:]...)
 		l.dropped += n
 	}

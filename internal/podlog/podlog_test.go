@@ -1,6 +1,7 @@
 package podlog
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,5 +61,23 @@ func TestDrop(t *testing.T) {
 	}
 	if lines, _, _, _ := l.Read(MaxLines + 4); len(lines) != 1 || lines[0].Text != "10004" {
 		t.Errorf("Read(last) = %q", lines)
+	}
+}
+
+// TestDropBytes: past MaxBytes the oldest lines go too (an agent's long
+// lines), the newest always kept.
+func TestDropBytes(t *testing.T) {
+	l := New()
+	line := strings.Repeat("x", 1<<20) // 1 MiB
+	for range 12 {
+		l.Printf("%s", line)
+	}
+	lines, next, _, _ := l.Read(0)
+	if len(lines) != 10 || next != 12 || l.Start() != 2 {
+		t.Errorf("%d lines kept of 12 (start %d, next %d), want the newest 10 (10 MiB)", len(lines), l.Start(), next)
+	}
+	l.Printf("%s", strings.Repeat("y", 11<<20))
+	if lines, _, _, _ := l.Read(0); len(lines) != 1 || lines[0].Text[0] != 'y' {
+		t.Errorf("after a line over MaxBytes: %d lines kept, want only it", len(lines))
 	}
 }
