@@ -369,10 +369,11 @@ pinlab lab scenario that reproduces it. It reads the cluster through your
 kubeconfig, as kubectl does, and reaches the pods through the API server's
 port-forward.
 `,
-			Caveats: `kubectl pinlab diagnose needs RBAC in the Service's namespace to read
-Services, EndpointSlices and pods and to port-forward to pods. The
-repository's deploy/rbac/diagnose.yaml is a least-privilege ClusterRole
-for it, with an example RoleBinding.
+			Caveats: `kubectl pinlab diagnose needs RBAC in the Service's namespace to list
+Services, EndpointSlices and pods and to port-forward to pods; for servers
+without channelz, to add its agent as an ephemeral container and read its
+log. The repository's deploy/rbac/diagnose.yaml is a least-privilege
+ClusterRole for it, with an example RoleBinding.
 `,
 		},
 	}

@@ -100,14 +100,28 @@ RBAC must allow create on pods/portforward), or at the pod's IP with
 Exit codes: 0 balanced, 4 pinned, 5 could not tell, 1 failed (no such
 Service, no lab answering), 2 bad flags, 130 interrupted.
 
+Servers without channelz: diagnose reads every pod through pinlab-agent, an
+ephemeral container that lists the pod's TCP connections and their bytes
+once a second, when agents run in more pods than channelz answers in. One
+already there is reused; --agent-image REF --yes adds one where none runs
+(it cannot be removed: it stays until the pod is replaced); --no-agent reads
+none. The rates are then bytes/s both ways.
+
 With --prometheus URL the per-pod rates come from Prometheus instead
-(increase() of grpc_server_started_total and grpc_server_handled_total over
---window, by the namespace and pod target labels, health and channelz calls
-left out; -v shows the queries); the connections still come from channelz.
+(increase() over --window of the calls counters of a metric family:
+--prometheus-family auto picks the first of grpc-java, go-grpc, otel, istio
+and linkerd with series for the pods; by the namespace and pod target labels,
+--prometheus-labels to rename them; health and channelz calls left out where
+the family names the service; -v shows the queries); the connections still
+come from channelz.
+
+Before anything, diagnose checks with the API server that it may do what it
+needs (deploy/rbac/diagnose.yaml) and names what is missing.
 
 Bounds: listing the objects 10s, opening each pod's port-forward 10s, each
-pod's sample 5s (8 pods at once), each Prometheus query 10s; the whole run
-takes about --window plus a round of samples.`
+pod's sample 5s (8 pods at once), each Prometheus query 10s, adding an agent
+60s (16 pods at once), each permission check 10s; the whole run takes about
+--window plus a round of samples.`
 
 // NewCmdDiagnose returns `pinlab diagnose`; runF replaces the run in
 // tests of the flags (nil: the real one).
