@@ -15,6 +15,7 @@ import (
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/report"
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -337,12 +338,14 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 		perms = append(perms, p)
 	}
 	denied, err := evidence.CheckAccess(ctx, cs, o.Namespace, perms)
-	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case apierrors.IsForbidden(err):
 		fmt.Fprintf(o.Err, "diagnose: could not check permissions first, going on: %v\n", err)
 		return nil
+	case err != nil:
+		return nil // the API server does not answer: listing the objects says so
 	}
 	var missing []string
 	for _, p := range denied {

@@ -41,7 +41,11 @@ func (cp *ControlPlane) etcdArgs() []string {
 func (cp *ControlPlane) apiserverArgs() []string {
 	return []string{
 		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(cp.cfg.Ports.EtcdClient),
-		"--bind-address=127.0.0.1",
+		// Every address of the namespace: 127.0.0.1 (pinlab, and kubectl
+		// through the forwarder) and the node's, as a real cluster's API
+		// server has one (a namespace joined to the lab's reaches it
+		// there). The namespace is private: nothing off the machine can.
+		"--bind-address=0.0.0.0",
 		"--secure-port=" + strconv.Itoa(cp.cfg.Ports.APIServer),
 		"--advertise-address=" + cp.cfg.AdvertiseAddress.String(),
 		// The reconciler would publish the advertise address as the

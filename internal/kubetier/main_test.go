@@ -35,6 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(userEnv); spec != "" {
+		os.Exit(userMain(spec)) // TestDiagnoseFromUserMachine's child
+	}
 	netnstest.Main(tier{m}, netns.PodPrefix, netns.ServicePrefix)
 }
 

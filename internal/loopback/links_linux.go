@@ -2,11 +2,20 @@
 
 package loopback
 
-import "github.com/vishvananda/netlink"
+import (
+	"errors"
 
-// links lists this namespace's interfaces through netlink.
+	"github.com/vishvananda/netlink"
+)
+
+// links lists this namespace's interfaces through netlink. A dump that an
+// interface added or removed meanwhile interrupted (a pod's veth, say) is
+// taken again, up to 5 times in all.
 func links() ([]iface, error) {
 	ls, err := netlink.LinkList()
+	for try := 1; errors.Is(err, netlink.ErrDumpInterrupted) && try < 5; try++ {
+		ls, err = netlink.LinkList()
+	}
 	if err != nil {
 		return nil, err
 	}
