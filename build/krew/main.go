@@ -49,6 +49,9 @@ type options struct {
 	// root is the module root that holds cmd/pinlab (and LICENSE);
 	// empty: the current directory's module, as `go env GOMOD` says.
 	root string
+	// pkg is the main package built, relative to root; empty means
+	// ./cmd/pinlab (tests build a smaller one).
+	pkg string
 }
 
 // platform is a GOOS/GOARCH pair, krew's os and arch labels.
@@ -166,7 +169,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 // manifest entry.
 func release(ctx context.Context, o options, root, dir string, p platform) (manifestPlatform, error) {
 	bin := binName(p)
-	if err := goBuild(ctx, root, filepath.Join(dir, bin), p); err != nil {
+	if err := goBuild(ctx, root, cmpOr(o.pkg, "./cmd/pinlab"), filepath.Join(dir, bin), p); err != nil {
 		return manifestPlatform{}, err
 	}
 	files := []archiveFile{{name: bin, path: filepath.Join(dir, bin), mode: 0o755}}
@@ -218,18 +221,26 @@ func moduleRoot(ctx context.Context, root string) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// goBuild cross-builds root's ./cmd/pinlab for p into bin, statically
-// (CGO_ENABLED=0) and with -trimpath, so that the same source and
-// toolchain give the same bytes wherever they are built.
-func goBuild(ctx context.Context, root, bin string, p platform) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/pinlab")
+// goBuild cross-builds root's main package pkg for p into bin, statically
+// (CGO_ENABLED=0), with -trimpath and without VCS stamping, so that the
+// same source and toolchain give the same bytes wherever they are built
+// (whatever the checkout's state).
+func goBuild(ctx context.Context, root, pkg, bin string, p platform) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.os, "GOARCH="+p.arch)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build ./cmd/pinlab: %w\n%s", err, out)
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // archiveTime is every archive entry's modification time, so that the
