@@ -82,6 +82,10 @@ type Agents struct {
 // Unit reports that Agents' counters are bytes.
 func (a *Agents) Unit() string { return "bytes" }
 
+// Parallel is how many pods Collect samples at once through Agents: a
+// Sample only waits for a reading its pod's stream brings.
+func (a *Agents) Parallel() int { return 512 }
+
 // follow is one pod's stream of agent readings, read by a goroutine of
 // its Agents until the stream or the Agents ends.
 type follow struct {
@@ -103,7 +107,12 @@ func (a *Agents) init() error {
 	if a.Config == nil || a.Pod == nil {
 		return errors.New("agent: Config and Pod are required")
 	}
-	cs, err := kubernetes.NewForConfig(a.Config)
+	// client-go's default 5 requests/s would hold back AttachParallel
+	// pods polled twice a second, and the opening of a log stream per
+	// pod: a bounded run may ask for more.
+	cfg := rest.CopyConfig(a.Config)
+	cfg.QPS, cfg.Burst = 100, 300
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -191,10 +200,11 @@ func agentRuns(p *corev1.Pod) []agentRun {
 }
 
 // agentPlan is what Prepare does with one pod: read the agent named
-// run (running, or to wait for), or add one named add (why says what is
-// wrong with the ones there, if any).
+// run (running when running is true, else to wait for), or add one named
+// add (why says what is wrong with the ones there, if any).
 type agentPlan struct {
 	run, add, why string
+	running       bool
 }
 
 // planAgent decides, from p's agent containers, which one to read or
@@ -204,7 +214,7 @@ func planAgent(p *corev1.Pod, image string) agentPlan {
 	runs := agentRuns(p)
 	for _, r := range runs {
 		if r.state == "running" {
-			return agentPlan{run: r.name}
+			return agentPlan{run: r.name, running: true}
 		}
 	}
 	for _, r := range runs {
@@ -272,6 +282,10 @@ func (a *Agents) Prepare(ctx context.Context, namespace string, pods []Pod) (map
 			mu.Unlock()
 		case plan.run == "":
 			fail(name, errors.New(plan.why))
+		case plan.running:
+			if err := a.read(namespace, name, plan.run); err != nil {
+				fail(name, err)
+			}
 		default:
 			if err := a.use(ctx, namespace, name, plan.run); err != nil {
 				fail(name, err)
@@ -358,10 +372,7 @@ func (a *Agents) use(ctx context.Context, namespace, name, container string) err
 				switch {
 				case r.name != container:
 				case r.state == "running":
-					a.mu.Lock()
-					a.containers[namespace+"/"+name] = container
-					a.mu.Unlock()
-					return nil
+					return a.read(namespace, name, container)
 				case r.broken():
 					return fmt.Errorf("its %s container (image %s) does not run: %s", r.name, r.image, r.state)
 				default:
@@ -378,6 +389,17 @@ func (a *Agents) use(ctx context.Context, namespace, name, container string) err
 		case <-tick.C:
 		}
 	}
+}
+
+// read makes the pod's agent container the one Sample reads and starts
+// following its output, so that its first reading is on its way by the
+// first sample.
+func (a *Agents) read(namespace, name, container string) error {
+	a.mu.Lock()
+	a.containers[namespace+"/"+name] = container
+	a.mu.Unlock()
+	_, err := a.follow(namespace, name)
+	return err
 }
 
 // apiError says what the API server refused, naming the permission.

@@ -610,10 +610,15 @@ type result struct {
 	err error
 }
 
-// sampleAll samples every pod with an address, Parallel at once.
+// sampleAll samples every pod with an address, Parallel at once (or as
+// many as s says, when it has a Parallel method: Agents).
 func (ev *Evidence) sampleAll(ctx context.Context, s Sampler) []result {
 	out := make([]result, len(ev.Pods))
-	sem := make(chan struct{}, Parallel)
+	par := Parallel
+	if p, ok := s.(interface{ Parallel() int }); ok {
+		par = max(1, p.Parallel())
+	}
+	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for i, p := range ev.Pods {
 		if p.Err != "" {

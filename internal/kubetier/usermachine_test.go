@@ -96,7 +96,7 @@ func TestDiagnoseFromUserMachine(t *testing.T) {
 // startLoad calls ns's ClusterIP Service pricing from source with one
 // pick_first client at 50 calls/s, once its calls arrive, until the
 // returned func is called.
-func startLoad(t *testing.T, ns string, source netip.Addr) func() error {
+func startLoad(t testing.TB, ns string, source netip.Addr) func() error {
 	t.Helper()
 	calls := &podCalls{}
 	c, err := load.New(load.Config{Name: "order-0", Source: source, Policy: "pick_first", Rate: 50, Observer: calls,
