@@ -270,26 +270,14 @@ func (a *Agents) Prepare(ctx context.Context, namespace string, pods []Pod) (map
 	}
 	adds := map[string]agentPlan{} // pods to add an agent to
 	each(ctx, names, func(ctx context.Context, name string) {
-		p, err := a.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			fail(name, apiError(err, "get pods"))
-			return
-		}
-		switch plan := planAgent(p, a.Image); {
+		plan, err := a.existing(ctx, namespace, name)
+		switch {
+		case err != nil:
+			fail(name, err)
 		case plan.add != "":
 			mu.Lock()
 			adds[name] = plan
 			mu.Unlock()
-		case plan.run == "":
-			fail(name, errors.New(plan.why))
-		case plan.running:
-			if err := a.read(namespace, name, plan.run); err != nil {
-				fail(name, err)
-			}
-		default:
-			if err := a.use(ctx, namespace, name, plan.run); err != nil {
-				fail(name, err)
-			}
 		}
 	})
 	if len(adds) == 0 || ctx.Err() != nil {
@@ -312,6 +300,26 @@ func (a *Agents) Prepare(ctx context.Context, namespace string, pods []Pod) (map
 		}
 	})
 	return out, ctx.Err()
+}
+
+// existing reads the pod's agent when one runs (waiting for one that
+// starts), or says what to add; an error when it has none and none can
+// be added.
+func (a *Agents) existing(ctx context.Context, namespace, name string) (agentPlan, error) {
+	p, err := a.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return agentPlan{}, apiError(err, "get pods")
+	}
+	switch plan := planAgent(p, a.Image); {
+	case plan.add != "":
+		return plan, nil
+	case plan.run == "":
+		return plan, errors.New(plan.why)
+	case plan.running:
+		return plan, a.read(namespace, name, plan.run)
+	default:
+		return plan, a.use(ctx, namespace, name, plan.run)
+	}
 }
 
 // each runs f for every name, AttachParallel at once, each bounded by
