@@ -10,6 +10,7 @@ package main
 
 import (
 	"archive/tar"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -169,7 +170,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 // manifest entry.
 func release(ctx context.Context, o options, root, dir string, p platform) (manifestPlatform, error) {
 	bin := binName(p)
-	if err := goBuild(ctx, root, cmpOr(o.pkg, "./cmd/pinlab"), filepath.Join(dir, bin), p); err != nil {
+	if err := goBuild(ctx, root, cmp.Or(o.pkg, "./cmd/pinlab"), filepath.Join(dir, bin), p); err != nil {
 		return manifestPlatform{}, err
 	}
 	files := []archiveFile{{name: bin, path: filepath.Join(dir, bin), mode: 0o755}}
@@ -234,13 +235,6 @@ func goBuild(ctx context.Context, root, pkg, bin string, p platform) error {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // archiveTime is every archive entry's modification time, so that the

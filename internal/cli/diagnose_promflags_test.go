@@ -2,9 +2,7 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -38,12 +36,7 @@ func TestDiagnosePromFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got DiagnoseOptions
-			cmd := NewCmdDiagnose(io.Discard, io.Discard, func(_ context.Context, o *DiagnoseOptions) error { got = *o; return nil })
-			cmd.SetArgs(tt.args)
-			if err := cmd.Execute(); err != nil {
-				t.Fatal(err)
-			}
+			got := parseDiagnose(t, tt.args)
 			if got.PrometheusFamily != tt.family {
 				t.Errorf("family %q, want %q", got.PrometheusFamily, tt.family)
 			}

@@ -488,12 +488,7 @@ func TestDiagnoseKubeFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got DiagnoseOptions
-			cmd := NewCmdDiagnose(io.Discard, io.Discard, func(_ context.Context, o *DiagnoseOptions) error { got = *o; return nil })
-			cmd.SetArgs(tt.args)
-			if err := cmd.Execute(); err != nil {
-				t.Fatal(err)
-			}
+			got := parseDiagnose(t, tt.args)
 			pick := func(o DiagnoseOptions) DiagnoseOptions {
 				return DiagnoseOptions{Service: o.Service, Namespace: o.Namespace, Kubeconfig: o.Kubeconfig, Context: o.Context, Cluster: o.Cluster, User: o.User,
 					As: o.As, AsGroups: o.AsGroups, AsUID: o.AsUID, Direct: o.Direct, AgentImage: o.AgentImage, NoAgent: o.NoAgent, Yes: o.Yes}
@@ -503,6 +498,19 @@ func TestDiagnoseKubeFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseDiagnose returns the options diagnose's flags give for args,
+// without running it.
+func parseDiagnose(t *testing.T, args []string) DiagnoseOptions {
+	t.Helper()
+	var got DiagnoseOptions
+	cmd := NewCmdDiagnose(io.Discard, io.Discard, func(_ context.Context, o *DiagnoseOptions) error { got = *o; return nil })
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // TestDiagnoseBadInput: what diagnose says and exits with when there is

@@ -1,6 +1,7 @@
 package evidence_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -191,7 +192,7 @@ func TestAgentsPrepare(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			api, cfg := newAgentAPI(t, tc.withAgent)
-			api.state, api.forbid = cmpOr(tc.state, "running"), tc.forbid
+			api.state, api.forbid = cmp.Or(tc.state, "running"), tc.forbid
 			if tc.broken {
 				api.addAgent(evidence.AgentContainer, "reg.example/pinlab-agent:typo", "ErrImagePull")
 			}
@@ -231,19 +232,12 @@ func TestAgentsPrepare(t *testing.T) {
 				json.Unmarshal([]byte(api.patches[0]), &patch)
 				c := patch.Spec.EphemeralContainers[0]
 				sc := c.SecurityContext
-				if c.Name != cmpOr(tc.container, "pinlab-agent") || c.Image != tc.image || sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 {
+				if c.Name != cmp.Or(tc.container, "pinlab-agent") || c.Image != tc.image || sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 {
 					t.Errorf("patched container %+v", c)
 				}
 			}
 		})
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // TestAgentsSample: each Sample is a newer reading, with only the

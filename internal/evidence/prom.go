@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ type Prometheus struct {
 }
 
 func (p *Prometheus) targets() targets {
-	return targets{namespace: cmpOr(p.NamespaceLabel, "namespace"), pod: cmpOr(p.PodLabel, "pod")}
+	return targets{namespace: cmp.Or(p.NamespaceLabel, "namespace"), pod: cmp.Or(p.PodLabel, "pod")}
 }
 
 // Queries returns the PromQL queries for the calls started and failed by
@@ -55,13 +56,6 @@ func (p *Prometheus) Queries(namespace string, pods []string, window time.Durati
 		return "", ""
 	}
 	return f.queries(p.targets(), namespace, pods, window)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Calls runs Queries at now and returns the calls of each pod that has

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -145,7 +146,7 @@ func FamilyNames() []string {
 // family returns the family named name ("" is go-grpc, the one before
 // there were families), nil for AutoFamily or an unknown name.
 func family(name string) *Family {
-	name = cmpOr(name, "go-grpc")
+	name = cmp.Or(name, "go-grpc")
 	for i := range families {
 		if families[i].Name == name {
 			return &families[i]
@@ -231,7 +232,7 @@ func (f *Family) seriesQuery(t targets, namespace string, pods []string) string 
 	var qs []string
 	for i := range f.Instruments {
 		in := &f.Instruments[i]
-		metric, sel := cmpOr(in.Series, in.Started), in.selector(t, namespace, pods)
+		metric, sel := cmp.Or(in.Series, in.Started), in.selector(t, namespace, pods)
 		if in.SeriesMatch != "" {
 			sel += "," + in.SeriesMatch
 		}
@@ -244,8 +245,8 @@ func (f *Family) seriesQuery(t targets, namespace string, pods []string) string 
 func (f *Family) metrics() string {
 	var names []string
 	for _, in := range f.Instruments {
-		if !slices.Contains(names, cmpOr(in.Series, in.Started)) {
-			names = append(names, cmpOr(in.Series, in.Started))
+		if !slices.Contains(names, cmp.Or(in.Series, in.Started)) {
+			names = append(names, cmp.Or(in.Series, in.Started))
 		}
 	}
 	return strings.Join(names, ", ")

@@ -1,6 +1,7 @@
 package evidence_test
 
 import (
+	stdcmp "cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -57,7 +58,7 @@ func (f *familyProm) start(t *testing.T) string {
 		for name, v := range f.values {
 			value := f.answer(q, v)
 			if value != "" {
-				result = append(result, map[string]any{"metric": map[string]string{cmpOrTest(f.podLabel, "pod"): name}, "value": []any{float64(time.Now().Unix()), value}})
+				result = append(result, map[string]any{"metric": map[string]string{stdcmp.Or(f.podLabel, "pod"): name}, "value": []any{float64(time.Now().Unix()), value}})
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -101,13 +102,6 @@ func carries(sel string, labels []string) bool {
 		}
 	}
 	return true
-}
-
-func cmpOrTest(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // TestPrometheusFamilies: for each family, with its series present, Calls

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/pinlab/pinlab/internal/agent"
 	"github.com/pinlab/pinlab/internal/podlog"
@@ -22,14 +23,8 @@ import (
 // an ephemeral container, and it runs it in-process (package agent), in
 // the pod's network namespace, as the image's binary would.
 func IsAgentImage(image string) bool {
-	repo := image
-	if i := strings.Index(repo, "@"); i >= 0 {
-		repo = repo[:i]
-	}
-	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
-		repo = repo[:i]
-	}
-	return path.Base(repo) == "pinlab-agent"
+	ref, err := name.ParseReference(image)
+	return err == nil && path.Base(ref.Context().RepositoryStr()) == "pinlab-agent"
 }
 
 // ephemeral is one ephemeral container of a pod: an agent run, or why it
