@@ -47,6 +47,29 @@ func ParseProcNetTCP(r io.Reader, v6 bool) ([]ProcSocket, error) {
 }
 
 func parseProcNetTCP(r io.Reader, v6 bool) ([]ProcSocket, error) {
+	return parseTables(r, hostOrder, func(string) bool { return v6 })
+}
+
+// ParseProcNetTables parses what `cat /proc/net/tcp /proc/net/tcp6`
+// prints on another machine: the tables one after the other, each with
+// its header line, a row's family told by its local address (8 hex digits
+// IPv4, 32 IPv6), the address words in order, the byte order of the
+// machine that printed them (binary.LittleEndian on amd64, arm64 and
+// ppc64le; binary.BigEndian on s390x).
+func ParseProcNetTables(r io.Reader, order binary.ByteOrder) ([]ProcSocket, error) {
+	ps, err := parseTables(r, order, func(local string) bool {
+		host, _, _ := strings.Cut(local, ":")
+		return len(host) == 32
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return ps, nil
+}
+
+// parseTables parses /proc/net/tcp rows, v6 saying from a row's local
+// address field whether it is IPv6.
+func parseTables(r io.Reader, order binary.ByteOrder, v6 func(local string) bool) ([]ProcSocket, error) {
 	var out []ProcSocket
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
@@ -54,7 +77,10 @@ func parseProcNetTCP(r io.Reader, v6 bool) ([]ProcSocket, error) {
 		if len(f) == 0 || f[0] == "sl" {
 			continue
 		}
-		s, err := parseProcLine(f, v6)
+		if len(f) < 2 {
+			return nil, fmt.Errorf("line %d: %d fields, want at least 10", n, len(f))
+		}
+		s, err := parseProcLine(f, v6(f[1]), order)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
@@ -64,15 +90,15 @@ func parseProcNetTCP(r io.Reader, v6 bool) ([]ProcSocket, error) {
 }
 
 // parseProcLine parses one socket's fields.
-func parseProcLine(f []string, v6 bool) (ProcSocket, error) {
+func parseProcLine(f []string, v6 bool, order binary.ByteOrder) (ProcSocket, error) {
 	if len(f) < 10 {
 		return ProcSocket{}, fmt.Errorf("%d fields, want at least 10", len(f))
 	}
-	local, err := parseHexAddrPort(f[1], v6)
+	local, err := parseHexAddrPort(f[1], v6, order)
 	if err != nil {
 		return ProcSocket{}, fmt.Errorf("local address: %w", err)
 	}
-	remote, err := parseHexAddrPort(f[2], v6)
+	remote, err := parseHexAddrPort(f[2], v6, order)
 	if err != nil {
 		return ProcSocket{}, fmt.Errorf("remote address: %w", err)
 	}
@@ -89,7 +115,7 @@ func parseProcLine(f []string, v6 bool) (ProcSocket, error) {
 
 // parseHexAddrPort parses "0100007F:1F90" (IPv4: one 32-bit word) or the
 // same with four words (IPv6).
-func parseHexAddrPort(s string, v6 bool) (netip.AddrPort, error) {
+func parseHexAddrPort(s string, v6 bool, order binary.ByteOrder) (netip.AddrPort, error) {
 	host, port, ok := strings.Cut(s, ":")
 	words := 1
 	if v6 {
@@ -104,7 +130,7 @@ func parseHexAddrPort(s string, v6 bool) (netip.AddrPort, error) {
 		if err != nil {
 			return netip.AddrPort{}, fmt.Errorf("%q: %w", s, err)
 		}
-		hostOrder.PutUint32(b[4*i:], uint32(w))
+		order.PutUint32(b[4*i:], uint32(w))
 	}
 	p, err := strconv.ParseUint(port, 16, 16)
 	if err != nil {

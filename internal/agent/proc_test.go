@@ -97,3 +97,46 @@ func TestParseProcNetTCPErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseProcNetTables parses both test tables as one stream, the way
+// `cat /proc/net/tcp /proc/net/tcp6` prints them, in either byte order
+// given: little-endian gives what ParseProcNetTCP gives each table,
+// big-endian (s390x) the words' bytes reversed.
+func TestParseProcNetTables(t *testing.T) {
+	littleEndian(t)
+	var all []byte
+	var want []ProcSocket
+	for _, tc := range []struct {
+		file string
+		v6   bool
+	}{{"testdata/proc/net/tcp", false}, {"testdata/proc/net/tcp6", true}} {
+		b, err := os.ReadFile(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+		ps, err := ParseProcNetTCP(strings.NewReader(string(b)), tc.v6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ps...)
+	}
+	eq := cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })
+	got, err := ParseProcNetTables(strings.NewReader(string(all)), binary.LittleEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, eq); diff != "" {
+		t.Errorf("little-endian (-want +got):\n%s", diff)
+	}
+	got, err = ParseProcNetTables(strings.NewReader(string(all)), binary.BigEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := got[2].Local, ap("23.1.244.10:8080"); g != w {
+		t.Errorf("big-endian: third row's local address %v, want %v", g, w)
+	}
+	if _, err := ParseProcNetTables(strings.NewReader("  sl  local_address\n   0: 0100007F\n"), binary.LittleEndian); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a row of 2 fields: error %v, want one naming line 2", err)
+	}
+}

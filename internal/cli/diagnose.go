@@ -63,6 +63,9 @@ type DiagnoseOptions struct {
 	AgentImage string
 	NoAgent    bool
 	Yes        bool
+	// NoExec reads no pod through exec (`cat /proc/net/tcp`), the
+	// fallback for pods that serve no channelz and have no agent.
+	NoExec bool
 	// Port names or numbers the Service port to diagnose; empty: the
 	// only one, else the first that says gRPC, else the first.
 	Port string
@@ -170,6 +173,7 @@ func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *Diagno
 	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time from the first reading of each pod to the last, one a second (and the range of the Prometheus queries: at least twice its scrape interval)")
 	f.StringVar(&o.AgentImage, "agent-image", "", "pinlab-agent image to add, as an ephemeral container, to the pods that serve no channelz and have no agent (needs --yes; see docs/diagnose.md)")
 	f.BoolVar(&o.NoAgent, "no-agent", false, "read no pinlab-agent, not even one already in the pods")
+	f.BoolVar(&o.NoExec, "no-exec", false, "never run `cat /proc/net/tcp` in the server containers through exec (the fallback for pods without channelz or agent: open connections only, no traffic)")
 	f.BoolVar(&o.Yes, "yes", false, "agree to add the pinlab-agent ephemeral container where it is missing (it cannot be removed; it goes with the pod)")
 	f.StringVar(&o.Port, "port", "", "the Service port to diagnose, by name or number (default: the only one, else the first whose appProtocol or name says grpc, else the first)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
@@ -183,6 +187,8 @@ func (o *DiagnoseOptions) check() error {
 		return exit.UsageError(errors.New("--lab and --kubeconfig/--context/--cluster/--user/--as* are two sources; give one"))
 	case o.Lab && o.Direct:
 		return exit.UsageError(errors.New("--direct is for a kubeconfig's cluster; --lab always reaches its pods directly"))
+	case o.Lab && o.NoExec:
+		return exit.UsageError(errors.New("--no-exec is for a kubeconfig's cluster; --lab reads the lab through its control API, channelz only"))
 	case o.Lab && (o.AgentImage != "" || o.Yes):
 		return exit.UsageError(errors.New("--agent-image and --yes need an API server (a kubeconfig) to add the agent through; --lab reads the lab through its control API, channelz only (for the agent, diagnose a lab started with --control-plane kubernetes through its kubeconfig)"))
 	case o.NoAgent && (o.AgentImage != "" || o.Yes):
@@ -277,8 +283,8 @@ func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 // source returns where the objects come from and sets req's samplers:
 // the lab's control API (its pods dialled directly), or the kubeconfig's
 // cluster, its permissions checked first, with channelz through
-// port-forward (or directly) and, unless NoAgent, pinlab-agent. done
-// closes them.
+// port-forward (or directly) and, unless NoAgent, pinlab-agent, and,
+// unless NoExec, exec. done closes them.
 func (o *DiagnoseOptions) source(ctx context.Context, req *evidence.Request) (src evidence.Source, done func(), err error) {
 	if o.Lab {
 		lc := &control.Client{Addr: o.Control, TokenFile: o.TokenFile}
@@ -304,6 +310,9 @@ func (o *DiagnoseOptions) source(ctx context.Context, req *evidence.Request) (sr
 		cz.Close()
 		return nil, nil, err
 	}
+	if !o.NoExec {
+		req.Exec = &evidence.Exec{Config: k.Config(), Pod: k.PodByIP}
+	}
 	if o.NoAgent {
 		return k, func() { cz.Close() }, nil
 	}
@@ -325,7 +334,7 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 		return err
 	}
 	var perms []evidence.Permission
-	for _, p := range evidence.DiagnosePermissions(!o.NoAgent, false) {
+	for _, p := range evidence.DiagnosePermissions(!o.NoAgent, !o.NoExec) {
 		switch {
 		case p.Subresource == "portforward" && (o.Direct || k.InCluster()):
 			continue

@@ -55,6 +55,12 @@ const (
 	// about 1.5 such calls a second; an idle connection carries none,
 	// keepalive pings a few bytes a second.
 	MinConnBytes = 350.0
+	// MinConnOpen is MinConnRate for connections read through exec,
+	// which gives no traffic, only which connections are open: the share
+	// of its life a connection was seen open above which it counts. A
+	// connection seen in two readings is open all its life (1); one seen
+	// in one reading only, or opened and closed between two, is not.
+	MinConnOpen = 0.5
 	// ProbeRate is the calls per second a pod may receive on no
 	// connection any reading saw (connections opened and closed between
 	// two readings) and have them taken for probes and left out: the
@@ -113,10 +119,12 @@ type Rates struct {
 	// them.
 	Counted int `json:"counted"`
 	Unread  int `json:"unread"`
-	// Unit is what the rates count: "calls/s", or "bytes/s" (both ways)
-	// when the evidence is an agent's; BusyAbove is the rate above which
-	// a connection carries a client's load in that unit (MinConnRate or
-	// MinConnBytes).
+	// Unit is what the rates count: "calls/s", "bytes/s" (both ways)
+	// when the evidence is an agent's, or "connections" (the mean number
+	// open: a pod's client connections, a connection's share of its life
+	// it was open) when it was read through exec; BusyAbove is the rate
+	// above which a connection carries a client's load in that unit
+	// (MinConnRate, MinConnBytes or MinConnOpen).
 	Unit      string  `json:"unit"`
 	BusyAbove float64 `json:"busy_above"`
 	// NotServing names the ready pods whose grpc.health.v1 status is
@@ -247,11 +255,23 @@ func perSec(n int64, w time.Duration) float64 {
 	return float64(n) / w.Seconds()
 }
 
+// rateOf is n of ev's unit over w in the Rates' unit: per second, or,
+// for connection-milliseconds, the mean number of connections open.
+func rateOf(ev evidence.Evidence, n int64, w time.Duration) float64 {
+	if ev.Unit == evidence.UnitConnMs {
+		return perSec(n, w) / 1000
+	}
+	return perSec(n, w)
+}
+
 // rates is step 1.
 func rates(ev evidence.Evidence) Rates {
 	r := Rates{Unit: unit(ev), BusyAbove: MinConnRate}
-	if ev.Unit == "bytes" {
+	switch ev.Unit {
+	case "bytes":
 		r.BusyAbove = MinConnBytes
+	case evidence.UnitConnMs:
+		r.BusyAbove = MinConnOpen
 	}
 	var xs []float64
 	for _, p := range ev.Pods {
@@ -267,7 +287,7 @@ func rates(ev evidence.Evidence) Rates {
 				started -= probes
 				pr.Probes = perSec(probes, span)
 			}
-			pr.Rate, pr.Failed = perSec(started, span), perSec(p.Calls.Failed, span)
+			pr.Rate, pr.Failed = rateOf(ev, started, span), perSec(p.Calls.Failed, span)
 			if p.Ready && pr.notServing() {
 				r.NotServing = append(r.NotServing, p.Name)
 			} else if pr.counted(r.BusyAbove) {
@@ -329,7 +349,7 @@ func connRate(c evidence.Conn, ev evidence.Evidence) float64 {
 	if ev.Readings > 1 {
 		floor = max(floor, ev.Window/time.Duration(ev.Readings-1))
 	}
-	return perSec(c.Calls, min(ev.Window, max(life, floor)))
+	return rateOf(ev, c.Calls, min(ev.Window, max(life, floor)))
 }
 
 // probeCalls returns the calls of p taken for probes': those on no
@@ -377,7 +397,7 @@ func clients(ev evidence.Evidence, ready int, busyAbove float64) []Client {
 			if !c.Closed {
 				cl.Conns++
 			}
-			cl.Rate += perSec(c.Calls, ev.Window)
+			cl.Rate += rateOf(ev, c.Calls, ev.Window)
 			if !slices.Contains(cl.Pods, p.Name) {
 				cl.Pods = append(cl.Pods, p.Name)
 			}

@@ -201,3 +201,39 @@ func TestDiagnoseBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnoseConnections: with only the open connections read (exec),
+// pods that hold no client connection give the pinning verdicts, and
+// connections on every pod give no verdict of balance.
+func TestDiagnoseConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		headless bool
+		pods     []pod
+		clients  int
+		verdict  diagnose.Verdict
+		cause    string
+		why      string
+	}{
+		{name: "2 clients through a ClusterIP, 4 pods", pods: []pod{{Calls: map[int]float64{0: 1}}, {Calls: map[int]float64{1: 1}}, {}, {}}, clients: 2,
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "2 of 4 ready pods idle"},
+		{name: "pick_first over a headless Service", headless: true, pods: []pod{{Calls: map[int]float64{0: 1, 1: 1}}, {}, {}}, clients: 2,
+			verdict: diagnose.Pinned, cause: "headless-pick-first"},
+		{name: "round_robin, every pod connected", headless: true, pods: spread(4, 3, 1), clients: 3,
+			verdict: diagnose.Unknown, cause: "connections-only", why: "about evenly, but exec reads which connections are open, not the calls on them"},
+		{name: "every pod connected, unevenly", pods: []pod{{Calls: map[int]float64{0: 1, 1: 1, 2: 1}}, {Calls: map[int]float64{0: 1}}, {Calls: map[int]float64{0: 1}}}, clients: 3,
+			verdict: diagnose.Unknown, cause: "connections-only", why: "unevenly"},
+		{name: "round_robin, pods added after the last resolution", headless: true, pods: append(spread(3, 2, 1), pod{Added: true}, pod{Added: true}), clients: 2,
+			verdict: diagnose.Pinned, cause: "added-after-resolution"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := diagnose.Diagnose(evidencetest.AsConnections(evidencetest.Build(tc.headless, tc.pods, tc.clients, nil)))
+			if r.Verdict != tc.verdict || r.Cause != tc.cause || !strings.Contains(r.Why, tc.why) {
+				t.Errorf("verdict %s (%s), want %s (%s) saying %q: %s", r.Verdict, r.Cause, tc.verdict, tc.cause, tc.why, r.Why)
+			}
+			if r.Rates.Unit != "connections" || r.Rates.BusyAbove != diagnose.MinConnOpen {
+				t.Errorf("unit %q above %v, want connections above MinConnOpen", r.Rates.Unit, r.Rates.BusyAbove)
+			}
+		})
+	}
+}

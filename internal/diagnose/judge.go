@@ -52,6 +52,9 @@ func judge(r *Result) {
 	case len(direct) == 0:
 		r.set(Unknown, "no-clients", fmt.Sprintf("%s, but no client sent more than %.1f %s over the connections the readings saw: the calls seen are probes' and scrapers', or went over connections that opened and closed between two readings; run it again with a longer --window while clients call the Service", skew, rt.BusyAbove, rt.Unit))
 		return
+	case balanced && rt.Unit == connUnit:
+		connectionsOnly(r, skew, direct, "about evenly")
+		return
 	case balanced:
 		r.set(Balanced, "", fmt.Sprintf("%s; %s%s", skew, connSummary(direct, rt), rotationNote(direct)))
 		return
@@ -85,9 +88,21 @@ func judgeConnections(r *Result, skew string, direct []Client) {
 	case len(idleNoConn) > 0:
 		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no busy client connection, so calls can only go where the clients' few connections are%s", skew, connSummary(direct, rt), len(idleNoConn), list(idleNoConn), sharedNote(direct)))
 		r.Reproduce, r.Fixes = "pinlab lab run same-effect", withoutProxyFix(r.Clients, headlessPickFirstFixes)
+	case rt.Unit == connUnit:
+		connectionsOnly(r, skew, direct, "unevenly")
 	default:
 		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds busy client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct, rt)))
 	}
+}
+
+// connUnit is the Rates' Unit of connections read through exec.
+const connUnit = "connections"
+
+// connectionsOnly sets r's verdict when every ready pod holds busy client
+// connections but only the connections were read (exec): how the calls
+// spread over them cannot be told.
+func connectionsOnly(r *Result, skew string, direct []Client, how string) {
+	r.set(Unknown, "connections-only", fmt.Sprintf("%s; %s: every ready pod holds client connections, %s, but exec reads which connections are open, not the calls on them (/proc/net/tcp counts no bytes), so how the calls spread cannot be told: read the pods with pinlab-agent (--agent-image) or channelz", skew, connSummary(direct, r.Rates), how))
 }
 
 // siblingNote says, when Services of the other kind (headless or

@@ -128,10 +128,14 @@ func inboundRate(cls []Client) float64 {
 	return r
 }
 
-// unit is what ev's rates count: "calls/s", or "bytes/s" for an agent's.
+// unit is what ev's rates count: "calls/s", "bytes/s" for an agent's, or
+// "connections" for exec's.
 func unit(ev evidence.Evidence) string {
-	if ev.Unit == "bytes" {
+	switch ev.Unit {
+	case "bytes":
 		return "bytes/s"
+	case evidence.UnitConnMs:
+		return "connections"
 	}
 	return "calls/s"
 }

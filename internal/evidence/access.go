@@ -61,9 +61,10 @@ func (p Permission) String() string {
 // the Service's namespace. agent adds what the connection-reading agent
 // needs: its state (get pods), attaching it as an ephemeral container
 // (PATCH pods/ephemeralcontainers, as kubectl debug does) and reading its
-// output (pods/log); required, as the caller asked for the agent. exec adds the fallback that reads
-// /proc/net/tcp through pods/exec, optional. The slice is new on each
-// call.
+// output (pods/log); required, as the caller asked for the agent. exec
+// adds the fallback that reads /proc/net/tcp through pods/exec (and,
+// without agent, get pods, to choose the container), optional. The slice
+// is new on each call.
 func DiagnosePermissions(agent, exec bool) []Permission {
 	perms := []Permission{
 		{Verb: "list", Resource: "services", For: "find the Service and its ports"},
@@ -80,8 +81,11 @@ func DiagnosePermissions(agent, exec bool) []Permission {
 			Permission{Verb: "patch", Resource: "pods", Subresource: "ephemeralcontainers", For: "attach the connection-reading agent to server pods"},
 			Permission{Verb: "get", Resource: "pods", Subresource: "log", For: "read the agent's output"})
 	}
+	if exec && !agent {
+		perms = append(perms, Permission{Verb: "get", Resource: "pods", For: "find the server container to read /proc/net/tcp in", Optional: true})
+	}
 	if exec {
-		perms = append(perms, Permission{Verb: "create", Resource: "pods", Subresource: "exec", For: "read /proc/net/tcp in server pods when the agent cannot run", Optional: true})
+		perms = append(perms, Permission{Verb: "create", Resource: "pods", Subresource: "exec", For: "read /proc/net/tcp in server pods (open connections) when no agent runs", Optional: true})
 	}
 	return perms
 }

@@ -60,6 +60,11 @@ type Request struct {
 	// that all pods' figures are bytes, and Sampler, if it is an
 	// io.Closer, is closed then (its connections would show as clients).
 	Agents AgentSampler
+	// Exec, if not nil, reads the pods when some serve no channelz and
+	// agents run in no more pods than channelz answers in (see
+	// useFallbacks): then every pod is read through it (Exec), in
+	// UnitConnMs, and Sampler is closed as for Agents.
+	Exec Sampler
 	// Sampling, if not nil, is called once the Service is found and the
 	// sampler chosen, before the first sample, with the number of pods to
 	// sample and what reads them ("channelz", "agent"); it must return
@@ -107,8 +112,8 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	}
 	ev.Source, ev.RatesFrom, ev.Unit = src.String(), "channelz", "calls"
 	s := req.Sampler
-	if req.Agents != nil {
-		if s, err = ev.useAgents(ctx, req.Sampler, req.Agents); err != nil {
+	if req.Agents != nil || req.Exec != nil {
+		if s, err = ev.useFallbacks(ctx, req.Sampler, req.Agents, req.Exec); err != nil {
 			return ev, err
 		}
 	}
@@ -118,8 +123,11 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	if err := ev.sample(ctx, s, req.Window); err != nil {
 		return ev, err
 	}
-	if req.Prometheus != nil && ev.Unit == "bytes" {
+	switch {
+	case req.Prometheus != nil && ev.Unit == "bytes":
 		ev.Problems = append(ev.Problems, "--prometheus not used: the pods were read by pinlab-agent, in bytes, and one Service's figures share one unit")
+	case req.Prometheus != nil && ev.Unit == UnitConnMs:
+		ev.Problems = append(ev.Problems, "--prometheus not used: the pods' connections were read through exec, and one Service's figures share one unit")
 	}
 	if req.Prometheus != nil && ev.Unit == "calls" {
 		ev.fromPrometheus(ctx, req.Prometheus, req.Window)
@@ -127,12 +135,15 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	return ev, ctx.Err()
 }
 
-// useAgents returns the sampler for the pods: cz when every pod with an
-// address answers its channelz, or when agents run in no more pods than
-// channelz answers in; else agents, once they have prepared (RatesFrom "agent", Unit
-// "bytes"; a pod left without an agent gets its Err; cz is closed, if
-// it is an io.Closer, so that its connections are not read as clients').
-func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampler) (Sampler, error) {
+// useFallbacks returns the sampler for the pods, in this order: cz when
+// every pod with an address answers its channelz; else agents, once they
+// have prepared, when they run in more pods than channelz answers in
+// (RatesFrom "agent", Unit "bytes"); else exec when it reads more pods than
+// either (RatesFrom "exec", Unit UnitConnMs); else cz, the others' reasons
+// a Problem. Either of agents and exec may be nil. A pod the chosen
+// fallback cannot read gets its Err; cz is closed then, if it is an
+// io.Closer, so that its connections are not read as clients'.
+func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSampler, exec Sampler) (Sampler, error) {
 	var bare []string
 	channelz := 0 // pods whose channelz answered
 	for i, r := range ev.sampleAll(ctx, cz) {
@@ -146,34 +157,67 @@ func (ev *Evidence) useAgents(ctx context.Context, cz Sampler, agents AgentSampl
 	if len(bare) == 0 || ctx.Err() != nil {
 		return cz, ctx.Err()
 	}
-	why, err := agents.Prepare(ctx, ev.Service.Namespace, ev.Pods)
-	if err != nil {
-		return cz, err
-	}
-	withAgent := 0
-	for _, p := range ev.Pods {
-		if _, no := why[p.Name]; p.Addr != "" && !no {
-			withAgent++
+	slices.Sort(bare)
+	why, withAgent := map[string]string{}, 0
+	if agents != nil {
+		var err error
+		if why, err = agents.Prepare(ctx, ev.Service.Namespace, ev.Pods); err != nil {
+			return cz, err
+		}
+		for _, p := range ev.Pods {
+			if _, no := why[p.Name]; p.Addr != "" && !no {
+				withAgent++
+			}
+		}
+		if withAgent > channelz {
+			ev.use(cz, "agent", "bytes", "no agent: ", why)
+			return agents, nil
 		}
 	}
-	if withAgent <= channelz {
-		slices.Sort(bare)
-		ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and pinlab-agent runs in %d pods, not more than channelz answers in (%s): they are read by channelz and these cannot be; adding pinlab-agent takes --agent-image and --yes", len(bare), len(ev.Pods), strings.Join(bare, ", "), withAgent, why[bare[0]]))
-		return cz, nil
+	var tried []string
+	if agents != nil {
+		tried = append(tried, fmt.Sprintf("pinlab-agent runs in %d pods (%s); adding it takes --agent-image and --yes", withAgent, why[bare[0]]))
 	}
-	ev.RatesFrom, ev.Unit = "agent", "bytes"
+	if exec != nil {
+		failed, withExec := map[string]string{}, 0
+		for i, r := range ev.sampleAll(ctx, exec) {
+			switch p := ev.Pods[i]; {
+			case p.Addr == "" || p.Err != "":
+			case r.err != nil:
+				failed[p.Name] = r.err.Error()
+			default:
+				withExec++
+			}
+		}
+		if ctx.Err() != nil {
+			return cz, ctx.Err()
+		}
+		if withExec > max(channelz, withAgent) {
+			ev.use(cz, "exec", UnitConnMs, "exec: ", failed)
+			return exec, nil
+		}
+		tried = append(tried, fmt.Sprintf("exec read %d pods (%s)", withExec, cmp.Or(failed[bare[0]], "it read "+bare[0])))
+	}
+	ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s), and no fallback reads more pods than channelz answers in (%d): %s; they are read by channelz and these cannot be",
+		len(bare), len(ev.Pods), strings.Join(bare, ", "), channelz, strings.Join(tried, "; ")))
+	return cz, nil
+}
+
+// use records that the pods are read by from (RatesFrom) in unit, closes
+// cz if it is an io.Closer (its connections, and port-forwards, would
+// show in the readings as clients), and gives each pod named in failed
+// its Err (prefix, then the reason) and a Problem.
+func (ev *Evidence) use(cz Sampler, from, unit, prefix string, failed map[string]string) {
+	ev.RatesFrom, ev.Unit = from, unit
 	if c, ok := cz.(io.Closer); ok {
-		// Its connections (and port-forwards) would show in the agents'
-		// readings as clients.
 		c.Close()
 	}
 	for i := range ev.Pods {
-		if w, no := why[ev.Pods[i].Name]; no && ev.Pods[i].Err == "" {
-			ev.Pods[i].Err = "no agent: " + w
+		if w, no := failed[ev.Pods[i].Name]; no && ev.Pods[i].Err == "" {
+			ev.Pods[i].Err = prefix + w
 			ev.Problems = append(ev.Problems, fmt.Sprintf("pod %s: %s", ev.Pods[i].Name, ev.Pods[i].Err))
 		}
 	}
-	return agents, nil
 }
 
 // fromPrometheus replaces the pods' call counts with Prometheus's over
@@ -584,9 +628,9 @@ func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration)
 		a, b := good[0], good[len(good)-1]
 		p.Conns, p.Health, p.Span = conns(good), b.Health, b.At.Sub(a.At)
 		took = append(took, p.Span)
-		if ev.Unit == "bytes" {
-			// An agent's counters are per connection: a pod's bytes are
-			// its connections', closed ones included.
+		if ev.Unit == "bytes" || ev.Unit == UnitConnMs {
+			// An agent's and exec's figures are per connection: a pod's
+			// are its connections', closed ones included.
 			for _, c := range p.Conns {
 				p.Calls.Started += c.Calls
 			}

@@ -178,9 +178,24 @@ func (f *fakeAgents) Sample(_ context.Context, addr netip.AddrPort) (evidence.Sa
 	return evidence.Sample{At: time.Now(), Sockets: map[int64]evidence.Socket{7: {Remote: "127.203.211.9:5000", Streams: 1000 * n}}}, nil
 }
 
+// fakeExec reads every pod but those in fail as one client connection
+// open for 1000 ms more each reading.
+type fakeExec struct {
+	fakeAgents
+	fail map[string]string // by IP
+}
+
+func (f *fakeExec) Sample(ctx context.Context, addr netip.AddrPort) (evidence.Sample, error) {
+	if why := f.fail[addr.Addr().String()]; why != "" {
+		return evidence.Sample{}, errors.New(why)
+	}
+	return f.fakeAgents.Sample(ctx, addr)
+}
+
 // TestCollectAgents: the agents read the pods only when some pod serves
-// no channelz, then every pod (one unit for all); when no pod can have an
-// agent, channelz stays and the report says what is missing.
+// no channelz, then every pod (one unit for all); exec reads them when
+// agents cannot, if it reads more pods than channelz answers in; else
+// channelz stays and the report says what is missing.
 func TestCollectAgents(t *testing.T) {
 	podtest.Start(t, pod.Config{Name: "good", Addr: netip.MustParseAddrPort("127.203.211.1:8471")})
 	podtest.Start(t, pod.Config{Name: "plain", Addr: netip.MustParseAddrPort("127.203.211.2:8471"), NoChannelz: true})
@@ -189,6 +204,8 @@ func TestCollectAgents(t *testing.T) {
 		name     string
 		pods     []corev1.Pod
 		none     map[string]string
+		noAgents bool
+		exec     map[string]string // nil: no exec; else the IPs it cannot read
 		prepared int
 		from     string
 		problem  string
@@ -197,30 +214,45 @@ func TestCollectAgents(t *testing.T) {
 		{name: "one without channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")}, prepared: 1, from: "agent"},
 		{name: "agents in fewer pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "pinlab-agent runs in 1 pods, not more than channelz answers in"},
+			problem: "no fallback reads more pods than channelz answers in (1): pinlab-agent runs in 1 pods"},
 		{name: "one pod without an agent", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
 			none: map[string]string{"good": "no pinlab-agent runs in it"}, prepared: 1, from: "agent",
 			problem: "pod good: no agent: no pinlab-agent runs in it"},
 		{name: "no agent anywhere", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "1 of the 2 pods serve no channelz (plain) and pinlab-agent runs in 0 pods, not more than channelz answers in (no pinlab-agent runs in it)"},
+			problem: "1 of the 2 pods serve no channelz (plain), and no fallback reads more pods than channelz answers in (1): pinlab-agent runs in 0 pods (no pinlab-agent runs in it); adding it takes --agent-image and --yes; they are read by channelz"},
+		{name: "exec where no agent runs", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
+			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, exec: map[string]string{}, prepared: 1, from: "exec"},
+		{name: "exec only", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
+			noAgents: true, exec: map[string]string{"127.203.211.1": "has no cat"}, from: "exec", problem: "pod good: exec: has no cat"},
+		{name: "exec in no more pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
+			noAgents: true, exec: map[string]string{"127.203.211.2": "`cat` exited with code 127"}, from: "channelz",
+			problem: "(1): exec read 1 pods (`cat` exited with code 127); they are read by channelz"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &fakeAgents{none: tc.none}
-			ev, err := evidence.Collect(context.Background(), fakeSource{objects(tc.pods...)}, evidence.Request{Namespace: "shop", Service: "pricing", Window: 300 * time.Millisecond, Agents: ag})
+			req := evidence.Request{Namespace: "shop", Service: "pricing", Window: 300 * time.Millisecond, Agents: ag}
+			if tc.noAgents {
+				req.Agents = nil
+			}
+			if tc.exec != nil {
+				req.Exec = &fakeExec{fail: tc.exec}
+			}
+			ev, err := evidence.Collect(context.Background(), fakeSource{objects(tc.pods...)}, req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ag.prepared != tc.prepared || ev.RatesFrom != tc.from {
 				t.Fatalf("prepared %d times, rates from %q; want %d, %q", ag.prepared, ev.RatesFrom, tc.prepared, tc.from)
 			}
-			if tc.from == "agent" {
+			unit := map[string]string{"agent": "bytes", "exec": evidence.UnitConnMs}[tc.from]
+			if unit != "" {
 				for _, p := range ev.Pods {
-					if tc.none[p.Name] != "" {
+					if tc.none[p.Name] != "" && tc.from == "agent" || p.Err != "" && tc.exec[p.IP] != "" {
 						continue
 					}
-					if ev.Unit != "bytes" || p.Err != "" || len(p.Conns) != 1 || p.Calls.Started != p.Conns[0].Calls || p.Calls.Started < 1000 {
-						t.Errorf("pod %s: unit %q, %+v; want its connection's bytes as its count", p.Name, ev.Unit, p)
+					if ev.Unit != unit || p.Err != "" || len(p.Conns) != 1 || p.Calls.Started != p.Conns[0].Calls || p.Calls.Started < 1000 {
+						t.Errorf("pod %s: unit %q, %+v; want its connection's figure as its count, in %s", p.Name, ev.Unit, p, unit)
 					}
 				}
 			}

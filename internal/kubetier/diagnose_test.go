@@ -2,6 +2,7 @@ package kubetier
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -176,7 +177,7 @@ func TestDiagnoseThroughAgent(t *testing.T) {
 	// Without --yes nothing is added: diagnose says what it would do and
 	// cannot tell.
 	var out, errb strings.Builder
-	code := cli.Main([]string{"diagnose", "pricing", "-n", ns, "--kubeconfig", kubeconfig, "--window", "1s", "--agent-image", "registry.example/tools/pinlab-agent:test"}, &out, &errb)
+	code := cli.Main([]string{"diagnose", "pricing", "-n", ns, "--kubeconfig", kubeconfig, "--window", "1s", "--no-exec", "--agent-image", "registry.example/tools/pinlab-agent:test"}, &out, &errb)
 	if code != cli.ExitUnknown || !strings.Contains(errb.String(), `diagnose would add an ephemeral container "pinlab-agent" (image registry.example/tools/pinlab-agent:test`) ||
 		!strings.Contains(errb.String(), "Run again with --yes") || !strings.Contains(out.String(), "serve no channelz") {
 		t.Errorf("without --yes: exit %d, want %d, saying what it would add\nstdout:\n%s\nstderr:\n%s", code, cli.ExitUnknown, out.String(), errb.String())
@@ -241,5 +242,69 @@ func TestDiagnoseThroughAgent(t *testing.T) {
 	if code != cli.ExitPinned || !strings.Contains(out.String(), "BYTES/S") || !strings.Contains(errb.String(), "reading the pinlab-agent of 2 pods") ||
 		strings.Contains(errb.String(), "--yes") || strings.Contains(errb.String(), "permission") {
 		t.Errorf("pinlab diagnose: exit %d, want %d with the agents' bytes, reused without asking\nstdout:\n%s\nstderr:\n%s", code, cli.ExitPinned, out.String(), errb.String())
+	}
+}
+
+// TestDiagnoseThroughExec: pods that serve no channelz and have no agent
+// are read through pods/exec (`cat /proc/net/tcp /proc/net/tcp6` in the
+// server container, run by the lab's kubelet in each pod's network
+// namespace), which adds nothing to them. A pick_first client through the
+// ClusterIP holds one connection to one of 3 pods: the verdict is pinned,
+// from connections alone, and the figures say they are connections.
+func TestDiagnoseThroughExec(t *testing.T) {
+	ns := "exec"
+	ctx := setUp(t, ns, 3, "--no-channelz")
+	source, err := clientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := &podCalls{}
+	c, err := load.New(load.Config{Name: "order-0", Source: source, Policy: "pick_first", Rate: 20, Observer: calls,
+		Target: fmt.Sprintf("dns://%s/pricing.%s.svc.cluster.local:8471", theLab.DNSAddr(), ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := labtest.Run(t, c.Run)
+	defer stop()
+	labtest.WaitFor(t, 30*time.Second, "the client's calls", func() bool { return len(calls.pods()) == 1 })
+
+	var out, errb strings.Builder
+	code := cli.Main([]string{"diagnose", "pricing", "-n", ns, "--kubeconfig", kubeconfig, "--window", "3s", "--no-agent", "-o", "json"}, &out, &errb)
+	var r diagnose.Result
+	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+		t.Fatalf("exit %d, stdout not a result (%v):\n%s\nstderr:\n%s", code, err, out.String(), errb.String())
+	}
+	ev := r.Evidence
+	if code != cli.ExitPinned || r.Cause != "clusterip-connection" || ev.RatesFrom != "exec" || ev.Unit != evidence.UnitConnMs || r.Rates.Unit != "connections" {
+		t.Fatalf("exit %d (%s, %s), rates from %q in %q/%q; want %d, clusterip-connection, from exec in connections\nproblems %q\nstderr:\n%s",
+			code, r.Verdict, r.Cause, ev.RatesFrom, ev.Unit, r.Rates.Unit, cli.ExitPinned, ev.Problems, errb.String())
+	}
+	busy, idle := 0, 0
+	for _, p := range r.Rates.Pods {
+		switch {
+		case p.Err != "":
+			t.Errorf("pod %s: %s", p.Name, p.Err)
+		case p.Rate > 0.9 && p.Rate < 1.1 && p.Conns == 1:
+			busy++
+		case p.Idle:
+			idle++
+		default:
+			t.Errorf("pod %s: %.2f connections, %d open; want 1 and 1, or idle", p.Name, p.Rate, p.Conns)
+		}
+	}
+	if busy != 1 || idle != 2 {
+		t.Errorf("%d pods with the client's connection and %d idle, want 1 and 2", busy, idle)
+	}
+	if len(r.Clients) != 1 || r.Clients[0].IP != source.String() || r.Clients[0].Busy != 1 {
+		t.Errorf("clients %+v; want %s with one busy connection", r.Clients, source)
+	}
+	pods, err := theLab.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if len(p.Spec.EphemeralContainers) > 0 {
+			t.Errorf("pod %s has ephemeral containers %v: exec adds none", p.Name, p.Spec.EphemeralContainers)
+		}
 	}
 }

@@ -53,8 +53,11 @@ func DiagnoseText(w io.Writer, r *diagnose.Result) error {
 		kind = s.Type + " " + s.ClusterIP
 	}
 	from := ev.RatesFrom
-	if from == "agent" {
+	switch from {
+	case "agent":
 		from = "pinlab-agent's byte counts (both ways)"
+	case "exec":
+		from = "/proc/net/tcp read through exec (open connections, no traffic)"
 	}
 	over := fmt.Sprintf("rates from %s over %.1fs", from, ev.Window.Seconds())
 	switch {
@@ -105,8 +108,8 @@ func (p *printer) diagRates(r *diagnose.Result) {
 			share = fmt.Sprintf("%.1f%%", 100*pr.Share)
 		}
 		failed := fmt.Sprintf("%.1f", pr.Failed)
-		if rt.Unit == "bytes/s" {
-			failed = "-" // an agent sees bytes, not calls' outcomes
+		if rt.Unit != "calls/s" && rt.Unit != "" {
+			failed = "-" // an agent sees bytes, exec connections, not calls' outcomes
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%d\t%s\n", pr.Name, pr.IP, ready, pr.Rate, share, idle, pr.Conns, failed)
 	}
@@ -149,7 +152,7 @@ func (p *printer) diagClients(r *diagnose.Result) {
 	p.f("\n")
 }
 
-// unitHead is a rate column's heading: CALLS/S, or BYTES/S.
+// unitHead is a rate column's heading: CALLS/S, BYTES/S or CONNECTIONS.
 func unitHead(unit string) string {
 	return strings.ToUpper(cmp.Or(unit, "calls/s"))
 }

@@ -27,6 +27,7 @@ func TestDiagnoseTextGolden(t *testing.T) {
 		{"sidecar-balanced-partial", evidencetest.Build(false, even, 2, map[string]string{"sidecar.istio.io/status": "{}"})},
 		{"no-calls", evidencetest.Build(true, []epod{{}, {}}, 0, nil)},
 		{"agent-pinned", evidencetest.AsBytes(evidencetest.Build(false, []epod{{Calls: map[int]float64{0: 25000, 1: 25000}}, {}, {}}, 2, nil))},
+		{"exec-pinned", evidencetest.AsConnections(evidencetest.Build(false, []epod{{Calls: map[int]float64{0: 1, 1: 1}}, {}, {}}, 2, nil))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
