@@ -14,12 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/pinlab/pinlab/internal/agent"
 )
@@ -206,6 +206,9 @@ func (e *Exec) run(ctx context.Context, ns, name, container string) ([]byte, err
 	case errors.As(err, &code) && bytes.Contains(stdout.Bytes(), []byte("local_address")):
 	case errors.As(err, &code):
 		return nil, fmt.Errorf("`%s` in its %s container exited with code %d: %s", strings.Join(ExecCommand, " "), container, code.Code, strings.TrimSpace(stderr.String()))
+	case strings.Contains(err.Error(), `cannot create resource "pods/exec"`):
+		// client-go's executors give the API server's refusal as text.
+		return nil, fmt.Errorf("exec in its %s container: the API server forbids it (RBAC: create pods/exec): %w", container, err)
 	default:
 		return nil, fmt.Errorf("exec in its %s container: %w", container, apiError(err, "create pods/exec"))
 	}
