@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -234,11 +235,8 @@ func (s labSource) String() string { return "lab at " + s.c.Addr }
 
 func runDiagnose(ctx context.Context, o *DiagnoseOptions) error {
 	req := evidence.Request{Namespace: o.Namespace, Service: o.Service, Port: o.Port, Window: o.Window, Sampling: func(n int, w time.Duration, from string) {
-		what := "channelz"
-		if from == "agent" {
-			what = "pinlab-agent"
-		}
-		fmt.Fprintf(o.Err, "reading the %s of %s over %v ...\n", what, plural(n, "pod"), w)
+		what := map[string]string{"agent": "the pinlab-agent of", "exec": "/proc/net/tcp, through exec, in"}[from]
+		fmt.Fprintf(o.Err, "reading %s %s over %v ...\n", cmp.Or(what, "the channelz of"), plural(n, "pod"), w)
 	}}
 	src, done, err := o.source(ctx, &req)
 	if err != nil {
@@ -375,7 +373,8 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 func (o *DiagnoseOptions) confirmAgent(namespace string, pods []string, image string) bool {
 	what := fmt.Sprintf("some pods of %s serve no channelz, so diagnose reads every pod through pinlab-agent (one unit for all); %s in namespace %s (%s) have no pinlab-agent that runs", o.Service, plural(len(pods), "pod"), namespace, podList(pods))
 	if !o.Yes {
-		fmt.Fprintf(o.Err, "%s. To read them, diagnose would add an ephemeral container %q (image %s, non-root, no capabilities, read-only root) to each, which reads the pod's TCP sockets once a second and prints them to its log. Ephemeral containers cannot be removed: it stays until the pod is replaced. Run again with --yes to add it.\n",
+		what = fmt.Sprintf("some pods of %s serve no channelz, and %s in namespace %s (%s) have no pinlab-agent that runs", o.Service, plural(len(pods), "pod"), namespace, podList(pods))
+		fmt.Fprintf(o.Err, "%s. To read them through it, diagnose would add an ephemeral container %q (image %s, non-root, no capabilities, read-only root) to each, which reads the pod's TCP sockets once a second and prints them to its log. Ephemeral containers cannot be removed: it stays until the pod is replaced. Run again with --yes to add it.\n",
 			what, evidence.AgentContainer, image)
 		return false
 	}

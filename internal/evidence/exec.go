@@ -100,7 +100,8 @@ func (e *Exec) init() error {
 }
 
 // Sample runs ExecCommand in the pod at addr's IP and returns its
-// established connections on addr's port.
+// established connections on addr's port whose local address is the
+// pod's IP or a loopback one (an inbound sidecar's).
 func (e *Exec) Sample(ctx context.Context, addr netip.AddrPort) (Sample, error) {
 	if err := e.init(); err != nil {
 		return Sample{}, err
@@ -126,8 +127,12 @@ func (e *Exec) Sample(ctx context.Context, addr netip.AddrPort) (Sample, error) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, so := range socks {
+		local := so.Local.Addr().Unmap()
 		if so.State != tcpEstablished || so.Inode == 0 || so.Local.Port() != addr.Port() {
 			continue // not a connection the server has accepted
+		}
+		if local != addr.Addr() && !local.IsLoopback() {
+			continue // another pod's, where pods share a network namespace (the lab's)
 		}
 		first, seen := p.first[so.Inode]
 		if !seen {

@@ -115,6 +115,8 @@ func TestExecSample(t *testing.T) {
 		procRow("0500000A:2117", "0701000A:9C40", "01", 101) + // 10.0.1.7:40000
 		procRow("0500000A:2117", "0701000A:9C41", "06", 0) + // TIME_WAIT
 		procRow("0500000A:2382", "0701000A:9C42", "01", 102) + // another port
+		procRow("0600000A:2117", "0701000A:9C44", "01", 104) + // another pod's (10.0.0.6), sharing the namespace
+		procRow("0100007F:2117", "0600007F:9C45", "01", 105) + // from an inbound sidecar, 127.0.0.6
 		procHeader +
 		procRow("0000000000000000FFFF00000500000A:2117", "0000000000000000FFFF00000801000A:9C43", "01", 103) // ::ffff:10.0.1.8
 	be := procHeader + procRow("0A000005:2117", "0A000107:9C40", "01", 101)
@@ -122,7 +124,7 @@ func TestExecSample(t *testing.T) {
 		name, out string
 		want      []string // remotes
 	}{
-		{"little-endian, both tables", le, []string{"10.0.1.7:40000", "10.0.1.8:40003"}},
+		{"little-endian, both tables", le, []string{"10.0.1.7:40000", "10.0.1.8:40003", "127.0.0.6:40005"}},
 		{"big-endian", be, []string{"10.0.1.7:40000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -270,6 +270,9 @@ func TestDiagnoseThroughExec(t *testing.T) {
 
 	var out, errb strings.Builder
 	code := cli.Main([]string{"diagnose", "pricing", "-n", ns, "--kubeconfig", kubeconfig, "--window", "3s", "--no-agent", "-o", "json"}, &out, &errb)
+	if !strings.Contains(errb.String(), "reading /proc/net/tcp, through exec, in 3 pods over 3s") {
+		t.Errorf("stderr does not say the pods are read through exec:\n%s", errb.String())
+	}
 	var r diagnose.Result
 	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
 		t.Fatalf("exit %d, stdout not a result (%v):\n%s\nstderr:\n%s", code, err, out.String(), errb.String())
