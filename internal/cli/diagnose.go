@@ -67,6 +67,8 @@ type DiagnoseOptions struct {
 	// NoExec reads no pod through exec (`cat /proc/net/tcp`), the
 	// fallback for pods that serve no channelz and have no agent.
 	NoExec bool
+	// execDenied is set by checkAccess when RBAC denies pods/exec.
+	execDenied bool
 	// Port names or numbers the Service port to diagnose; empty: the
 	// only one, else the first that says gRPC, else the first.
 	Port string
@@ -308,7 +310,7 @@ func (o *DiagnoseOptions) source(ctx context.Context, req *evidence.Request) (sr
 		cz.Close()
 		return nil, nil, err
 	}
-	if !o.NoExec {
+	if !o.NoExec && !o.execDenied {
 		req.Exec = &evidence.Exec{Config: k.Config(), Pod: k.PodByIP}
 	}
 	if o.NoAgent {
@@ -339,7 +341,7 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 		case o.AgentImage != "":
 		case p.Subresource == "ephemeralcontainers":
 			continue // nothing is added without --agent-image
-		case p.Verb == "get" && p.Resource == "pods":
+		case p.Verb == "get" && p.Resource == "pods" && !o.NoAgent:
 			p.Optional, p.For = true, p.For+" (one already there)"
 		}
 		perms = append(perms, p)
@@ -356,6 +358,9 @@ func (o *DiagnoseOptions) checkAccess(ctx context.Context, k *evidence.Kube) err
 	}
 	var missing []string
 	for _, p := range denied {
+		if p.Subresource == "exec" {
+			o.execDenied = true // not tried: every pod's exec would be refused
+		}
 		if p.Optional {
 			fmt.Fprintf(o.Err, "diagnose: without %s in namespace %s (optional: to %s), diagnose goes on with less\n", p, o.Namespace, p.For)
 			continue

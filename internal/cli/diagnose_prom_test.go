@@ -115,6 +115,22 @@ func TestDiagnoseThroughPrometheus(t *testing.T) {
 			t.Errorf("step 1: %d idle, %.0f calls/s; want 2 or 3 idle of 4 (2 clients, one connection each) and about 200 calls/s", r.Rates.Idle, r.Rates.Total)
 		}
 	})
+	t.Run("grpc-go's OpenTelemetry metrics, found by auto", func(t *testing.T) {
+		dep := diagDeployment("pricing", 4, nil)
+		c := &dep.Spec.Template.Spec.Containers[0]
+		c.Args = append(c.Args, "--metrics", "otel")
+		d := startDiagLabWith(t, dep, 2, nil)
+		d.load(t, d.dnsTarget("pricing"), "pick_first", 100, nil)
+		prom := d.startPrometheus(t, bin, window)
+		code, r, stderr := d.diagnose(t, "pricing", "--prometheus", prom, "--window", window.String(), "-v")
+		d.checkVerdict(t, code, r, ExitPinned, diagnose.Pinned, "clusterip-connection")
+		if r.Evidence.RatesFrom != "prometheus" || !strings.Contains(stderr, "grpc_server_call_started_total") || !strings.Contains(stderr, "otel: the first family with series") {
+			t.Errorf("rates from %q, stderr %q; want prometheus, the otel family chosen by auto", r.Evidence.RatesFrom, stderr)
+		}
+		if r.Rates.Idle < 2 || r.Rates.Total < 150 {
+			t.Errorf("step 1: %d idle, %.0f calls/s; want 2 or 3 idle of 4 and about 200 calls/s", r.Rates.Idle, r.Rates.Total)
+		}
+	})
 	t.Run("balanced under round_robin", func(t *testing.T) {
 		d := startDiagLab(t, 4, 2, nil)
 		d.load(t, d.dnsTarget("pricing-headless"), "round_robin", 100, nil)

@@ -57,10 +57,12 @@ const (
 	MinConnBytes = 350.0
 	// MinConnOpen is MinConnRate for connections read through exec,
 	// which gives no traffic, only which connections are open: the share
-	// of its life a connection was seen open above which it counts. A
-	// connection seen in two readings is open all its life (1); one seen
-	// in one reading only, or opened and closed between two, is not.
-	MinConnOpen = 0.5
+	// of its life a connection was seen open above which it counts. Its
+	// life runs from the reading before the one it first appeared in, so
+	// a connection seen in two readings or more has at least 0.5 (1 when
+	// the first reading saw it); one seen in one reading only has 0, and
+	// one opened and closed between two readings is not seen at all.
+	MinConnOpen = 0.3
 	// ProbeRate is the calls per second a pod may receive on no
 	// connection any reading saw (connections opened and closed between
 	// two readings) and have them taken for probes and left out: the

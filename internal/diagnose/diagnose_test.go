@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/evidence"
@@ -211,6 +212,8 @@ func TestDiagnoseConnections(t *testing.T) {
 		headless bool
 		pods     []pod
 		clients  int
+		sidecars bool // the clients have an Istio sidecar
+		late     bool // every connection opened during the window, seen in the last two readings
 		verdict  diagnose.Verdict
 		cause    string
 		why      string
@@ -225,9 +228,35 @@ func TestDiagnoseConnections(t *testing.T) {
 			verdict: diagnose.Unknown, cause: "connections-only", why: "unevenly"},
 		{name: "round_robin, pods added after the last resolution", headless: true, pods: append(spread(3, 2, 1), pod{Added: true}, pod{Added: true}), clients: 2,
 			verdict: diagnose.Pinned, cause: "added-after-resolution"},
+		{name: "6 one-connection clients on every pod, 4/1/1", pods: []pod{{Calls: map[int]float64{0: 1, 1: 1, 2: 1, 3: 1}}, {Calls: map[int]float64{4: 1}}, {Calls: map[int]float64{5: 1}}}, clients: 6,
+			verdict: diagnose.Unknown, cause: "connections-only", why: "unevenly"},
+		{name: "pick_first over a headless Service, every pod connected", headless: true, pods: []pod{{Calls: map[int]float64{0: 1, 1: 1, 2: 1}}, {Calls: map[int]float64{3: 1}}}, clients: 4,
+			verdict: diagnose.Unknown, cause: "connections-only"},
+		{name: "client sidecars, every pod connected", pods: spread(4, 2, 1), clients: 2, sidecars: true,
+			verdict: diagnose.Unknown, cause: "l7-proxy"},
+		{name: "a connection opened during the window, seen in two readings", pods: []pod{{Calls: map[int]float64{0: 1}}, {}, {}}, clients: 1, late: true,
+			verdict: diagnose.Unknown, cause: "rotating-connections", why: "1 client holds 1 busy connection"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := diagnose.Diagnose(evidencetest.AsConnections(evidencetest.Build(tc.headless, tc.pods, tc.clients, nil)))
+			ev := evidencetest.Build(tc.headless, tc.pods, tc.clients, nil)
+			if tc.sidecars {
+				ev = evidencetest.WithClientContainers(evidencetest.Build(tc.headless, tc.pods, tc.clients, map[string]string{"sidecar.istio.io/status": "{}"}), "order", "istio-proxy")
+			}
+			ev = evidencetest.AsConnections(ev)
+			if tc.late {
+				// 6 readings 1 s apart; the connection first seen at the
+				// fifth: its life from the fourth to the sixth, 2 s, open
+				// 1 s of it as exec counts.
+				ev.Readings = 6
+				for i := range ev.Pods {
+					for k := range ev.Pods[i].Conns {
+						c := &ev.Pods[i].Conns[k]
+						c.New, c.Life, c.Calls, c.Total = true, 2*time.Second, 1000, 1000
+						ev.Pods[i].Calls.Started = 1000
+					}
+				}
+			}
+			r := diagnose.Diagnose(ev)
 			if r.Verdict != tc.verdict || r.Cause != tc.cause || !strings.Contains(r.Why, tc.why) {
 				t.Errorf("verdict %s (%s), want %s (%s) saying %q: %s", r.Verdict, r.Cause, tc.verdict, tc.cause, tc.why, r.Why)
 			}

@@ -29,7 +29,11 @@ func judge(r *Result) {
 		r.set(Unknown, "no-calls", fmt.Sprintf("no client calls reached the %d ready pods of %s during the %s window%s: run it while clients call the Service", rt.Counted, svc, seconds(ev.Window), probesNote(rt)))
 		return
 	}
-	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %.0f %s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, rt.Total, rt.Unit)
+	total := fmt.Sprintf("%.0f", rt.Total)
+	if rt.Unit == connUnit {
+		total = fmt.Sprintf("%.1f", rt.Total) // a mean: 0.4 is not none
+	}
+	skew := fmt.Sprintf("%d of %d ready pods idle, Jain's index %.2f, max/mean %.2f, %s %s in all", rt.Idle, rt.Counted, rt.Jain, rt.MaxMean, total, rt.Unit)
 	balanced := rt.Idle == 0 && rt.Jain >= BalancedJain
 	if balanced && rt.Unread > 0 {
 		// The pods not read are what a scale-out adds, and what pinning
@@ -42,7 +46,7 @@ func judge(r *Result) {
 	case in >= ProxyShare*rt.Total:
 		r.set(Unknown, "inbound-proxy", fmt.Sprintf("%s; %.0f%% of the traffic arrives from the pods' inbound sidecars, so the clients' own connections cannot be counted from the servers: read the client-side proxies' or the mesh's per-connection stats", skew, 100*in/rt.Total))
 		return
-	case r.Path.Proxy && balanced:
+	case r.Path.Proxy && balanced && rt.Unit != connUnit:
 		r.set(Balanced, "", fmt.Sprintf("%s: an L7 proxy in the path (%.0f%% of the traffic comes through it) picks a pod per call", skew, 100*r.Path.ProxyShare))
 		return
 	case r.Path.Proxy:
@@ -74,6 +78,10 @@ func judgeConnections(r *Result, skew string, direct []Client) {
 	svc := ev.Service.Namespace + "/" + ev.Service.Name
 	idleNoConn, idleNewest := idlePods(rt, direct)
 	switch {
+	case rt.Unit == connUnit && len(idleNoConn) == 0:
+		// Connections alone prove pinning only where they leave a pod
+		// without any.
+		connectionsOnly(r, skew, direct, "unevenly")
 	case perPodNames(ev) != "" && (allOne(direct) || len(idleNoConn) > 0):
 		r.set(Unknown, "per-pod-addressing", fmt.Sprintf("%s; %s. Service %s selects the pods of %s, whose headless Service gives each pod a DNS name of its own: clients that dial one pod by name on purpose (a shard, a leader) hold one connection to it, and then the skew is by design. If the clients dial %s itself, it is one connection per client (pick_first over a headless Service, or kube-proxy's one pick through a ClusterIP) and the fixes of pinning apply: the clients' target (dns:///%s.%s.svc... or a pod's name) settles it", skew, connSummary(direct, rt), svc, perPodNames(ev), ev.Service.Name, ev.Service.Name, ev.Service.Namespace))
 	case allOne(direct) && ev.Service.Headless():
@@ -88,8 +96,6 @@ func judgeConnections(r *Result, skew string, direct []Client) {
 	case len(idleNoConn) > 0:
 		r.set(Pinned, "few-connections", fmt.Sprintf("%s; %s: %d idle pods (%s) hold no busy client connection, so calls can only go where the clients' few connections are%s", skew, connSummary(direct, rt), len(idleNoConn), list(idleNoConn), sharedNote(direct)))
 		r.Reproduce, r.Fixes = "pinlab lab run same-effect", withoutProxyFix(r.Clients, headlessPickFirstFixes)
-	case rt.Unit == connUnit:
-		connectionsOnly(r, skew, direct, "unevenly")
 	default:
 		r.set(Unknown, "uneven-clients", fmt.Sprintf("%s; %s, and every pod holds busy client connections: the skew comes from clients calling at different rates over their connections, not from pods without any", skew, connSummary(direct, rt)))
 	}

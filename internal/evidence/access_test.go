@@ -1,11 +1,8 @@
 package evidence_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,15 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/evidence/evidencetest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"sigs.k8s.io/yaml"
 )
 
 // rbacFile is the RBAC that grants DiagnosePermissions(true, false).
@@ -188,7 +184,7 @@ func TestPermissionString(t *testing.T) {
 // TestAccessRBACFile: deploy/rbac/diagnose.yaml decodes into RBAC objects
 // and its ClusterRole grants exactly DiagnosePermissions(true, false).
 func TestAccessRBACFile(t *testing.T) {
-	role, binding := readRBAC(t, rbacFile)
+	role, binding := evidencetest.ReadRBAC(t, rbacFile)
 	var got []string
 	for _, r := range role.Rules {
 		got = append(got, ruleGrants(t, r)...)
@@ -227,54 +223,4 @@ func ruleGrants(t *testing.T, r rbacv1.PolicyRule) []string {
 		}
 	}
 	return out
-}
-
-// readRBAC decodes path's documents, strictly: one ClusterRole and one
-// RoleBinding.
-func readRBAC(t *testing.T, path string) (rbacv1.ClusterRole, rbacv1.RoleBinding) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var (
-		role    rbacv1.ClusterRole
-		binding rbacv1.RoleBinding
-		kinds   []string
-	)
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	for {
-		doc, err := docs.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		var meta struct{ APIVersion, Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if meta.APIVersion != rbacv1.SchemeGroupVersion.String() {
-			t.Errorf("%s: a %s has apiVersion %q, want %s", path, meta.Kind, meta.APIVersion, rbacv1.SchemeGroupVersion)
-		}
-		kinds = append(kinds, meta.Kind)
-		var into any
-		switch meta.Kind {
-		case "ClusterRole":
-			into = &role
-		case "RoleBinding":
-			into = &binding
-		default:
-			t.Fatalf("%s: unexpected kind %q", path, meta.Kind)
-		}
-		if err := yaml.UnmarshalStrict(doc, into); err != nil {
-			t.Fatalf("%s: %s: %v", path, meta.Kind, err)
-		}
-	}
-	if !slices.Equal(kinds, []string{"ClusterRole", "RoleBinding"}) {
-		t.Fatalf("%s holds %q, want a ClusterRole and a RoleBinding", path, kinds)
-	}
-	return role, binding
 }

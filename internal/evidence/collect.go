@@ -56,7 +56,7 @@ type Request struct {
 	// instead of the samples (which still give the connections).
 	Prometheus *Prometheus
 	// Agents, if not nil, reads the pods when some of them serve no
-	// channelz (see useAgents): then every pod is read by its agent, so
+	// channelz (see useFallbacks): then every pod is read by its agent, so
 	// that all pods' figures are bytes, and Sampler, if it is an
 	// io.Closer, is closed then (its connections would show as clients).
 	Agents AgentSampler
@@ -67,7 +67,7 @@ type Request struct {
 	Exec Sampler
 	// Sampling, if not nil, is called once the Service is found and the
 	// sampler chosen, before the first sample, with the number of pods to
-	// sample and what reads them ("channelz", "agent"); it must return
+	// sample and what reads them ("channelz", "agent", "exec"); it must return
 	// quickly.
 	Sampling func(pods int, window time.Duration, from string)
 }
@@ -193,7 +193,7 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 			return cz, ctx.Err()
 		}
 		if withExec > max(channelz, withAgent) {
-			ev.use(cz, "exec", UnitConnMs, "exec: ", failed)
+			ev.use(cz, "exec", UnitConnMs, "", failed) // Exec's errors begin "exec: "
 			return exec, nil
 		}
 		tried = append(tried, fmt.Sprintf("exec read %d pods (%s)", withExec, cmp.Or(failed[bare[0]], "it read "+bare[0])))

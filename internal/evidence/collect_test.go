@@ -224,7 +224,7 @@ func TestCollectAgents(t *testing.T) {
 		{name: "exec where no agent runs", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, exec: map[string]string{}, prepared: 1, from: "exec"},
 		{name: "exec only", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
-			noAgents: true, exec: map[string]string{"127.203.211.1": "has no cat"}, from: "exec", problem: "pod good: exec: has no cat"},
+			noAgents: true, exec: map[string]string{"127.203.211.1": "exec: has no cat"}, from: "exec", problem: "pod good: exec: has no cat"},
 		{name: "exec in no more pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			noAgents: true, exec: map[string]string{"127.203.211.2": "`cat` exited with code 127"}, from: "channelz",
 			problem: "(1): exec read 1 pods (`cat` exited with code 127); they are read by channelz"},

@@ -126,16 +126,19 @@ func TestExecSample(t *testing.T) {
 	}{
 		{"little-endian, both tables", le, []string{"10.0.1.7:40000", "10.0.1.8:40003", "127.0.0.6:40005"}},
 		{"big-endian", be, []string{"10.0.1.7:40000"}},
+		{"big-endian, only an inbound sidecar's", procHeader + procRow("7F000001:2117", "7F000006:9C45", "01", 105), []string{"127.0.0.6:40005"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := &execAPI{out: tc.out}
-			ex := &evidence.Exec{Config: startExecAPI(t, api), Pod: func(netip.Addr) (string, string, bool) { return "shop", "pricing-0", true }}
+			now := time.Unix(1000, 0)
+			ex := &evidence.Exec{Config: startExecAPI(t, api), Pod: func(netip.Addr) (string, string, bool) { return "shop", "pricing-0", true },
+				Now: func() time.Time { return now }}
 			addr := netip.MustParseAddrPort("10.0.0.5:8471")
 			first, err := ex.Sample(context.Background(), addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(30 * time.Millisecond) // the sockets' age between two readings
+			now = now.Add(30 * time.Millisecond) // the sockets' age between the two readings
 			second, err := ex.Sample(context.Background(), addr)
 			if err != nil {
 				t.Fatal(err)
@@ -143,8 +146,8 @@ func TestExecSample(t *testing.T) {
 			var got []string
 			for id, s := range second.Sockets {
 				got = append(got, s.Remote)
-				if s.Streams < 30 || first.Sockets[id].Streams != 0 {
-					t.Errorf("socket %d: %d ms open at the second reading, %d at the first; want at least 30 and 0", id, s.Streams, first.Sockets[id].Streams)
+				if s.Streams != 30 || first.Sockets[id].Streams != 0 {
+					t.Errorf("socket %d: %d ms open at the second reading, %d at the first; want 30 and 0", id, s.Streams, first.Sockets[id].Streams)
 				}
 			}
 			slices.Sort(got)
@@ -168,9 +171,10 @@ func TestExecErrors(t *testing.T) {
 		want string // in the error; empty: none
 	}{
 		{name: "no cat", api: &execAPI{stderr: `exec: "cat": executable file not found in $PATH`, code: 127},
-			want: "`cat /proc/net/tcp /proc/net/tcp6` in its pricing container exited with code 127: exec: \"cat\": executable file not found in $PATH"},
+			want: "exec: `cat /proc/net/tcp /proc/net/tcp6` in its pricing container exited with code 127: exec: \"cat\": executable file not found in $PATH"},
+		{name: "no cat, nothing said", api: &execAPI{code: 127}, want: "exited with code 127: command terminated with exit code 127"},
 		{name: "no tcp6", api: &execAPI{out: table, stderr: "cat: /proc/net/tcp6: No such file or directory", code: 1}},
-		{name: "forbidden", api: &execAPI{forbid: true}, want: "RBAC: create pods/exec"},
+		{name: "forbidden", api: &execAPI{forbid: true}, want: "exec: in its pricing container: the API server forbids it (RBAC: create pods/exec)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex := &evidence.Exec{Config: startExecAPI(t, tc.api), Pod: func(netip.Addr) (string, string, bool) { return "shop", "pricing-0", true }}

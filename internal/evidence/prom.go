@@ -59,7 +59,8 @@ func (p *Prometheus) Queries(namespace string, pods []string, window time.Durati
 }
 
 // Calls runs Queries at now and returns the calls of each pod that has
-// series, rounded to whole calls (Prometheus extrapolates increase() to
+// series (zero, when another pod has a row, for a pod whose series are
+// all of the services left out), rounded to whole calls (Prometheus extrapolates increase() to
 // the window's edges), and the queries run. With AutoFamily it first
 // runs the families' series queries, in turn, until one finds the pods,
 // and ends the started query with a PromQL comment naming that family;
@@ -88,7 +89,28 @@ func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string,
 	if err != nil {
 		return nil, queries, err
 	}
-	return tally(s, fl), queries, nil
+	calls := tally(s, fl)
+	if len(calls) > 0 && len(calls) < len(pods) {
+		// A pod whose only series are of the services left out (the
+		// kubelet's health probes) has no row in the sums: it served no
+		// client call, as OpenTelemetry's exporters show a pod that
+		// no client called (they have no zero series, unlike
+		// grpc-ecosystem's InitializeMetrics). Some pod's row says the
+		// window holds two scrapes.
+		q := f.servedQuery(p.targets(), namespace, pods)
+		queries = append(queries, q)
+		vec, err := p.query(ctx, api, q)
+		if err != nil {
+			return nil, queries, err
+		}
+		for _, sm := range vec {
+			name := string(sm.Metric[model.LabelName(p.targets().pod)])
+			if _, ok := calls[name]; !ok && name != "" {
+				calls[name] = Calls{}
+			}
+		}
+	}
+	return calls, queries, nil
 }
 
 // tally returns the calls of each pod from those started and failed.

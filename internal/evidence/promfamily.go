@@ -194,6 +194,19 @@ type targets struct{ namespace, pod string }
 
 // selector returns in's label matchers for pods of namespace.
 func (in *Instrument) selector(t targets, namespace string, pods []string) string {
+	sel := in.podSelector(t, namespace, pods)
+	switch {
+	case in.ServiceLabel != "" && in.MethodLabel:
+		sel += fmt.Sprintf(`,%s!~%q`, in.ServiceLabel, "("+in.Excluded+")/.+")
+	case in.ServiceLabel != "":
+		sel += fmt.Sprintf(`,%s!~%q`, in.ServiceLabel, in.Excluded)
+	}
+	return sel
+}
+
+// podSelector is selector without the services left out: every series
+// of the instrument for the pods.
+func (in *Instrument) podSelector(t targets, namespace string, pods []string) string {
 	quoted := make([]string, len(pods))
 	for i, name := range pods {
 		quoted[i] = regexp.QuoteMeta(name)
@@ -201,12 +214,6 @@ func (in *Instrument) selector(t targets, namespace string, pods []string) strin
 	sel := fmt.Sprintf(`%s=%q,%s=~%q`, t.namespace, namespace, t.pod, strings.Join(quoted, "|"))
 	if in.Match != "" {
 		sel += "," + in.Match
-	}
-	switch {
-	case in.ServiceLabel != "" && in.MethodLabel:
-		sel += fmt.Sprintf(`,%s!~%q`, in.ServiceLabel, "("+in.Excluded+")/.+")
-	case in.ServiceLabel != "":
-		sel += fmt.Sprintf(`,%s!~%q`, in.ServiceLabel, in.Excluded)
 	}
 	return sel
 }
@@ -237,6 +244,18 @@ func (f *Family) seriesQuery(t targets, namespace string, pods []string) string 
 			sel += "," + in.SeriesMatch
 		}
 		qs = append(qs, fmt.Sprintf(`count by (%s) (last_over_time(%s{%s}[5m]))`, t.pod, metric, sel))
+	}
+	return strings.Join(qs, " or ")
+}
+
+// servedQuery returns the instant query that counts, by pod, every
+// series of f's started counters of pods of namespace, the services left
+// out included: the pods the exporter has seen serve any call.
+func (f *Family) servedQuery(t targets, namespace string, pods []string) string {
+	var qs []string
+	for i := range f.Instruments {
+		in := &f.Instruments[i]
+		qs = append(qs, fmt.Sprintf(`count by (%s) (last_over_time(%s{%s}[5m]))`, t.pod, in.Started, in.podSelector(t, namespace, pods)))
 	}
 	return strings.Join(qs, " or ")
 }

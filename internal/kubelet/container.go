@@ -24,6 +24,7 @@ func containerConfig(p *corev1.Pod, ip netip.Addr) (processConfig, error) {
 		DrainDelay:            w.Args.DrainDelay,
 		ServiceTime:           w.Args.ServiceTime,
 		NoChannelz:            w.Args.NoChannelz,
+		Metrics:               w.Args.Metrics,
 	}}
 	if w.MetricsPort != 0 {
 		pc.grpc.MetricsAddr = netip.AddrPortFrom(ip, uint16(w.MetricsPort))

@@ -54,9 +54,10 @@ const (
 // address, where the API server listens as a real cluster's does (no
 // default route, no route to the pods or Services: a dial to a pod fails
 // there). Its kubeconfig names the API server at the node's address; the
-// pods, serving no channelz, are reached only through the API server: the
-// agents' output through pods/log, after the permission check. The
-// verdict is pinned, as from inside the lab.
+// pods, serving no channelz, are reached only through the API server:
+// first through exec (--no-agent), then the agents' output through
+// pods/log, after the permission check. The verdict is pinned both times,
+// as from inside the lab.
 func TestDiagnoseFromUserMachine(t *testing.T) {
 	ns := "laptop"
 	ctx := setUp(t, ns, 2, "--no-channelz")
@@ -77,12 +78,18 @@ func TestDiagnoseFromUserMachine(t *testing.T) {
 	if err := cp.WriteKubeconfig(userKubeconfig, "https://"+net.JoinHostPort(node.String(), u.Port())); err != nil {
 		t.Fatal(err)
 	}
+	// First through exec (no agent yet), then with the agents.
 	job := userJob{
-		Args: []string{"diagnose", "pricing", "-n", ns, "--kubeconfig", userKubeconfig, "--window", "3s",
-			"--agent-image", "registry.example/tools/pinlab-agent:test", "--yes"},
-		Pod: net.JoinHostPort(ips[0], "8471"), NodeIP: node.String(), Link: userPeer, Self: userSelfIP,
+		Args: []string{"diagnose", "pricing", "-n", ns, "--kubeconfig", userKubeconfig, "--window", "3s", "--no-agent"},
+		Pod:  net.JoinHostPort(ips[0], "8471"), NodeIP: node.String(), Link: userPeer, Self: userSelfIP,
 	}
 	code, stdout, stderr := runOnUserMachine(t, ctx, job)
+	if code != cli.ExitPinned || !strings.Contains(stdout, "read through exec") || !strings.Contains(stdout, "VERDICT PINNED") {
+		t.Errorf("pinlab diagnose --no-agent on the user's machine: exit %d, want %d, pinned from exec's connections\nstdout:\n%s\nstderr:\n%s", code, cli.ExitPinned, stdout, stderr)
+	}
+	job.Args = []string{"diagnose", "pricing", "-n", ns, "--kubeconfig", userKubeconfig, "--window", "3s",
+		"--agent-image", "registry.example/tools/pinlab-agent:test", "--yes"}
+	code, stdout, stderr = runOnUserMachine(t, ctx, job)
 	t.Logf("the user's machine: exit %d\nstderr:\n%s\nstdout (head):\n%s", code, stderr, head(stdout, 12))
 	if code != cli.ExitPinned || !strings.Contains(stdout, "from API server https://"+net.JoinHostPort(node.String(), u.Port())) ||
 		!strings.Contains(stdout, "BYTES/S") || !strings.Contains(stdout, "VERDICT PINNED") {

@@ -13,37 +13,80 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
+	otelgrpc "google.golang.org/grpc/stats/opentelemetry"
 )
 
 // MetricsPath is where a pod's metrics server answers, as Prometheus
 // scrapes by default.
 const MetricsPath = "/metrics"
 
-// metrics is a pod's Prometheus instrumentation: the grpc-ecosystem
-// go-grpc-middleware v2 server metrics (grpc_server_started_total,
-// grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code},
-// grpc_server_msg_received_total, grpc_server_msg_sent_total and the
-// grpc_server_handling_seconds histogram) in a registry of the pod's own,
-// since many pods run in one process and each must report only its calls,
-// as a process of its own would. The Go runtime and process collectors are
+// Metrics families a pod can export (Config.Metrics, pod arg --metrics).
+const (
+	// MetricsGoGRPC is the grpc-ecosystem go-grpc-middleware v2 server
+	// metrics: grpc_server_started_total, grpc_server_handled_total{
+	// grpc_type,grpc_service,grpc_method,grpc_code},
+	// grpc_server_msg_received_total, grpc_server_msg_sent_total and the
+	// grpc_server_handling_seconds histogram. The default.
+	MetricsGoGRPC = "go-grpc" // workload.MetricsFamilies[0]
+	// MetricsOTel is grpc-go's OpenTelemetry plugin (stats/opentelemetry,
+	// gRFC A66: grpc.server.call.started, grpc.server.call.duration and the
+	// message sizes, by grpc.method and grpc.status) through the
+	// OpenTelemetry SDK and its Prometheus exporter, which names them
+	// grpc_server_call_started_total, grpc_server_call_duration_seconds and
+	// so on.
+	MetricsOTel = "otel"
+)
+
+// metrics is a pod's Prometheus instrumentation, of one family (see
+// MetricsGoGRPC and MetricsOTel), in a registry of the pod's own, since
+// many pods run in one process and each must report only its calls, as a
+// process of its own would. The Go runtime and process collectors are
 // left out for the same reason: every pod would report the same process.
 type metrics struct {
-	server *grpcprom.ServerMetrics
+	server *grpcprom.ServerMetrics // go-grpc's; nil for otel
+	otel   *sdkmetric.MeterProvider
 	reg    *prometheus.Registry
 }
 
-func newMetrics() *metrics {
-	m := &metrics{server: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram()), reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(m.server)
-	return m
+// newMetrics returns the instrumentation of family (empty: go-grpc).
+func newMetrics(family string) (*metrics, error) {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	switch family {
+	case "", MetricsGoGRPC:
+		m.server = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+		m.reg.MustRegister(m.server)
+	case MetricsOTel:
+		exp, err := otelprom.New(otelprom.WithRegisterer(m.reg))
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		m.otel = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	default:
+		return nil, fmt.Errorf("metrics: family %q: want %s or %s", family, MetricsGoGRPC, MetricsOTel)
+	}
+	return m, nil
 }
 
-// serverOptions returns the interceptors that count calls.
+// serverOptions returns what counts the server's calls: go-grpc's
+// interceptors, or grpc-go's OpenTelemetry stats handler.
 func (m *metrics) serverOptions() []grpc.ServerOption {
+	if m.otel != nil {
+		return []grpc.ServerOption{otelgrpc.ServerOption(otelgrpc.Options{MetricsOptions: otelgrpc.MetricsOptions{MeterProvider: m.otel}})}
+	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(m.server.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(m.server.StreamServerInterceptor()),
+	}
+}
+
+// initialize gives go-grpc's counters a zero series for each of srv's
+// methods, as grpc-ecosystem's InitializeMetrics.
+func (m *metrics) initialize(srv *grpc.Server) {
+	if m.server != nil {
+		m.server.InitializeMetrics(srv)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,35 @@ func TestPodReportsLikeAService(t *testing.T) {
 	// themselves are counted as they start.
 	if got := mine.Data.CallsSucceeded; got < 4 {
 		t.Errorf("channelz: pod a's server succeeded %d calls, want at least 4", got)
+	}
+}
+
+// TestPodOTelMetrics: a pod with Metrics otel exports grpc-go's
+// OpenTelemetry metrics through the OpenTelemetry Prometheus exporter,
+// under the names the otel family of pinlab diagnose queries, for its own
+// calls; an unknown family is Start's error.
+func TestPodOTelMetrics(t *testing.T) {
+	p := podtest.Start(t, pod.Config{Name: "o", Namespace: "shop", Addr: netip.MustParseAddrPort("127.203.201.3:0"), MetricsAddr: netip.MustParseAddrPort("127.203.201.3:0"), Metrics: pod.MetricsOTel})
+	cc := podtest.Dial(t, p.Addr().String(), netip.MustParseAddr("127.203.201.9"))
+	for range 3 {
+		if _, err := pricingv1.NewPricingClient(cc).GetPrice(context.Background(), &pricingv1.GetPriceRequest{Sku: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := scrape(t, fmt.Sprintf("http://%s%s", p.MetricsAddr(), pod.MetricsPath))
+	for _, re := range []string{
+		`(?m)^grpc_server_call_started_total\{[^}]*grpc_method="pricing\.v1\.Pricing/GetPrice"[^}]*\} 3$`,
+		`(?m)^grpc_server_call_duration_seconds_count\{[^}]*grpc_method="pricing\.v1\.Pricing/GetPrice"[^}]*grpc_status="OK"[^}]*\} 3$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("metrics do not match %s:\n%s", re, body)
+		}
+	}
+	if strings.Contains(body, "grpc_server_handled_total") {
+		t.Errorf("otel metrics include go-grpc's:\n%s", body)
+	}
+	bad := pod.New(pod.Config{Name: "x", Addr: netip.MustParseAddrPort("127.203.201.4:0"), Metrics: "statsd"})
+	if err := bad.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `family "statsd"`) {
+		t.Errorf("Start with metrics statsd: %v, want an error naming the family", err)
 	}
 }

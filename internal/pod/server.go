@@ -77,11 +77,14 @@ type Config struct {
 	// Observer, if not nil, is told about calls and connections.
 	Observer Observer
 	// MetricsAddr, if valid, is where the pod serves its Prometheus metrics
-	// over HTTP (GET /metrics; pod arg --metrics-port): the grpc-ecosystem
-	// go-grpc-middleware v2 server metrics of this pod only, handling-time
-	// histogram included. It must be inside a range package loopback allows. The zero value
-	// serves no metrics (the calls are still counted).
+	// over HTTP (GET /metrics; pod arg --metrics-port): the server metrics
+	// of this pod only, of the family Metrics names. It must be inside a
+	// range package loopback allows. The zero value serves no metrics (the
+	// calls are still counted).
 	MetricsAddr netip.AddrPort
+	// Metrics is the metrics' family (pod arg --metrics): MetricsGoGRPC
+	// (empty means it) or MetricsOTel; another is Start's error.
+	Metrics string
 	// Netns, if not nil, is the pod's own network namespace: the server
 	// (and its metrics) listen there. Nil listens in the node's.
 	Netns Netns
@@ -119,6 +122,7 @@ type Server struct {
 	err        error // why the server exited on its own
 	hung       bool
 	metricsSrv *metricsServer // nil until listen, and without MetricsAddr
+	metricsErr error          // cfg.Metrics names no family
 	finished   bool           // finish ran: a metrics server started later is closed at once
 
 	unhealthy atomic.Bool // SetHealthy(false): NOT_SERVING, calls fail
@@ -132,7 +136,10 @@ type Server struct {
 // that serves channelz; a client tells this pod's server by its listen
 // socket's address).
 func New(cfg Config) *Server {
-	m := newMetrics()
+	m, merr := newMetrics(cfg.Metrics)
+	if merr != nil {
+		m, _ = newMetrics(MetricsGoGRPC) // Start reports merr
+	}
 	opts := append([]grpc.ServerOption{
 		grpc.StatsHandler(statsHandler(cfg.Observer)),
 	}, m.serverOptions()...)
@@ -154,7 +161,8 @@ func New(cfg Config) *Server {
 	if !cfg.NoChannelz {
 		channelzsvc.RegisterChannelzServiceToServer(s.grpc)
 	}
-	m.server.InitializeMetrics(s.grpc)
+	m.initialize(s.grpc)
+	s.metricsErr = merr
 	return s
 }
 
@@ -164,6 +172,9 @@ func New(cfg Config) *Server {
 // listen after the delay ends the server (Done closes, Err says why), as a
 // process that exits during its start-up.
 func (s *Server) Start(ctx context.Context) error {
+	if s.metricsErr != nil {
+		return fmt.Errorf("pod %s: %w", s.cfg.Name, s.metricsErr)
+	}
 	if err := workload.CheckConnectionAge(s.cfg.MaxConnectionAge, s.cfg.MaxConnectionAgeGrace); err != nil {
 		return fmt.Errorf("pod %s: %w", s.cfg.Name, err)
 	}

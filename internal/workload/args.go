@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,7 +20,8 @@ var Names = []string{"pricing"}
 // Args is a parsed pod command line, the container args of a pod whose image
 // is pinlab: `pod <workload> [--port N] [--http-port N] [--metrics-port N]
 // [--max-connection-age D] [--max-connection-age-grace D] [--startup-delay D]
-// [--drain-delay D] [--service-time D] [--no-channelz]`, durations as Go's
+// [--drain-delay D] [--service-time D] [--no-channelz] [--metrics FAMILY]`,
+// durations as Go's
 // time.ParseDuration reads them. The kubelet turns it into the config of the
 // servers of package pod (pod.Config, pod.WebConfig).
 type Args struct {
@@ -64,7 +66,16 @@ type Args struct {
 	// production servers are built: diagnose must then read the pod's
 	// connections another way (pinlab-agent).
 	NoChannelz bool
+	// Metrics is the family of the metrics served on MetricsPort: one of
+	// MetricsFamilies (package pod says what each exports); empty means
+	// the first.
+	Metrics string
 }
+
+// MetricsFamilies are the metrics a pod can export (--metrics): the
+// grpc-ecosystem go-grpc-middleware provider's (the default), or grpc-go's
+// OpenTelemetry plugin's through the OpenTelemetry Prometheus exporter.
+var MetricsFamilies = []string{"go-grpc", "otel"}
 
 // ParseArgs parses container args such as
 // ["pod", "pricing", "--max-connection-age=10s"], with GNU-style flags
@@ -90,6 +101,7 @@ func ParseArgs(args []string) (Args, error) {
 	fs.DurationVar(&a.DrainDelay, "drain-delay", 0, "time serving after SIGTERM before the graceful stop")
 	fs.DurationVar(&a.ServiceTime, "service-time", 0, "time each call takes to serve")
 	fs.BoolVar(&a.NoChannelz, "no-channelz", false, "serve no grpc.channelz.v1")
+	fs.StringVar(&a.Metrics, "metrics", "", "the metrics' family: go-grpc (the default) or otel")
 	if err := fs.Parse(args[1:]); err != nil {
 		return Args{}, fmt.Errorf("pod: %w", err)
 	}
@@ -112,6 +124,9 @@ func ParseArgs(args []string) (Args, error) {
 	}
 	if a.MetricsPort != 0 && (a.MetricsPort == a.Port || a.MetricsPort == a.HTTPPort) {
 		return Args{}, fmt.Errorf("pod: --metrics-port %d is also the gRPC --port or the --http-port; the servers need different ports", a.MetricsPort)
+	}
+	if a.Metrics != "" && !slices.Contains(MetricsFamilies, a.Metrics) {
+		return Args{}, fmt.Errorf("pod: --metrics %q: want one of %v", a.Metrics, MetricsFamilies)
 	}
 	if a.HTTPPort != 0 && a.HTTPPort == a.Port {
 		return Args{}, fmt.Errorf("pod: --http-port %d is also the gRPC --port; the two servers need different ports", a.HTTPPort)

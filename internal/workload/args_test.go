@@ -24,6 +24,8 @@ func TestParseArgs(t *testing.T) {
 		{name: "unknown flag", args: []string{"pod", "pricing", "--max-age=1s"}, wantErr: true},
 		{name: "bad duration", args: []string{"pod", "pricing", "--max-connection-age=soon"}, wantErr: true},
 		{name: "bad port", args: []string{"pod", "pricing", "--port=70000"}, wantErr: true},
+		{name: "otel metrics", args: []string{"pod", "pricing", "--metrics", "otel"}, want: Args{Workload: "pricing", Metrics: "otel"}},
+		{name: "unknown metrics", args: []string{"pod", "pricing", "--metrics", "statsd"}, wantErr: true},
 		{name: "delays", args: []string{"pod", "pricing", "--startup-delay=2s", "--drain-delay", "500ms"},
 			want: Args{Workload: "pricing", StartupDelay: 2 * time.Second, DrainDelay: 500 * time.Millisecond}},
 		{name: "negative drain delay", args: []string{"pod", "pricing", "--drain-delay=-1s"}, wantErr: true},
