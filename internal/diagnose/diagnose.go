@@ -140,8 +140,9 @@ type PodRate struct {
 	Name  string `json:"name"`
 	IP    string `json:"ip"`
 	Ready bool   `json:"ready"`
-	// Rate is calls started per second; Share its part of Total (0 for
-	// pods not counted).
+	// Rate is in Rates.Unit: calls started per second, bytes per second,
+	// or the mean number of client connections (exec); Share its part of
+	// Total (0 for pods not counted).
 	Rate  float64 `json:"rate_per_sec"`
 	Share float64 `json:"share"`
 	Idle  bool    `json:"idle"`
@@ -185,7 +186,7 @@ type Client struct {
 	Conns int      `json:"conns"`
 	Pods  []string `json:"pods"`
 	// Busy counts its connections that carried its load (over their own
-	// life, more than MinConnRate calls/s, or, when the client sends more
+	// life, more than Rates.BusyAbove, MinConnRate calls/s say, or, when the client sends more
 	// than MinConnRate in all, at least PoolShare of its mean per
 	// connection), and BusyPods their pods.
 	Busy     int      `json:"busy_conns"`
@@ -196,8 +197,8 @@ type Client struct {
 	// (a reconnect: connections rotating under a server MaxConnectionAge,
 	// say).
 	BusyNew int `json:"busy_new_conns,omitempty"`
-	// Rate is the calls per second it sent over those connections during
-	// the window.
+	// Rate is what it sent over those connections during the window, in
+	// Rates.Unit (calls/s, bytes/s, or the mean number open).
 	Rate float64 `json:"rate_per_sec"`
 	// Proxy says why this client is an L7 proxy or has one, or is empty.
 	// A sidecar (its container or its injector's annotation) counts only
