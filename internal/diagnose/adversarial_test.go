@@ -1,6 +1,7 @@
 package diagnose_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,6 +215,16 @@ func TestAdversarial(t *testing.T) {
 			verdict: diagnose.Pinned, cause: "added-after-resolution"},
 	}
 	for _, tt := range tests {
+		// The same evidence as exec reads it (which connections are open,
+		// no traffic): never balanced, and pinned only where a ready pod
+		// holds no client connection.
+		t.Run("exec/"+tt.name, func(t *testing.T) {
+			r := diagnose.Diagnose(evidencetest.AsConnections(tt.ev))
+			idle := slices.ContainsFunc(r.Rates.Pods, func(p diagnose.PodRate) bool { return p.Idle })
+			if r.Verdict == diagnose.Balanced || r.Verdict == diagnose.Pinned && !idle {
+				t.Errorf("from connections alone: verdict %q (%s), an idle pod: %v\nwhy: %s", r.Verdict, r.Cause, idle, r.Why)
+			}
+		})
 		t.Run(tt.name, func(t *testing.T) {
 			r := diagnose.Diagnose(tt.ev)
 			if r.Verdict != tt.verdict || r.Cause != tt.cause {

@@ -73,11 +73,13 @@ func Build(headless bool, pods []Pod, clients int, clientAnnotations map[string]
 // AsConnections turns ev into evidence read through exec (RatesFrom
 // "exec", Unit evidence.UnitConnMs): each connection with calls was open
 // the whole window, one without none of it; no calls are counted, and
-// returns ev.
+// returns the result (ev's pods are copied, not changed).
 func AsConnections(ev evidence.Evidence) evidence.Evidence {
 	ev.RatesFrom, ev.Unit = "exec", evidence.UnitConnMs
+	ev.Pods = slices.Clone(ev.Pods) // ev's caller keeps its own
 	for i := range ev.Pods {
 		p := &ev.Pods[i]
+		p.Conns = slices.Clone(p.Conns)
 		p.Calls = evidence.Calls{}
 		for k := range p.Conns {
 			c := &p.Conns[k]
