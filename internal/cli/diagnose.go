@@ -176,7 +176,7 @@ func NewCmdDiagnose(stdout, stderr io.Writer, runF func(context.Context, *Diagno
 	f.DurationVar(&o.Window, "window", evidence.DefaultWindow, "time from the first reading of each pod to the last, one a second (and the range of the Prometheus queries: at least twice its scrape interval)")
 	f.StringVar(&o.AgentImage, "agent-image", "", "pinlab-agent image to add, as an ephemeral container, to the pods that serve no channelz and have no agent (needs --yes; see docs/diagnose.md)")
 	f.BoolVar(&o.NoAgent, "no-agent", false, "read no pinlab-agent, not even one already in the pods")
-	f.BoolVar(&o.NoExec, "no-exec", false, "never run `cat /proc/net/tcp` in the server containers through exec (the fallback for pods without channelz or agent: open connections only, no traffic)")
+	f.BoolVar(&o.NoExec, "no-exec", false, "never run cat /proc/net/tcp in the server containers through exec (the fallback for pods without channelz or agent: open connections only, no traffic)")
 	f.BoolVar(&o.Yes, "yes", false, "agree to add the pinlab-agent ephemeral container where it is missing (it cannot be removed; it goes with the pod)")
 	f.StringVar(&o.Port, "port", "", "the Service port to diagnose, by name or number (default: the only one, else the first whose appProtocol or name says grpc, else the first)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
@@ -310,7 +310,12 @@ func (o *DiagnoseOptions) source(ctx context.Context, req *evidence.Request) (sr
 		cz.Close()
 		return nil, nil, err
 	}
-	if !o.NoExec && !o.execDenied {
+	switch {
+	case o.NoExec:
+		req.ExecOff = "--no-exec"
+	case o.execDenied:
+		req.ExecOff = "RBAC denies create pods/exec"
+	default:
 		req.Exec = &evidence.Exec{Config: k.Config(), Pod: k.PodByIP}
 	}
 	if o.NoAgent {
@@ -383,7 +388,7 @@ func (o *DiagnoseOptions) confirmAgent(namespace string, pods []string, image st
 			what, evidence.AgentContainer, image)
 		return false
 	}
-	fmt.Fprintf(o.Err, "%s: adding ephemeral container %q (image %s) to each; it stays until the pod is replaced\n", what, evidence.AgentContainer, image)
+	fmt.Fprintf(o.Err, "%s: adding a pinlab-agent ephemeral container (image %s) to each; it stays until the pod is replaced\n", what, image)
 	return true
 }
 

@@ -196,7 +196,7 @@ func TestAdversarial(t *testing.T) {
 		{name: "StatefulSet pods dialled by name", ev: statefulSet(evidencetest.Build(true, []pod{{Calls: map[int]float64{0: 100}}, {Calls: map[int]float64{1: 100}}, {}}, 2, nil)),
 			verdict: diagnose.Unknown, cause: "per-pod-addressing", why: "the clients' target"},
 		{name: "ClusterIP diagnosed, headless twin", ev: twin(evidencetest.Build(false, pinnedPods(), 4, nil)),
-			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "pricing-headless (headless) also select these pods"},
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "pricing-headless (headless) also selects these pods"},
 		{name: "headless diagnosed, ClusterIP twin", ev: twin(evidencetest.Build(true, pinnedPods(), 4, nil)),
 			verdict: diagnose.Pinned, cause: "headless-pick-first", why: "through a ClusterIP kube-proxy picks a pod once per connection"},
 		{name: "ClusterIP diagnosed, its headless twin a StatefulSet's", ev: governedBy(twin(evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 100}}, {Calls: map[int]float64{1: 100}}, {}}, 2, nil)), "pricing-headless"),

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/stats"
+	"k8s.io/utils/ptr"
 )
 
 // Verdict is the answer to "are this Service's calls pinned?".
@@ -146,8 +147,10 @@ type PodRate struct {
 	Rate  float64 `json:"rate_per_sec"`
 	Share float64 `json:"share"`
 	Idle  bool    `json:"idle"`
-	// Failed is calls that failed per second.
-	Failed float64 `json:"failed_per_sec"`
+	// Failed is calls that failed per second; nil (absent from JSON) when
+	// the unit is not calls/s: an agent's bytes and exec's connections
+	// tell no call's outcome.
+	Failed *float64 `json:"failed_per_sec,omitempty"`
 	// Probes is the calls per second left out of Rate as probes': those
 	// on no connection a reading saw, up to ProbeRate, and those on the
 	// node's connections at or below MinConnRate (channelz rates only;
@@ -290,7 +293,10 @@ func rates(ev evidence.Evidence) Rates {
 				started -= probes
 				pr.Probes = perSec(probes, span)
 			}
-			pr.Rate, pr.Failed = rateOf(ev, started, span), perSec(p.Calls.Failed, span)
+			pr.Rate = rateOf(ev, started, span)
+			if r.Unit == "calls/s" {
+				pr.Failed = ptr.To(perSec(p.Calls.Failed, span))
+			}
 			if p.Ready && pr.notServing() {
 				r.NotServing = append(r.NotServing, p.Name)
 			} else if pr.counted(r.BusyAbove) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/evidence"
+	"k8s.io/utils/ptr"
 )
 
 // judge sets r's verdict, cause, why, scenario and fixes from its steps.
@@ -128,7 +129,11 @@ func siblingNote(ev evidence.Evidence) string {
 	if ev.Service.Headless() {
 		mech = "through a ClusterIP kube-proxy picks a pod once per connection"
 	}
-	return fmt.Sprintf(". %s also select these pods, and the servers cannot tell which name the clients dialled: %s, and the same one-connection pinning follows", strings.Join(other, " and "), mech)
+	verb := "select"
+	if len(other) == 1 {
+		verb = "selects"
+	}
+	return fmt.Sprintf(". %s also %s these pods, and the servers cannot tell which name the clients dialled: %s, and the same one-connection pinning follows", strings.Join(other, " and "), verb, mech)
 }
 
 // kindName is "headless" or the Service's type.
@@ -216,7 +221,7 @@ func notServingNote(rt Rates) string {
 	var rate, failed float64
 	for _, p := range rt.Pods {
 		if p.notServing() {
-			rate, failed = rate+p.Rate, failed+p.Failed
+			rate, failed = rate+p.Rate, failed+ptr.Deref(p.Failed, 0)
 		}
 	}
 	verb := "report"
@@ -376,6 +381,14 @@ func allOne(cls []Client) bool {
 }
 
 // connSummary says how many connections the clients hold and where.
+// busyWhat says what made a connection busy, in rt's unit.
+func busyWhat(rt Rates) string {
+	if rt.Unit == connUnit {
+		return "open in two readings or more"
+	}
+	return fmt.Sprintf("above %.1f %s", rt.BusyAbove, rt.Unit)
+}
+
 func connSummary(cls []Client, rt Rates) string {
 	if len(cls) == 0 {
 		return "no client connection seen"
@@ -402,9 +415,9 @@ func connSummary(cls []Client, rt Rates) string {
 		reach = "1 pod"
 	}
 	if len(cls) == 1 {
-		return fmt.Sprintf("1 client holds %s busy %s (above %.1f %s), reaching %s", each, what, rt.BusyAbove, rt.Unit, reach)
+		return fmt.Sprintf("1 client holds %s busy %s (%s), reaching %s", each, what, busyWhat(rt), reach)
 	}
-	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, above %.1f %s), reaching %s", len(cls), each, what, conns, rt.BusyAbove, rt.Unit, reach)
+	return fmt.Sprintf("%d clients hold %s busy %s each (%d in all, %s), reaching %s", len(cls), each, what, conns, busyWhat(rt), reach)
 }
 
 // idlePods returns the idle pods without a busy connection of the

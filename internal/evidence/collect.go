@@ -56,15 +56,19 @@ type Request struct {
 	// instead of the samples (which still give the connections).
 	Prometheus *Prometheus
 	// Agents, if not nil, reads the pods when some of them serve no
-	// channelz (see useFallbacks): then every pod is read by its agent, so
+	// channelz and agents run in more pods than channelz answers in, and
+	// in no fewer than Exec reads (see useFallbacks): then every pod is
+	// read by its agent, so
 	// that all pods' figures are bytes, and Sampler, if it is an
 	// io.Closer, is closed then (its connections would show as clients).
 	Agents AgentSampler
-	// Exec, if not nil, reads the pods when some serve no channelz and
-	// agents run in no more pods than channelz answers in (see
+	// Exec, if not nil, reads the pods when some serve no channelz and it
+	// reads more pods than channelz answers in and agents run in (see
 	// useFallbacks): then every pod is read through it (Exec), in
 	// UnitConnMs, and Sampler is closed as for Agents.
 	Exec Sampler
+	// ExecOff, when Exec is nil, says why ("--no-exec"), for the report.
+	ExecOff string
 	// Sampling, if not nil, is called once the Service is found and the
 	// sampler chosen, before the first sample, with the number of pods to
 	// sample and what reads them ("channelz", "agent", "exec"); it must return
@@ -113,7 +117,7 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	ev.Source, ev.RatesFrom, ev.Unit = src.String(), "channelz", "calls"
 	s := req.Sampler
 	if req.Agents != nil || req.Exec != nil {
-		if s, err = ev.useFallbacks(ctx, req.Sampler, req.Agents, req.Exec); err != nil {
+		if s, err = ev.useFallbacks(ctx, req.Sampler, req.Agents, req.Exec, req.ExecOff); err != nil {
 			return ev, err
 		}
 	}
@@ -135,18 +139,22 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	return ev, ctx.Err()
 }
 
-// useFallbacks returns the sampler for the pods, in this order: cz when
-// every pod with an address answers its channelz; else agents, once they
-// have prepared, when they run in more pods than channelz answers in
-// (RatesFrom "agent", Unit "bytes"); else exec when it reads more pods than
-// either (RatesFrom "exec", Unit UnitConnMs); else cz, the others' reasons
-// a Problem. Either of agents and exec may be nil. A pod the chosen
-// fallback cannot read gets its Err; cz is closed then, if it is an
-// io.Closer, so that its connections are not read as clients'.
-func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSampler, exec Sampler) (Sampler, error) {
+// useFallbacks returns the sampler for the pods: cz when every pod with
+// an address answers its channelz; else the one that reads the most pods
+// of cz, agents once prepared (RatesFrom "agent", Unit "bytes") and exec
+// (RatesFrom "exec", Unit UnitConnMs; probed only when agents leave some
+// pod unread), a tie going to cz, then agents; cz's choice names what the
+// others lacked as a Problem. Either of agents and exec may be nil
+// (execOff says why exec is, for that Problem). A pod the chosen fallback
+// cannot read gets its Err; cz is closed then, if it is an io.Closer, so
+// that its connections are not read as clients'.
+func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSampler, exec Sampler, execOff string) (Sampler, error) {
 	var bare []string
-	channelz := 0 // pods whose channelz answered
+	channelz, readable := 0, 0 // pods whose channelz answered; pods with an address
 	for i, r := range ev.sampleAll(ctx, cz) {
+		if ev.Pods[i].Addr != "" && ev.Pods[i].Err == "" {
+			readable++
+		}
 		switch {
 		case errors.Is(r.err, ErrNoChannelz):
 			bare = append(bare, ev.Pods[i].Name)
@@ -158,6 +166,7 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 		return cz, ctx.Err()
 	}
 	slices.Sort(bare)
+	var tried []string
 	why, withAgent := map[string]string{}, 0
 	if agents != nil {
 		var err error
@@ -165,21 +174,15 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 			return cz, err
 		}
 		for _, p := range ev.Pods {
-			if _, no := why[p.Name]; p.Addr != "" && !no {
+			if _, no := why[p.Name]; p.Addr != "" && p.Err == "" && !no {
 				withAgent++
 			}
 		}
-		if withAgent > channelz {
-			ev.use(cz, "agent", "bytes", "no agent: ", why)
-			return agents, nil
-		}
+		tried = append(tried, fmt.Sprintf("pinlab-agent runs in %d pods (%s; --agent-image REF --yes adds it)", withAgent, why[bare[0]]))
 	}
-	var tried []string
-	if agents != nil {
-		tried = append(tried, fmt.Sprintf("pinlab-agent runs in %d pods (%s); adding it takes --agent-image and --yes", withAgent, why[bare[0]]))
-	}
-	if exec != nil {
-		failed, withExec := map[string]string{}, 0
+	failed, withExec := map[string]string{}, 0
+	switch {
+	case exec != nil && withAgent < readable:
 		for i, r := range ev.sampleAll(ctx, exec) {
 			switch p := ev.Pods[i]; {
 			case p.Addr == "" || p.Err != "":
@@ -192,13 +195,22 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 		if ctx.Err() != nil {
 			return cz, ctx.Err()
 		}
-		if withExec > max(channelz, withAgent) {
-			ev.use(cz, "exec", UnitConnMs, "", failed) // Exec's errors begin "exec: "
-			return exec, nil
-		}
 		tried = append(tried, fmt.Sprintf("exec read %d pods (%s)", withExec, cmp.Or(failed[bare[0]], "it read "+bare[0])))
+	case exec == nil && execOff != "":
+		tried = append(tried, "exec is off ("+execOff+")")
 	}
-	ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s), and no fallback reads more pods than channelz answers in (%d): %s; they are read by channelz and these cannot be",
+	switch {
+	case withAgent > channelz && withAgent >= withExec:
+		ev.use(cz, "agent", "bytes", "no agent: ", why)
+		if len(why) > 0 {
+			ev.Problems = append(ev.Problems, fmt.Sprintf("%d pods have no pinlab-agent that runs and are not read (named below): --agent-image REF --yes adds one where it can, or --no-agent reads every pod through exec (open connections only)", len(why)))
+		}
+		return agents, nil
+	case withExec > channelz:
+		ev.use(cz, "exec", UnitConnMs, "", failed) // Exec's errors begin "exec: "
+		return exec, nil
+	}
+	ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and no other way reads more pods than channelz answers in (%d): %s; only channelz's pods are read",
 		len(bare), len(ev.Pods), strings.Join(bare, ", "), channelz, strings.Join(tried, "; ")))
 	return cz, nil
 }
@@ -590,6 +602,9 @@ func readings(window time.Duration) int {
 // taken out) and Conns, or its Err. A pod is judged on its first and last
 // good readings; its connections on every reading that saw them.
 func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration) error {
+	if !slices.ContainsFunc(ev.Pods, func(p Pod) bool { return p.Err == "" }) {
+		return nil // nothing to read: no waiting for the window
+	}
 	n := readings(window)
 	start := time.Now()
 	rounds := make([][]result, 0, n)

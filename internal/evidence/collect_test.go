@@ -205,29 +205,42 @@ func TestCollectAgents(t *testing.T) {
 		pods     []corev1.Pod
 		none     map[string]string
 		noAgents bool
-		exec     map[string]string // nil: no exec; else the IPs it cannot read
-		prepared int
-		from     string
-		problem  string
+		execOff  string
+		// execUntried: exec must not be tried (agents read every pod).
+		execUntried bool
+		exec        map[string]string // nil: no exec; else the IPs it cannot read
+		prepared    int
+		from        string
+		problem     string
 	}{
 		{name: "all serve channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1")}, from: "channelz"},
 		{name: "one without channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")}, prepared: 1, from: "agent"},
 		{name: "agents in fewer pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "no fallback reads more pods than channelz answers in (1): pinlab-agent runs in 1 pods"},
+			problem: "no other way reads more pods than channelz answers in (1): pinlab-agent runs in 1 pods"},
 		{name: "one pod without an agent", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
 			none: map[string]string{"good": "no pinlab-agent runs in it"}, prepared: 1, from: "agent",
 			problem: "pod good: no agent: no pinlab-agent runs in it"},
 		{name: "no agent anywhere", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "1 of the 2 pods serve no channelz (plain), and no fallback reads more pods than channelz answers in (1): pinlab-agent runs in 0 pods (no pinlab-agent runs in it); adding it takes --agent-image and --yes; they are read by channelz"},
+			problem: "1 of the 2 pods serve no channelz (plain) and no other way reads more pods than channelz answers in (1): pinlab-agent runs in 0 pods (no pinlab-agent runs in it; --agent-image REF --yes adds it); only channelz's pods are read"},
+		{name: "exec off", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
+			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, execOff: "--no-exec", prepared: 1, from: "channelz",
+			problem: "--agent-image REF --yes adds it); exec is off (--no-exec); only channelz's pods are read"},
+		{name: "agents in some pods, exec in all", pods: []corev1.Pod{readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3"), readyPod("good", "127.203.211.1")},
+			none: map[string]string{"good": "no pinlab-agent runs in it"}, exec: map[string]string{}, prepared: 1, from: "exec"},
+		{name: "agents in every pod, exec not tried", pods: []corev1.Pod{readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
+			exec: map[string]string{}, execUntried: true, prepared: 1, from: "agent"},
+		{name: "agents and exec in as many pods", pods: []corev1.Pod{readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3"), readyPod("good", "127.203.211.1")},
+			none: map[string]string{"good": "no pinlab-agent runs in it"}, exec: map[string]string{"127.203.211.1": "exec: has no cat"}, prepared: 1, from: "agent",
+			problem: "1 pods have no pinlab-agent that runs and are not read (named below): --agent-image REF --yes adds one where it can, or --no-agent reads every pod through exec"},
 		{name: "exec where no agent runs", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, exec: map[string]string{}, prepared: 1, from: "exec"},
 		{name: "exec only", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
 			noAgents: true, exec: map[string]string{"127.203.211.1": "exec: has no cat"}, from: "exec", problem: "pod good: exec: has no cat"},
 		{name: "exec in no more pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			noAgents: true, exec: map[string]string{"127.203.211.2": "`cat` exited with code 127"}, from: "channelz",
-			problem: "(1): exec read 1 pods (`cat` exited with code 127); they are read by channelz"},
+			problem: "(1): exec read 1 pods (`cat` exited with code 127); only channelz's pods are read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &fakeAgents{none: tc.none}
@@ -235,12 +248,17 @@ func TestCollectAgents(t *testing.T) {
 			if tc.noAgents {
 				req.Agents = nil
 			}
+			fe := &fakeExec{fail: tc.exec}
 			if tc.exec != nil {
-				req.Exec = &fakeExec{fail: tc.exec}
+				req.Exec = fe
 			}
+			req.ExecOff = tc.execOff
 			ev, err := evidence.Collect(context.Background(), fakeSource{objects(tc.pods...)}, req)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.execUntried && len(fe.reads) > 0 {
+				t.Errorf("exec read %d pods; agents read every pod, exec must not be tried", len(fe.reads))
 			}
 			if ag.prepared != tc.prepared || ev.RatesFrom != tc.from {
 				t.Fatalf("prepared %d times, rates from %q; want %d, %q", ag.prepared, ev.RatesFrom, tc.prepared, tc.from)

@@ -55,7 +55,7 @@ func TestDiagnoseLeastPrivilege(t *testing.T) {
 
 	code, out, errb := run()
 	if code != cli.ExitUnknown || !strings.Contains(errb, "without create pods/exec in namespace least (optional") ||
-		!strings.Contains(out, "pinlab-agent runs in 0 pods") || strings.Contains(out, "exec read") || strings.Contains(errb, "denies") {
+		!strings.Contains(out, "pinlab-agent runs in 0 pods") || !strings.Contains(out, "exec is off (RBAC denies create pods/exec)") || strings.Contains(errb, "denies") {
 		t.Errorf("without pods/exec: exit %d, want %d, the missing exec named and not tried, the agent named\nstdout:\n%s\nstderr:\n%s", code, cli.ExitUnknown, out, errb)
 	}
 

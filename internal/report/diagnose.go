@@ -107,9 +107,9 @@ func (p *printer) diagRates(r *diagnose.Result) {
 		if pr.Ready {
 			share = fmt.Sprintf("%.1f%%", 100*pr.Share)
 		}
-		failed := fmt.Sprintf("%.1f", pr.Failed)
-		if rt.Unit != "calls/s" && rt.Unit != "" {
-			failed = "-" // an agent sees bytes, exec connections, not calls' outcomes
+		failed := "-" // an agent sees bytes, exec connections, not calls' outcomes
+		if pr.Failed != nil {
+			failed = fmt.Sprintf("%.1f", *pr.Failed)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%d\t%s\n", pr.Name, pr.IP, ready, pr.Rate, share, idle, pr.Conns, failed)
 	}
