@@ -117,7 +117,9 @@ func TestCollectErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = evidence.Collect(ctx, fakeSource{objects()}, evidence.Request{Namespace: "shop", Service: "pricing", Window: time.Minute})
+	// A pod where nothing listens: its readings fail, and the window
+	// goes on until ctx ends.
+	_, err = evidence.Collect(ctx, fakeSource{objects(readyPod("gone", "127.203.212.9"))}, evidence.Request{Namespace: "shop", Service: "pricing", Window: time.Minute})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 		t.Errorf("interrupted: %v after %v, want ctx's error within 2s", err, time.Since(start))
 	}
