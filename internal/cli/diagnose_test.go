@@ -657,8 +657,12 @@ func TestLabLoadLabStops(t *testing.T) {
 // with 130 and says so.
 func TestDiagnoseInterrupted(t *testing.T) {
 	s := diagService("pricing", "")
+	// A pod with an address where nothing listens: its readings fail
+	// and the window goes on.
 	addr, tokenFile := fakeLab(t, control.Objects{Services: []corev1.Service{*s}, Pods: []corev1.Pod{{
 		ObjectMeta: metav1.ObjectMeta{Name: "pricing-0", Namespace: "shop", Labels: map[string]string{"app": "pricing"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pricing", Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8471}}}}},
+		Status:     corev1.PodStatus{PodIP: "127.203.250.1"},
 	}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

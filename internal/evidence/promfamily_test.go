@@ -376,11 +376,7 @@ func goldenQueries() []namedQuery {
 // query with its comment, to Debian's prometheus (skipped when it is not
 // installed): each must parse and give a vector.
 func TestPrometheusQueriesParse(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skipf("prometheus not installed (apt-get install prometheus): %v", err)
-	}
-	base := startRealPrometheus(t, bin)
+	base := startRealPrometheus(t, needPrometheus(t))
 	qs := goldenQueries()
 	started, _ := (&evidence.Prometheus{Family: "otel"}).Queries("shop", []string{"a"}, time.Minute)
 	qs = append(qs, namedQuery{"with a comment", started + " # otel: the first family with series (tried grpc-java, go-grpc, otel)"})
@@ -405,8 +401,14 @@ func TestPrometheusQueriesParse(t *testing.T) {
 // startRealPrometheus runs bin on a loopback port with nothing to scrape
 // until the test ends and returns its URL once it is ready.
 func startRealPrometheus(t *testing.T, bin string) string {
+	return startPrometheusWith(t, bin, "scrape_configs: []\n")
+}
+
+// startPrometheusWith is startRealPrometheus with config as its
+// prometheus.yml.
+func startPrometheusWith(t *testing.T, bin, config string) string {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte("scrape_configs: []\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
