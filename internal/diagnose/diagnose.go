@@ -147,9 +147,9 @@ type PodRate struct {
 	Rate  float64 `json:"rate_per_sec"`
 	Share float64 `json:"share"`
 	Idle  bool    `json:"idle"`
-	// Failed is calls that failed per second; nil (absent from JSON) when
-	// the unit is not calls/s: an agent's bytes and exec's connections
-	// tell no call's outcome.
+	// Failed is calls that failed per second; nil (absent from JSON) for
+	// a pod not read, and when the unit is not calls/s: an agent's bytes
+	// and exec's connections tell no call's outcome.
 	Failed *float64 `json:"failed_per_sec,omitempty"`
 	// Probes is the calls per second left out of Rate as probes': those
 	// on no connection a reading saw, up to ProbeRate, and those on the

@@ -91,7 +91,8 @@ type AgentSampler interface {
 // others are still measured; so Collect returns an error only when the
 // objects cannot be listed (bounded by ObjectsTimeout), the Service does
 // not exist (ErrNoService), or ctx ended (ctx's error, with what was
-// collected before). It blocks for about Window plus one round of readings.
+// collected before). It blocks for about Window plus one round of readings
+// (at once when no pod has an address to read).
 func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 	if req.Window <= 0 {
 		req.Window = DefaultWindow
@@ -178,9 +179,10 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 				withAgent++
 			}
 		}
-		tried = append(tried, fmt.Sprintf("pinlab-agent runs in %d pods (%s; --agent-image REF --yes adds it)", withAgent, why[bare[0]]))
+		tried = append(tried, fmt.Sprintf("pinlab-agent runs in %s (%s; --agent-image REF --yes adds it)", podCount(withAgent), firstOf(bare, why, "it runs in "+bare[0])))
 	}
 	failed, withExec := map[string]string{}, 0
+	var execNote string
 	switch {
 	case exec != nil && withAgent < readable:
 		for i, r := range ev.sampleAll(ctx, exec) {
@@ -195,24 +197,59 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 		if ctx.Err() != nil {
 			return cz, ctx.Err()
 		}
-		tried = append(tried, fmt.Sprintf("exec read %d pods (%s)", withExec, cmp.Or(failed[bare[0]], "it read "+bare[0])))
+		execNote = fmt.Sprintf("exec read %s (%s)", podCount(withExec), firstOf(bare, failed, "it read "+bare[0]))
 	case exec == nil && execOff != "":
-		tried = append(tried, "exec is off ("+execOff+")")
+		execNote = "exec is off (" + execOff + ")"
+	}
+	if execNote != "" {
+		tried = append(tried, execNote)
 	}
 	switch {
 	case withAgent > channelz && withAgent >= withExec:
 		ev.use(cz, "agent", "bytes", "no agent: ", why)
 		if len(why) > 0 {
-			ev.Problems = append(ev.Problems, fmt.Sprintf("%d pods have no pinlab-agent that runs and are not read (named below): --agent-image REF --yes adds one where it can, or --no-agent reads every pod through exec (open connections only)", len(why)))
+			note := ""
+			if execNote != "" {
+				note = "; " + execNote
+			}
+			ev.Problems = append(ev.Problems, fmt.Sprintf("%s without a pinlab-agent that runs, not read (named above; --agent-image REF --yes adds one where it can)%s", podCount(len(why)), note))
 		}
 		return agents, nil
 	case withExec > channelz:
 		ev.use(cz, "exec", UnitConnMs, "", failed) // Exec's errors begin "exec: "
+		closeSampler(agents)
 		return exec, nil
 	}
+	closeSampler(agents) // their log streams: channelz reads the pods
 	ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and no other way reads more pods than channelz answers in (%d): %s; only channelz's pods are read",
 		len(bare), len(ev.Pods), strings.Join(bare, ", "), channelz, strings.Join(tried, "; ")))
 	return cz, nil
+}
+
+// podCount is "1 pod" or "N pods".
+func podCount(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
+}
+
+// firstOf returns the reason in reasons of the first of names that has
+// one, else none.
+func firstOf(names []string, reasons map[string]string, none string) string {
+	for _, n := range names {
+		if r := reasons[n]; r != "" {
+			return r
+		}
+	}
+	return none
+}
+
+// closeSampler closes s if it is an io.Closer (a nil interface is none).
+func closeSampler(s Sampler) {
+	if c, ok := s.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 // use records that the pods are read by from (RatesFrom) in unit, closes

@@ -219,7 +219,7 @@ func TestCollectAgents(t *testing.T) {
 		{name: "one without channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")}, prepared: 1, from: "agent"},
 		{name: "agents in fewer pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"plain": "no pinlab-agent runs in it"}, prepared: 1, from: "channelz",
-			problem: "no other way reads more pods than channelz answers in (1): pinlab-agent runs in 1 pods"},
+			problem: "no other way reads more pods than channelz answers in (1): pinlab-agent runs in 1 pod (no pinlab-agent runs in it"},
 		{name: "one pod without an agent", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
 			none: map[string]string{"good": "no pinlab-agent runs in it"}, prepared: 1, from: "agent",
 			problem: "pod good: no agent: no pinlab-agent runs in it"},
@@ -235,14 +235,14 @@ func TestCollectAgents(t *testing.T) {
 			exec: map[string]string{}, execUntried: true, prepared: 1, from: "agent"},
 		{name: "agents and exec in as many pods", pods: []corev1.Pod{readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3"), readyPod("good", "127.203.211.1")},
 			none: map[string]string{"good": "no pinlab-agent runs in it"}, exec: map[string]string{"127.203.211.1": "exec: has no cat"}, prepared: 1, from: "agent",
-			problem: "1 pods have no pinlab-agent that runs and are not read (named below): --agent-image REF --yes adds one where it can, or --no-agent reads every pod through exec"},
+			problem: "1 pod without a pinlab-agent that runs, not read (named above; --agent-image REF --yes adds one where it can); exec read 2 pods (it read plain)"},
 		{name: "exec where no agent runs", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			none: map[string]string{"good": "no pinlab-agent runs in it", "plain": "no pinlab-agent runs in it"}, exec: map[string]string{}, prepared: 1, from: "exec"},
 		{name: "exec only", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2"), readyPod("plain2", "127.203.211.3")},
 			noAgents: true, exec: map[string]string{"127.203.211.1": "exec: has no cat"}, from: "exec", problem: "pod good: exec: has no cat"},
 		{name: "exec in no more pods than channelz", pods: []corev1.Pod{readyPod("good", "127.203.211.1"), readyPod("plain", "127.203.211.2")},
 			noAgents: true, exec: map[string]string{"127.203.211.2": "`cat` exited with code 127"}, from: "channelz",
-			problem: "(1): exec read 1 pods (`cat` exited with code 127); only channelz's pods are read"},
+			problem: "(1): exec read 1 pod (`cat` exited with code 127); only channelz's pods are read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &fakeAgents{none: tc.none}

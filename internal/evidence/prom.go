@@ -59,8 +59,9 @@ func (p *Prometheus) Queries(namespace string, pods []string, window time.Durati
 }
 
 // Calls runs Queries at now and returns the calls of each pod that has
-// series (zero, when another pod has a row, for a pod whose series are
-// all of the services left out), rounded to whole calls (Prometheus extrapolates increase() to
+// series (zero, when another pod has a row, for a pod scraped twice in
+// the window whose series are all of the services left out), rounded to
+// whole calls (Prometheus extrapolates increase() to
 // the window's edges), and the queries run. With AutoFamily it first
 // runs the families' series queries, in turn, until one finds the pods,
 // and ends the started query with a PromQL comment naming that family;
@@ -97,7 +98,7 @@ func (p *Prometheus) Calls(ctx context.Context, namespace string, pods []string,
 		// no client called (they have no zero series, unlike
 		// grpc-ecosystem's InitializeMetrics). Some pod's row says the
 		// window holds two scrapes.
-		q := f.servedQuery(p.targets(), namespace, pods)
+		q := f.servedQuery(p.targets(), namespace, pods, window)
 		queries = append(queries, q)
 		vec, err := p.query(ctx, api, q)
 		if err != nil {

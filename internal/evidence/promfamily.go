@@ -248,16 +248,21 @@ func (f *Family) seriesQuery(t targets, namespace string, pods []string) string 
 	return strings.Join(qs, " or ")
 }
 
-// servedQuery returns the instant query that counts, by pod, every
-// series of f's started counters of pods of namespace, the services left
-// out included: the pods the exporter has seen serve any call.
-func (f *Family) servedQuery(t targets, namespace string, pods []string) string {
-	var qs []string
+// servedQuery returns the instant query that finds, by pod, the pods of
+// namespace that Prometheus scraped at least twice in window (some series
+// of f's started counters, the services left out included, has two
+// samples there) and that have no series of a service counted: the pods
+// that served only the services left out (the kubelet's health probes)
+// through the window.
+func (f *Family) servedQuery(t targets, namespace string, pods []string, window time.Duration) string {
+	w := model.Duration(window).String()
+	var scraped, counted []string
 	for i := range f.Instruments {
 		in := &f.Instruments[i]
-		qs = append(qs, fmt.Sprintf(`count by (%s) (last_over_time(%s{%s}[5m]))`, t.pod, in.Started, in.podSelector(t, namespace, pods)))
+		scraped = append(scraped, fmt.Sprintf(`count by (%s) (count_over_time(%s{%s}[%s]) >= 2)`, t.pod, in.Started, in.podSelector(t, namespace, pods), w))
+		counted = append(counted, fmt.Sprintf(`count by (%s) (last_over_time(%s{%s}[%s]))`, t.pod, in.Started, in.selector(t, namespace, pods), w))
 	}
-	return strings.Join(qs, " or ")
+	return fmt.Sprintf("(%s) unless on (%s) (%s)", strings.Join(scraped, " or "), t.pod, strings.Join(counted, " or "))
 }
 
 // metrics names f's started counters, for messages.
