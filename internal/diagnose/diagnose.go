@@ -261,6 +261,18 @@ func perSec(n int64, w time.Duration) float64 {
 	return float64(n) / w.Seconds()
 }
 
+// busyAbove is the rate above which a connection carries a client's load
+// in ev's unit.
+func busyAbove(ev evidence.Evidence) float64 {
+	switch ev.Unit {
+	case "bytes":
+		return MinConnBytes
+	case evidence.UnitConnMs:
+		return MinConnOpen
+	}
+	return MinConnRate
+}
+
 // rateOf is n of ev's unit over w in the Rates' unit: per second, or,
 // for connection-milliseconds, the mean number of connections open.
 func rateOf(ev evidence.Evidence, n int64, w time.Duration) float64 {
@@ -272,13 +284,7 @@ func rateOf(ev evidence.Evidence, n int64, w time.Duration) float64 {
 
 // rates is step 1.
 func rates(ev evidence.Evidence) Rates {
-	r := Rates{Unit: unit(ev), BusyAbove: MinConnRate}
-	switch ev.Unit {
-	case "bytes":
-		r.BusyAbove = MinConnBytes
-	case evidence.UnitConnMs:
-		r.BusyAbove = MinConnOpen
-	}
+	r := Rates{Unit: unit(ev), BusyAbove: busyAbove(ev)}
 	var xs []float64
 	for _, p := range ev.Pods {
 		pr := PodRate{Name: p.Name, IP: p.IP, Ready: p.Ready, Err: p.Err, Conns: openConns(p), Health: p.Health}

@@ -150,23 +150,10 @@ func Collect(ctx context.Context, src Source, req Request) (Evidence, error) {
 // cannot read gets its Err; cz is closed then, if it is an io.Closer, so
 // that its connections are not read as clients'.
 func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSampler, exec Sampler, execOff string) (Sampler, error) {
-	var bare []string
-	channelz, readable := 0, 0 // pods whose channelz answered; pods with an address
-	for i, r := range ev.sampleAll(ctx, cz) {
-		if ev.Pods[i].Addr != "" && ev.Pods[i].Err == "" {
-			readable++
-		}
-		switch {
-		case errors.Is(r.err, ErrNoChannelz):
-			bare = append(bare, ev.Pods[i].Name)
-		case r.err == nil && ev.Pods[i].Err == "":
-			channelz++
-		}
-	}
+	bare, channelz, readable := ev.probe(ctx, cz)
 	if len(bare) == 0 || ctx.Err() != nil {
 		return cz, ctx.Err()
 	}
-	slices.Sort(bare)
 	var tried []string
 	why, withAgent := map[string]string{}, 0
 	if agents != nil {
@@ -185,16 +172,7 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 	var execNote string
 	switch {
 	case exec != nil && withAgent < readable:
-		for i, r := range ev.sampleAll(ctx, exec) {
-			switch p := ev.Pods[i]; {
-			case p.Addr == "" || p.Err != "":
-			case r.err != nil:
-				failed[p.Name] = r.err.Error()
-			default:
-				withExec++
-			}
-		}
-		if ctx.Err() != nil {
+		if failed, withExec = ev.probeExec(ctx, exec); ctx.Err() != nil {
 			return cz, ctx.Err()
 		}
 		execNote = fmt.Sprintf("exec read %s (%s)", podCount(withExec), firstOf(bare, failed, "it read "+bare[0]))
@@ -224,6 +202,41 @@ func (ev *Evidence) useFallbacks(ctx context.Context, cz Sampler, agents AgentSa
 	ev.Problems = append(ev.Problems, fmt.Sprintf("%d of the %d pods serve no channelz (%s) and no other way reads more pods than channelz answers in (%d): %s; only channelz's pods are read",
 		len(bare), len(ev.Pods), strings.Join(bare, ", "), channelz, strings.Join(tried, "; ")))
 	return cz, nil
+}
+
+// probe reads every pod with an address once through cz and returns the
+// pods that serve no channelz (sorted), how many answered and how many
+// have an address to read.
+func (ev *Evidence) probe(ctx context.Context, cz Sampler) (bare []string, channelz, readable int) {
+	for i, r := range ev.sampleAll(ctx, cz) {
+		if ev.Pods[i].Addr != "" && ev.Pods[i].Err == "" {
+			readable++
+		}
+		switch {
+		case errors.Is(r.err, ErrNoChannelz):
+			bare = append(bare, ev.Pods[i].Name)
+		case r.err == nil && ev.Pods[i].Err == "":
+			channelz++
+		}
+	}
+	slices.Sort(bare)
+	return bare, channelz, readable
+}
+
+// probeExec reads every pod with an address once through exec and
+// returns why it failed, by pod name, and how many it read.
+func (ev *Evidence) probeExec(ctx context.Context, exec Sampler) (map[string]string, int) {
+	failed, read := map[string]string{}, 0
+	for i, r := range ev.sampleAll(ctx, exec) {
+		switch p := ev.Pods[i]; {
+		case p.Addr == "" || p.Err != "":
+		case r.err != nil:
+			failed[p.Name] = r.err.Error()
+		default:
+			read++
+		}
+	}
+	return failed, read
 }
 
 // podCount is "1 pod" or "N pods".
@@ -642,8 +655,7 @@ func (ev *Evidence) sample(ctx context.Context, s Sampler, window time.Duration)
 	if !slices.ContainsFunc(ev.Pods, func(p Pod) bool { return p.Err == "" }) {
 		return nil // nothing to read: no waiting for the window
 	}
-	n := readings(window)
-	start := time.Now()
+	n, start := readings(window), time.Now()
 	rounds := make([][]result, 0, n)
 	for k := range n {
 		if k > 0 {
