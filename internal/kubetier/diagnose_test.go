@@ -219,7 +219,15 @@ func TestDiagnoseThroughAgent(t *testing.T) {
 		case len(p.Conns) == 1 && strings.HasPrefix(p.Conns[0].Remote, source.String()+":") && p.Calls.Started > 0:
 			busy++
 			if n := after[p.Name] - before[p.Name]; n > 0 {
-				t.Logf("pod %s: %d bytes both ways over %v; the client made %d calls from before the first reading to after the last: about %.0f bytes a call", p.Name, p.Calls.Started, p.Span, n, float64(p.Calls.Started)/float64(n))
+				per := float64(p.Calls.Started) / float64(n)
+				t.Logf("pod %s: %d bytes both ways over %v; the client made %d calls from before the first reading to after the last: about %.0f bytes a call", p.Name, p.Calls.Started, p.Span, n, per)
+				// diagnose.MinConnBytes (350 bytes/s) stands for about 1.5
+				// small calls a second at about 230 bytes a call (the
+				// count above takes in calls just outside the span, so it
+				// reads a little low).
+				if per < 100 || per > 400 {
+					t.Errorf("about %.0f bytes a call, want 100 to 400: MinConnBytes assumes about 230", per)
+				}
 			}
 		case len(p.Conns) == 0 && p.Calls.Started == 0:
 			idle++
