@@ -107,12 +107,7 @@ func (a *Agents) init() error {
 	if a.Config == nil || a.Pod == nil {
 		return errors.New("agent: Config and Pod are required")
 	}
-	// client-go's default 5 requests/s would hold back AttachParallel
-	// pods polled twice a second, and the opening of a log stream per
-	// pod: a bounded run may ask for more.
-	cfg := rest.CopyConfig(a.Config)
-	cfg.QPS, cfg.Burst = 100, 300
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := podClient(a.Config)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -120,6 +115,15 @@ func (a *Agents) init() error {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.follows, a.containers = map[string]*follow{}, map[string]string{}
 	return nil
+}
+
+// podClient is a clientset for cfg that allows 100 requests/s (burst
+// 300): client-go's default 5/s would hold back AttachParallel pods polled
+// twice a second, a log stream opened per pod, or a GET per pod for exec.
+func podClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = 100, 300
+	return kubernetes.NewForConfig(c)
 }
 
 // AgentSecurity is the agent container's security context: what the

@@ -101,9 +101,7 @@ func (e *Exec) init() error {
 	if e.Config == nil || e.Pod == nil {
 		return errors.New("exec: Config and Pod are required")
 	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.QPS, cfg.Burst = 100, 300 // as Agents, for the pods' GETs (the exec sessions are not rate limited)
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := podClient(e.Config)
 	if err != nil {
 		return fmt.Errorf("exec: %w", err)
 	}
