@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podlog"
 	"github.com/pinlab/pinlab/internal/workload"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,7 @@ import (
 // probe goroutines and what the kubelet knows about it. A restart makes a
 // new container.
 type container struct {
-	srv     *process
+	srv     *pod.Process
 	out     *podlog.Log  // its standard output, as kubectl logs reads it
 	calls   *callCounter // what it served, summarized to out
 	started metav1.Time
@@ -48,7 +49,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	if err == nil {
 		cfg = w.wire(p, cfg, calls)
 	}
-	srv := newProcess(cfg)
+	srv := pod.NewProcess(cfg)
 	if err == nil {
 		err = srv.Start(ctx)
 	}
@@ -68,8 +69,8 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	w.cur = c
 	w.mu.Unlock()
 	w.waiting, w.term = "", nil
-	w.log()("started", "ip", w.ip, "port", cfg.grpc.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
-	c.out.Printf("pinlab pod %s: serving gRPC (health, channelz) on %s%s, restart %d", w.key, cfg.grpc.Addr, httpText(w.wl.HTTPPort), w.restarts)
+	w.log()("started", "ip", w.ip, "port", cfg.GRPC.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
+	c.out.Printf("pinlab pod %s: serving gRPC (health, channelz) on %s%s, restart %d", w.key, cfg.GRPC.Addr, httpText(w.wl.HTTPPort), w.restarts)
 	if w.restarts > 0 {
 		w.event(p, "restarted")
 	}
@@ -85,7 +86,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 		if ps == nil && k != readiness {
 			continue
 		}
-		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.grpc.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
+		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.GRPC.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
 		c.probes.Add(1)
 		go func() {
 			defer c.probes.Done()
@@ -98,19 +99,19 @@ func (w *podWorker) startContainer(ctx context.Context) {
 // wire gives the container's servers the pod's network namespace (with
 // Config.PodNetwork) and their observer: calls, which counts for the
 // container's output and passes on to Config.Observe's.
-func (w *podWorker) wire(p *corev1.Pod, cfg processConfig, calls *callCounter) processConfig {
+func (w *podWorker) wire(p *corev1.Pod, cfg pod.ProcessConfig, calls *callCounter) pod.ProcessConfig {
 	if w.sandbox != nil {
-		cfg.grpc.Netns = w.sandbox
-		if cfg.web != nil {
-			cfg.web.Netns = w.sandbox
+		cfg.GRPC.Netns = w.sandbox
+		if cfg.Web != nil {
+			cfg.Web.Netns = w.sandbox
 		}
 	}
 	if w.k.cfg.Observe != nil {
 		calls.next = w.k.cfg.Observe(p)
 	}
-	cfg.grpc.Observer = calls
-	if cfg.web != nil {
-		cfg.web.Observer = calls
+	cfg.GRPC.Observer = calls
+	if cfg.Web != nil {
+		cfg.Web.Observer = calls
 	}
 	return cfg
 }

@@ -1,34 +1,35 @@
-package kubelet
+package pod
 
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/workload"
 )
 
-// processConfig configures a container's process: its gRPC server and,
+// ProcessConfig configures a container's process: its gRPC server and,
 // for a pod with an HTTP port, its web server (nil otherwise).
-type processConfig struct {
-	grpc pod.Config
-	web  *pod.WebConfig
+type ProcessConfig struct {
+	GRPC Config
+	Web  *WebConfig
 }
 
-// process is a container's process: the pod's gRPC server (pod.Server)
+// Process is a container's process: the pod's gRPC server (Server)
 // and, for a pod with an HTTP port, its HTTP/1.1 and WebSocket server
-// (pod.WebServer) on the same pod IP. The two are one process's servers:
+// (WebServer) on the same pod IP. The two are one process's servers:
 // they start together (after the start-up delay), SIGTERM stops both
 // gracefully, SIGKILL kills both, and when the gRPC server exits on its own
 // (or the web server cannot listen) the whole process ends. Hang and
-// SetHealthy reach the gRPC server only (see README.md). Methods are safe
+// SetHealthy reach the gRPC server only (see package kubelet's README.md). Methods are safe
 // for concurrent use; Start once, then Stop and Kill as often as needed.
-type process struct {
-	grpc  *pod.Server
-	web   *pod.WebServer // nil: no HTTP port
-	delay time.Duration  // --startup-delay, waited here for both servers
-	drain time.Duration  // --drain-delay, for the web server's stop
+type Process struct {
+	grpc  *Server
+	web   *WebServer    // nil: no HTTP port
+	delay time.Duration // --startup-delay, waited here for both servers
+	drain time.Duration // --drain-delay, for the web server's stop
 
 	quit        chan struct{} // closed by Stop, Kill or the process's own end; under mu
 	killed      chan struct{} // closed by Kill
@@ -48,27 +49,27 @@ type process struct {
 	err     error // why the process ended on its own
 }
 
-// newProcess returns the process for cfg; nothing listens until Start.
-func newProcess(cfg processConfig) *process {
-	p := &process{
-		delay: cfg.grpc.StartupDelay, drain: cfg.grpc.DrainDelay,
+// NewProcess returns the process for cfg; nothing listens until Start.
+func NewProcess(cfg ProcessConfig) *Process {
+	p := &Process{
+		delay: cfg.GRPC.StartupDelay, drain: cfg.GRPC.DrainDelay,
 		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
-	cfg.grpc.StartupDelay = 0 // the process waits, for both servers
-	p.grpc = pod.New(cfg.grpc)
-	if cfg.web != nil {
-		p.web = pod.NewWebServer(*cfg.web)
+	cfg.GRPC.StartupDelay = 0 // the process waits, for both servers
+	p.grpc = New(cfg.GRPC)
+	if cfg.Web != nil {
+		p.web = NewWebServer(*cfg.Web)
 	}
 	return p
 }
 
-// Start starts both servers, as pod.Server.Start does: without a start-up
+// Start starts both servers, as Server.Start does: without a start-up
 // delay they listen before it returns (an error from either stops both);
 // with one Start returns at once and both listen after it (connects are
 // refused until then), the web server first, so that it is up once gRPC
 // answers; a server that cannot listen then ends the process (Done closes,
 // Err says why). Stop or Kill during the delay cancel the listening.
-func (p *process) Start(ctx context.Context) error {
+func (p *Process) Start(ctx context.Context) error {
 	if p.delay <= 0 {
 		if err := p.listen(ctx); err != nil {
 			return err
@@ -84,7 +85,7 @@ func (p *process) Start(ctx context.Context) error {
 
 // listen binds both servers, the web server first, unless the process is
 // stopping. If the gRPC server cannot listen the web server is killed.
-func (p *process) listen(ctx context.Context) error {
+func (p *Process) listen(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
@@ -109,7 +110,7 @@ func (p *process) listen(ctx context.Context) error {
 }
 
 // startLater starts both servers after the start-up delay.
-func (p *process) startLater() {
+func (p *Process) startLater() {
 	defer p.starter.Done()
 	t := time.NewTimer(p.delay)
 	defer t.Stop()
@@ -128,7 +129,7 @@ func (p *process) startLater() {
 
 // watch ends the process when its gRPC server ended on its own (not by
 // Stop or Kill): the web server is killed with it.
-func (p *process) watch() {
+func (p *Process) watch() {
 	defer p.watcher.Done()
 	select {
 	case <-p.quit:
@@ -146,14 +147,14 @@ func (p *process) watch() {
 	p.doneOnce.Do(func() { close(p.done) })
 }
 
-func (p *process) closeQuit() {
+func (p *Process) closeQuit() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.quitOnce.Do(func() { close(p.quit) })
 }
 
 // finish waits for the process's goroutines and closes done.
-func (p *process) finish() {
+func (p *Process) finish() {
 	p.starter.Wait()
 	p.watcher.Wait()
 	p.doneOnce.Do(func() { close(p.done) })
@@ -162,12 +163,12 @@ func (p *process) finish() {
 // Stop is SIGTERM for both servers, bounded by ctx (the time left before
 // SIGKILL): the gRPC server's Stop (health NOT_SERVING, the drain delay,
 // GracefulStop) and, beside it, the web server's: after the same drain
-// delay (serving normally meanwhile), pod.WebServer.Stop (WebSockets get
+// delay (serving normally meanwhile), WebServer.Stop (WebSockets get
 // close 1001, http.Server.Shutdown lets requests in flight finish). A hung
 // process ignores SIGTERM: both are stopped hard when ctx ends or Kill is
-// called. It blocks until both stopped and returns pod.ErrHardStop when
+// called. It blocks until both stopped and returns ErrHardStop when
 // either did not drain in time.
-func (p *process) Stop(ctx context.Context) error {
+func (p *Process) Stop(ctx context.Context) error {
 	p.closeQuit()
 	defer p.finish()
 	webErr := make(chan error, 1)
@@ -180,7 +181,7 @@ func (p *process) Stop(ctx context.Context) error {
 }
 
 // stopWeb is the web server's part of Stop.
-func (p *process) stopWeb(ctx context.Context) error {
+func (p *Process) stopWeb(ctx context.Context) error {
 	p.starter.Wait() // no start after this: quit is closed
 	p.mu.Lock()
 	hung, skip := p.hung, !p.webUp || p.webStop || p.webKill
@@ -198,9 +199,9 @@ func (p *process) stopWeb(ctx context.Context) error {
 	}
 	select {
 	case <-ctx.Done():
-		return pod.ErrHardStop
+		return ErrHardStop
 	case <-p.killed:
-		return pod.ErrHardStop
+		return ErrHardStop
 	default:
 	}
 	return nil
@@ -208,8 +209,8 @@ func (p *process) stopWeb(ctx context.Context) error {
 
 // drainWeb waits before the web server's graceful stop: the drain delay,
 // or, for a hung process, until the end (it ignores SIGTERM). It returns
-// pod.ErrHardStop when ctx ended or Kill was called first.
-func (p *process) drainWeb(ctx context.Context, hung bool) error {
+// ErrHardStop when ctx ended or Kill was called first.
+func (p *Process) drainWeb(ctx context.Context, hung bool) error {
 	if !hung && p.drain <= 0 {
 		return nil
 	}
@@ -225,12 +226,12 @@ func (p *process) drainWeb(ctx context.Context, hung bool) error {
 	case <-ctx.Done():
 	case <-p.killed:
 	}
-	return pod.ErrHardStop
+	return ErrHardStop
 }
 
 // Kill is SIGKILL for both servers: connections are reset or closed, calls
 // and requests in flight fail. It blocks until both stopped.
-func (p *process) Kill() {
+func (p *Process) Kill() {
 	p.closeQuit()
 	p.killOnce.Do(func() { close(p.killed) })
 	p.grpc.Kill()
@@ -241,7 +242,7 @@ func (p *process) Kill() {
 
 // killWeb kills the web server if it runs; concurrent calls all return
 // once it is dead.
-func (p *process) killWeb() {
+func (p *Process) killWeb() {
 	p.mu.Lock()
 	up := p.webUp
 	p.webKill = p.webKill || up
@@ -251,9 +252,9 @@ func (p *process) killWeb() {
 	}
 }
 
-// Hang hangs or recovers the gRPC server (pod.Server.Hang); the web server
+// Hang hangs or recovers the gRPC server (Server.Hang); the web server
 // keeps serving, but a hung process ignores SIGTERM on both.
-func (p *process) Hang(ctx context.Context, hang bool) error {
+func (p *Process) Hang(ctx context.Context, hang bool) error {
 	if err := p.grpc.Hang(ctx, hang); err != nil {
 		return err
 	}
@@ -263,15 +264,15 @@ func (p *process) Hang(ctx context.Context, hang bool) error {
 	return nil
 }
 
-// SetHealthy is pod.Server.SetHealthy: the gRPC server only.
-func (p *process) SetHealthy(ok bool) { p.grpc.SetHealthy(ok) }
+// SetHealthy is Server.SetHealthy: the gRPC server only.
+func (p *Process) SetHealthy(ok bool) { p.grpc.SetHealthy(ok) }
 
 // Done is closed once the process ended: Stop or Kill returned, or it
 // ended on its own (Err says why).
-func (p *process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Err returns why the process ended on its own, or nil.
-func (p *process) Err() error {
+func (p *Process) Err() error {
 	p.mu.Lock()
 	err := p.err
 	p.mu.Unlock()
@@ -279,4 +280,32 @@ func (p *process) Err() error {
 		return err
 	}
 	return p.grpc.Err()
+}
+
+// ProcessConfigFor is the config of the process that runs container w of
+// pod namespace/name with its servers on ip: the gRPC server on w.Port,
+// the metrics server on w.MetricsPort and the web server on w.HTTPPort
+// when those are not 0, with the timings, channelz and metrics family of
+// w.Args. The lab's kubelet and the pinlab image's pod command both start
+// their pods from it; Observer and Netns are left for the caller.
+func ProcessConfigFor(w workload.Container, namespace, name string, ip netip.Addr) ProcessConfig {
+	pc := ProcessConfig{GRPC: Config{
+		Name:                  name,
+		Namespace:             namespace,
+		Addr:                  netip.AddrPortFrom(ip, uint16(w.Port)),
+		MaxConnectionAge:      w.Args.MaxConnectionAge,
+		MaxConnectionAgeGrace: w.Args.MaxConnectionAgeGrace,
+		StartupDelay:          w.Args.StartupDelay,
+		DrainDelay:            w.Args.DrainDelay,
+		ServiceTime:           w.Args.ServiceTime,
+		NoChannelz:            w.Args.NoChannelz,
+		Metrics:               w.Args.Metrics,
+	}}
+	if w.MetricsPort != 0 {
+		pc.GRPC.MetricsAddr = netip.AddrPortFrom(ip, uint16(w.MetricsPort))
+	}
+	if w.HTTPPort != 0 {
+		pc.Web = &WebConfig{Name: name, Namespace: namespace, Addr: netip.AddrPortFrom(ip, uint16(w.HTTPPort)), ServiceTime: w.Args.ServiceTime}
+	}
+	return pc
 }
