@@ -1,0 +1,142 @@
+// Command pinlab-workload is the process of the pinlab container image
+// (`pinlab image build`): the workload side of pinlab, which a real
+// cluster's pods run. The image holds it as /pinlab, its entrypoint, so a
+// pod spec written for the lab (image pinlab, args [pod, pricing, ...])
+// runs unchanged on a cluster once its image names the built one.
+//
+// Usage:
+//
+//	pinlab pod <workload> [--port N] [--http-port N] [--metrics-port N]
+//	    [--max-connection-age D] [--max-connection-age-grace D]
+//	    [--startup-delay D] [--drain-delay D] [--service-time D]
+//	    [--no-channelz] [--metrics FAMILY]
+//
+// The pod command is the lab's pod (package workload reads the args, as
+// the lab's kubelet does; package pod serves): a grpc-go server of the
+// pricing workload with gRPC health and channelz, and the HTTP/1.1 and
+// metrics servers when their ports are given. Ports are the flags' or
+// workload.DefaultPort for gRPC; the process does not see its pod spec,
+// so a containerPort named "http" or "metrics" starts no server without
+// its flag. The servers listen on every address of the pod's network
+// namespace, or on $PINLAB_LISTEN_IP alone when it is set. $POD_NAME and
+// $POD_NAMESPACE (the downward API's metadata.name and
+// metadata.namespace) name the pod in replies; without them the host name
+// (a pod's name) and "default".
+//
+// SIGTERM or SIGINT stops the pod as the kubelet's SIGTERM stops a lab
+// pod: health NOT_SERVING, the --drain-delay, then a graceful stop that
+// lasts until the calls in flight end or the container runtime's SIGKILL.
+// It exits 0 once drained, 1 when the servers could not start or ended
+// on their own, 2 on bad args.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/workload"
+)
+
+func main() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	os.Exit(run(os.Args[1:], os.Getenv, sig, os.Stdout, os.Stderr))
+}
+
+// usage is the one-line synopsis printed with a usage error.
+const usage = "usage: pinlab pod <workload> [flags]  (flags: see `pinlab image build --help` or docs/cluster.md)"
+
+// run runs the command args names, with getenv's environment, until it
+// ends or a signal arrives on sig, and returns the exit code.
+func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "pod" {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	cfg, err := podConfig(args, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
+		return 2
+	}
+	return runPod(cfg, sig, stdout, stderr)
+}
+
+// podConfig reads the pod command line and environment into the config
+// of the pod's process.
+func podConfig(args []string, getenv func(string) string) (pod.ProcessConfig, error) {
+	a, err := workload.ParseArgs(args)
+	if err != nil {
+		return pod.ProcessConfig{}, err
+	}
+	ip := netip.IPv4Unspecified()
+	if s := getenv("PINLAB_LISTEN_IP"); s != "" {
+		if ip, err = netip.ParseAddr(s); err != nil {
+			return pod.ProcessConfig{}, fmt.Errorf("pod: $PINLAB_LISTEN_IP %q is not an IP address", s)
+		}
+	}
+	host, _ := os.Hostname()
+	name := cmp.Or(getenv("POD_NAME"), host, "pinlab")
+	namespace := cmp.Or(getenv("POD_NAMESPACE"), "default")
+	w := workload.Container{Args: a, Port: cmp.Or(a.Port, workload.DefaultPort), HTTPPort: a.HTTPPort, MetricsPort: a.MetricsPort}
+	cfg := pod.ProcessConfigFor(w, namespace, name, ip)
+	cfg.GRPC.Netns = pod.ContainerNetns{}
+	if cfg.Web != nil {
+		cfg.Web.Netns = pod.ContainerNetns{}
+	}
+	return cfg, nil
+}
+
+// runPod serves until the process ends on its own or a signal asks it
+// to stop, and returns the exit code.
+func runPod(cfg pod.ProcessConfig, sig <-chan os.Signal, stdout, stderr io.Writer) int {
+	p := pod.NewProcess(cfg)
+	key := cfg.GRPC.Namespace + "/" + cfg.GRPC.Name
+	if err := p.Start(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "pinlab pod %s: cannot start: %v\n", key, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "pinlab pod %s: serving gRPC (health%s) on %s%s%s\n", key, channelzText(cfg), cfg.GRPC.Addr, portText("HTTP", cfg.Web != nil, webPort(cfg)), portText("metrics", cfg.GRPC.MetricsAddr.IsValid(), cfg.GRPC.MetricsAddr.Port()))
+	select {
+	case <-p.Done():
+		err := p.Err()
+		fmt.Fprintf(stderr, "pinlab pod %s: ended: %v\n", key, cmp.Or(err, errors.New("the server stopped")))
+		return 1
+	case s := <-sig:
+		fmt.Fprintf(stdout, "pinlab pod %s: %v: draining\n", key, s)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "pinlab pod %s: stop: %v\n", key, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "pinlab pod %s: drained\n", key)
+	return 0
+}
+
+func channelzText(cfg pod.ProcessConfig) string {
+	if cfg.GRPC.NoChannelz {
+		return ""
+	}
+	return ", channelz"
+}
+
+func webPort(cfg pod.ProcessConfig) uint16 {
+	if cfg.Web == nil {
+		return 0
+	}
+	return cfg.Web.Addr.Port()
+}
+
+func portText(what string, on bool, port uint16) string {
+	if !on {
+		return ""
+	}
+	return fmt.Sprintf(", %s on port %d", what, port)
+}
