@@ -34,24 +34,11 @@ import (
 	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/pinlab/pinlab/internal/imagebuild"
 	"github.com/pinlab/pinlab/internal/ociimage"
 )
-
-// agentPkg is built by import path, so the command works from any
-// directory of the module.
-const agentPkg = "github.com/pinlab/pinlab/cmd/pinlab-agent"
-
-// spec is the agent image's content besides the binary.
-var spec = ociimage.Spec{
-	Name: "pinlab-agent",
-	Labels: map[string]string{
-		"org.opencontainers.image.source": "https://github.com/pinlab/pinlab",
-		"org.opencontainers.image.title":  "pinlab-agent",
-	},
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("agent-image", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list")
+	platforms := fs.String("platforms", strings.Join(imagebuild.Platforms, ","), "comma-separated os/arch list")
 	var o options
 	fs.StringVar(&o.layout, "oci-layout", "", "write an OCI image layout to this directory")
 	fs.StringVar(&o.push, "push", "", "push the index to this reference, e.g. ghcr.io/pinlab/pinlab-agent:dev")
@@ -110,53 +97,25 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 // build builds the agent and its index, prints the digest and sizes, and
 // writes or pushes what opts ask for.
 func build(ctx context.Context, opts options, stdout io.Writer) error {
-	bins, err := ociimage.GoBuild(ctx, agentPkg, opts.platforms)
+	res, err := imagebuild.Build(ctx, imagebuild.Request{Image: imagebuild.Agent, Platforms: opts.platforms, Layout: opts.layout, Push: opts.push})
 	if err != nil {
 		return err
 	}
-	idx, err := ociimage.Index(spec, bins)
-	if err != nil {
-		return err
-	}
-	d, err := idx.Digest()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "index %s\n", d)
-	if err := printSizes(stdout, idx); err != nil {
-		return err
+	fmt.Fprintf(stdout, "index %s\n", res.Digest)
+	for _, p := range slices.Sorted(maps.Keys(res.Sizes)) {
+		fmt.Fprintf(stdout, "%s %d bytes compressed\n", p, res.Sizes[p])
 	}
 	if opts.layout != "" {
-		if err := ociimage.WriteLayout(opts.layout, idx); err != nil {
-			return err
-		}
 		fmt.Fprintf(stdout, "wrote OCI layout %s\n", opts.layout)
 	}
 	if opts.tar != "" {
-		if err := writeTar(opts.tar, opts.tag, bins[0]); err != nil {
+		if err := writeTar(opts.tar, opts.tag, res.Binaries[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "wrote %s as %s (%s)\n", opts.tar, opts.tag, bins[0].Platform())
+		fmt.Fprintf(stdout, "wrote %s as %s (%s)\n", opts.tar, opts.tag, res.Binaries[0].Platform())
 	}
-	if opts.push != "" {
-		pushed, err := ociimage.Push(ctx, opts.push, idx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "pushed %s@%s\n", opts.push, pushed)
-	}
-	return nil
-}
-
-// printSizes prints each platform's compressed layer bytes, what a pull
-// of that platform downloads besides manifests and config.
-func printSizes(w io.Writer, idx v1.ImageIndex) error {
-	sizes, err := ociimage.Sizes(idx)
-	if err != nil {
-		return err
-	}
-	for _, p := range slices.Sorted(maps.Keys(sizes)) {
-		fmt.Fprintf(w, "%s %d bytes compressed\n", p, sizes[p])
+	if res.Pushed != "" {
+		fmt.Fprintf(stdout, "pushed %s\n", res.Pushed)
 	}
 	return nil
 }
@@ -166,7 +125,7 @@ func writeTar(file, tag string, bin ociimage.Binary) error {
 	if err != nil {
 		return fmt.Errorf("-tag: %w", err)
 	}
-	img, err := ociimage.Image(spec, bin)
+	img, err := ociimage.Image(imagebuild.Agent.Spec, bin)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"log"
-	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -21,14 +18,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"go.uber.org/goleak"
 
 	"github.com/pinlab/pinlab/internal/ociimage"
+	"github.com/pinlab/pinlab/internal/ociimage/ociimagetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -123,11 +119,7 @@ func TestGoBuildIndexReproducible(t *testing.T) {
 
 func TestPushPullRun(t *testing.T) {
 	idx, _ := helloIndex(t)
-	hermeticKeychain(t)
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	transport := remote.WithTransport(srv.Client().Transport)
+	host, transport := ociimagetest.Registry(t)
 
 	got, err := ociimage.Push(t.Context(), host+"/pinlab/hello:test", idx, transport)
 	if err != nil {
@@ -147,13 +139,13 @@ func TestPushPullRun(t *testing.T) {
 	if d := digest(t, pulled); d != got {
 		t.Fatalf("pulled index %s, pushed %s", d, got)
 	}
-	img := platformImage(t, pulled, "linux", "amd64")
+	img := ociimagetest.PlatformImage(t, pulled, "linux", "amd64")
 	checkConfig(t, img, "amd64")
 	checkLayer(t, img)
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skipf("cannot run a linux/amd64 binary on %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
-	bin := extract(t, img, "hello")
+	bin := ociimagetest.Extract(t, img, "hello")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "x", "y").CombinedOutput()
@@ -163,35 +155,6 @@ func TestPushPullRun(t *testing.T) {
 	if diff := cmp.Diff("hello from ociimage linux/amd64 args=x,y\n", string(out)); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
-}
-
-// hermeticKeychain points authn.DefaultKeychain at empty directories, so
-// the user's credentials are neither read nor sent.
-func hermeticKeychain(t *testing.T) {
-	dir := t.TempDir()
-	for _, k := range []string{"HOME", "DOCKER_CONFIG", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR"} {
-		t.Setenv(k, dir)
-	}
-	t.Setenv("REGISTRY_AUTH_FILE", filepath.Join(dir, "none.json"))
-}
-
-func platformImage(t *testing.T, idx v1.ImageIndex, goos, goarch string) v1.Image {
-	t.Helper()
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, desc := range im.Manifests {
-		if p := desc.Platform; p != nil && p.OS == goos && p.Architecture == goarch {
-			img, err := idx.Image(desc.Digest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return img
-		}
-	}
-	t.Fatalf("no %s/%s image in %+v", goos, goarch, im.Manifests)
-	return nil
 }
 
 func checkConfig(t *testing.T, img v1.Image, arch string) {
@@ -262,40 +225,6 @@ func checkLayer(t *testing.T, img v1.Image) {
 	}
 }
 
-// extract writes file from img's flattened file system into a temporary
-// directory, with its mode from the image, and returns its path.
-func extract(t *testing.T, img v1.Image, file string) string {
-	t.Helper()
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	path := ""
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Name != file {
-			continue
-		}
-		path = filepath.Join(t.TempDir(), file)
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, data, fs.FileMode(h.Mode)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if path == "" {
-		t.Fatalf("no %s in the image", file)
-	}
-	return path
-}
-
 func TestWriteLayout(t *testing.T) {
 	idx, _ := helloIndex(t)
 	dir := filepath.Join(t.TempDir(), "layout")
@@ -309,8 +238,8 @@ func TestWriteLayout(t *testing.T) {
 	if got, want := digest(t, back), digest(t, idx); got != want {
 		t.Fatalf("layout index %s, written %s", got, want)
 	}
-	checkLayer(t, platformImage(t, back, "linux", "arm64"))
-	checkConfig(t, platformImage(t, back, "linux", "arm64"), "arm64")
+	checkLayer(t, ociimagetest.PlatformImage(t, back, "linux", "arm64"))
+	checkConfig(t, ociimagetest.PlatformImage(t, back, "linux", "arm64"), "arm64")
 }
 
 func TestSizes(t *testing.T) {

@@ -1,0 +1,137 @@
+package imagebuild_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+
+	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/imagebuild"
+	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/ociimage/ociimagetest"
+	"github.com/pinlab/pinlab/internal/podtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// buildTimeout bounds one Build of the workload for both platforms, cold
+// (about 50 s on two cores; 6 s from the build cache).
+const buildTimeout = 5 * time.Minute
+
+// TestWorkloadImage builds the workload image twice (the same digest),
+// pushes it to a registry on loopback, pulls it back by digest, and runs
+// its linux/amd64 binary as a pod that answers a gRPC call and drains on
+// SIGTERM.
+func TestWorkloadImage(t *testing.T) {
+	host, transport := ociimagetest.Registry(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*buildTimeout)
+	defer cancel()
+	ref := host + "/acme/pinlab:dev"
+	start := time.Now()
+	first, err := imagebuild.Build(ctx, imagebuild.Request{Image: imagebuild.Workload, Push: ref, PushOptions: []remote.Option{transport}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first build and push: %v", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	second, err := imagebuild.Build(ctx, imagebuild.Request{Image: imagebuild.Workload, Layout: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second build and layout: %v", time.Since(start).Round(time.Millisecond))
+	if first.Digest != second.Digest {
+		t.Fatalf("two builds of one source differ: %s and %s", first.Digest, second.Digest)
+	}
+	t.Logf("index %s, compressed bytes %v", first.Digest, first.Sizes)
+	for _, p := range imagebuild.Platforms {
+		if n := first.Sizes[p]; n < 1<<20 || n > imagebuild.MaxCompressed {
+			t.Errorf("%s: %d bytes compressed, want 1 MiB to %d", p, n, imagebuild.MaxCompressed)
+		}
+	}
+	if want := host + "/acme/pinlab@" + first.Digest; first.Pushed != want {
+		t.Errorf("Pushed = %q, want %q", first.Pushed, want)
+	}
+
+	pinned, err := name.ParseReference(first.Pushed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := remote.Index(pinned, transport, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := pulled.Digest(); err != nil || d.String() != first.Digest {
+		t.Fatalf("pulled index %v (%v), pushed %s", d, err, first.Digest)
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skipf("cannot run a linux/amd64 binary on %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	bin := ociimagetest.Extract(t, ociimagetest.PlatformImage(t, pulled, "linux", "amd64"), "pinlab")
+	runPod(t, bin)
+}
+
+// runPod runs bin as the pod command on a loopback address, calls it and
+// stops it with SIGTERM.
+func runPod(t *testing.T, bin string) {
+	const ip = "127.203.18.1"
+	var out labtest.Buffer
+	cmd := exec.Command(bin, "pod", "pricing", "--port", "8471")
+	cmd.Env = []string{"PINLAB_LISTEN_IP=" + ip, "POD_NAME=pricing-0", "POD_NAMESPACE=shop"}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cc := podtest.Dial(t, ip+":8471", netip.Addr{})
+	resp, err := pricingv1.NewPricingClient(cc).GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("GetPrice: %v\n%s", err, out.String())
+	}
+	if resp.GetPod() != "pricing-0" {
+		t.Errorf("answered by %q, want pricing-0", resp.GetPod())
+	}
+	cc.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("still running 10 s after SIGTERM:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "pinlab pod shop/pricing-0: serving gRPC") {
+		t.Errorf("output lacks the serving line:\n%s", out.String())
+	}
+}
+
+// TestBuildOutsideTheSource: outside the module, Build says where to run
+// it before compiling anything.
+func TestBuildOutsideTheSource(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, err := imagebuild.Build(t.Context(), imagebuild.Request{Image: imagebuild.Workload})
+	if !errors.Is(err, imagebuild.ErrNoSource) || !strings.Contains(err.Error(), "in no Go module") {
+		t.Fatalf("Build outside the module: %v, want ErrNoSource naming no module", err)
+	}
+}
