@@ -108,6 +108,14 @@ type Config struct {
 	// "unhung". It is called from the kubelet's goroutines, concurrently for
 	// different pods; it must be quick and must not modify pod.
 	Events func(pod *corev1.Pod, event string, at time.Time)
+	// Images are the digests ("sha256:<hex>") of images the node holds as
+	// the pinlab image (what `pinlab image build` made: the index's digest
+	// and its platform images', package imagebuild's LayoutDigests): a
+	// container whose image is pinned to one ("<any repository>@sha256:...")
+	// runs as image pinlab does, whatever its repository is called. Images
+	// named pinlab run without it (workload.IsPinlabImage); any other
+	// image waits with ErrImagePull, as a node that cannot pull it.
+	Images []string
 }
 
 // ClusterDomain is the cluster's DNS domain (the kubelet's

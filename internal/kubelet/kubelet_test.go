@@ -121,14 +121,16 @@ func TestPodsThatCannotRun(t *testing.T) {
 		mod    func(*corev1.Pod)
 		reason string
 	}{
-		{name: "foreign image", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx:1.27" }, reason: `image "nginx:1.27" is not pinlab`},
+		{name: "foreign image", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx:1.27" }, reason: `ErrImagePull: Failed to pull image "nginx:1.27"`},
+		{name: "a digest the node does not hold", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example/acme/lab@" + otherDigest },
+			reason: `ErrImagePull: Failed to pull image "registry.example/acme/lab@` + otherDigest + `": pinlab's node runs images named pinlab and 1 pinlab image digests`},
 		{name: "bad args", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Args = []string{"pod", "inventory"} }, reason: `unknown workload "inventory"`},
 		{name: "failing readiness probe", mod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
 				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9)}}}
 		}, reason: "readiness probe failed"},
 	}
-	c, _, _ := node(t, Config{})
+	c, _, _ := node(t, Config{Images: []string{heldDigest}})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprint("bad-", i)
@@ -140,7 +142,7 @@ func TestPodsThatCannotRun(t *testing.T) {
 				msg := p.Status.Message
 				for _, cs := range p.Status.ContainerStatuses {
 					if cs.State.Waiting != nil {
-						msg += cs.State.Waiting.Message
+						msg += cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
 					}
 				}
 				return strings.Contains(msg, tt.reason)
@@ -154,6 +156,25 @@ func TestPodsThatCannotRun(t *testing.T) {
 			waitPod(t, c, name, "removal", func(_ *corev1.Pod, err error) bool { return apierrors.IsNotFound(err) })
 		})
 	}
+}
+
+// Digests of images: one the node holds as the pinlab image, one not.
+const (
+	heldDigest  = "sha256:792869e7085fdfdd1375ae148e57c2dad7871bbe1931998d8583aeaae7c5de52"
+	otherDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+)
+
+// TestImageByDigest: a pod whose image is pinned to a digest the node
+// holds runs as image pinlab does, whatever its repository.
+func TestImageByDigest(t *testing.T) {
+	c, _, _ := node(t, Config{Images: []string{otherDigest, heldDigest}})
+	createPod(t, c, "by-digest", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "127.0.0.1:5000/acme/grpc-lab@" + heldDigest })
+	p := waitPod(t, c, "by-digest", "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
+	conn, err := net.Dial("tcp", p.Status.PodIP+":8471")
+	if err != nil {
+		t.Fatalf("the pod's server is not reachable: %v", err)
+	}
+	conn.Close()
 }
 
 func TestSetReadyKeepsServing(t *testing.T) {

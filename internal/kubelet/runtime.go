@@ -44,7 +44,7 @@ type container struct {
 // container that exited at once with code 1.
 func (w *podWorker) startContainer(ctx context.Context) {
 	p, _ := w.latest()
-	cfg, err := containerConfig(p, w.ip)
+	cfg, err := w.k.containerConfig(p, w.ip)
 	calls := &callCounter{}
 	if err == nil {
 		cfg = w.wire(p, cfg, calls)

@@ -179,7 +179,14 @@ func (w *podWorker) run(ctx context.Context) {
 		w.idle(ctx)
 		return
 	}
-	wl, err := workload.For(&p.Spec)
+	spec, pull := w.k.pinlabSpec(&p.Spec)
+	if pull != "" {
+		w.waiting, w.message = "ErrImagePull", pull
+		w.writeStatus(ctx)
+		w.idle(ctx)
+		return
+	}
+	wl, err := workload.For(spec)
 	if err != nil {
 		w.waiting, w.message = "CreateContainerConfigError", err.Error()
 		w.writeStatus(ctx)

@@ -194,7 +194,7 @@ type podOwner struct {
 }
 
 // permanent lists the waiting reasons the kubelet never recovers from.
-var permanent = map[string]bool{"CreateContainerConfigError": true, "FailedCreatePodSandBox": true}
+var permanent = map[string]bool{"CreateContainerConfigError": true, "FailedCreatePodSandBox": true, "ErrImagePull": true}
 
 // podProblem describes why the first unready pod a selector picks is not
 // ready, and whether it never will be.
