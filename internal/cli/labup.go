@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/exit"
+	"github.com/pinlab/pinlab/internal/imagebuild"
 	"github.com/pinlab/pinlab/internal/labrun"
 	"github.com/pinlab/pinlab/internal/labup"
 	"github.com/pinlab/pinlab/internal/loopback"
@@ -61,6 +62,11 @@ type LabUpOptions struct {
 	PodNetwork    string
 	PodNetworkSet bool
 	kubeAPISet    bool // --kube-api was given
+	// Images is an OCI layout of the pinlab image (`pinlab image build
+	// --oci-layout DIR`); "" means none. imageDigests are its digests, read
+	// by check.
+	Images       string
+	imageDigests []string
 
 	// In is read when File is "-".
 	In       io.Reader
@@ -121,6 +127,7 @@ Built-ins: %s.`, strings.Join(scenarios.Manifests(), ", ")),
 	f.StringVar(&opts.Dataplane, "dataplane", labrun.DataplanePinlab, dataplaneUsage)
 	f.StringVar(&opts.PodNetwork, "pod-network", "shared", podNetworkUsage)
 	f.StringVar(&opts.KubeAPI, "kube-api", "127.0.0.1:0", "with --control-plane kubernetes: where kubectl reaches the API server (inside 127.0.0.0/8; port 0 picks a free one)")
+	f.StringVar(&opts.Images, "images", "", "an OCI layout of the pinlab image (pinlab image build --oci-layout DIR): the lab's node runs pods whose image is pinned to its digest (any repository), as a node that has pulled it")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard (objects, calls/s per pod, events, the control verbs) from the control API's address; its address, with the token, is printed")
 	return cmd
 }
@@ -164,6 +171,13 @@ func (o *LabUpOptions) check() error {
 	if err := loopback.CheckAddr(o.Control); err != nil {
 		return exit.UsageError(fmt.Errorf("--control %q: expected IP:port inside 127.0.0.0/8 such as %s (%v)", o.Control, control.DefaultAddr, err))
 	}
+	if o.Images != "" {
+		d, err := imagebuild.LayoutDigests(o.Images)
+		if err != nil {
+			return exit.UsageError(fmt.Errorf("--images: %w", err))
+		}
+		o.imageDigests = d
+	}
 	return nil
 }
 
@@ -187,6 +201,7 @@ func labUp(ctx context.Context, opts *LabUpOptions) error {
 		Manifests: opts.File, In: opts.In, Control: opts.Control, TokenFile: opts.TokenFile,
 		DNS: opts.dns(),
 		UI:  opts.UI, ControlPlane: opts.ControlPlane, KubeAPI: opts.KubeAPI, Dataplane: opts.Dataplane, PodNetwork: opts.PodNetwork,
+		Images:   opts.imageDigests,
 		Progress: opts.Err, Stopping: func() {
 			if labUpStopping != nil {
 				labUpStopping()

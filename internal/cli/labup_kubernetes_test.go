@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/dashboard"
+	"github.com/pinlab/pinlab/internal/imagebuild"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/report"
 )
@@ -40,7 +41,13 @@ func TestLabUpKubernetes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
-	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile)
+	// The node holds the pinlab image that image build writes, by digest.
+	images := filepath.Join(dir, "images")
+	built, err := imagebuild.Build(ctx, imagebuild.Request{Image: imagebuild.Workload, Platforms: []string{"linux/amd64"}, Layout: images})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile, "--images", images)
 	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
 	kubeconfig := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)[1]
 	if st, err := os.Stat(kubeconfig); err != nil || st.Mode().Perm() != 0o600 {
@@ -139,6 +146,18 @@ func TestLabUpKubernetes(t *testing.T) {
 	}
 	kubectl("rollout", "restart", "deployment/pricing", "-n", "shop")
 	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
+	// A rollout to the built image pinned by digest, under another name,
+	// runs; an image the node does not hold waits with ErrImagePull.
+	kubectl("set", "image", "deployment/pricing", "-n", "shop", "pricing=127.0.0.1:5000/acme/grpc-lab@"+built.Digest)
+	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
+	kubectl("create", "deployment", "foreign", "-n", "shop", "--image", "nginx:1.27")
+	var reason string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && reason != "ErrImagePull"; time.Sleep(200 * time.Millisecond) {
+		reason = kubectl("get", "pods", "-n", "shop", "-l", "app=foreign", "-o", "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}")
+	}
+	if reason != "ErrImagePull" {
+		t.Errorf("a pod of image nginx:1.27 waits with %q, want ErrImagePull", reason)
+	}
 	victim := strings.Fields(kubectl("get", "pods", "-n", "shop", "-l", "app=pricing", "-o", "jsonpath={.items[0].metadata.name}"))[0]
 	kubectl("delete", "pod", victim, "-n", "shop", "--wait=true", "--timeout=60s")
 	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/pinlab/pinlab/internal/ociimage"
@@ -36,12 +37,15 @@ type Image struct {
 	Spec ociimage.Spec
 }
 
+// titleLabel is the config label that names the image.
+const titleLabel = "org.opencontainers.image.title"
+
 // labels are every image's config labels: where the source is, and what
 // the image is.
 func labels(title string) map[string]string {
 	return map[string]string{
 		"org.opencontainers.image.source": "https://github.com/pinlab/pinlab",
-		"org.opencontainers.image.title":  title,
+		titleLabel:                        title,
 	}
 }
 
@@ -178,4 +182,43 @@ func checkSource(ctx context.Context) error {
 		return fmt.Errorf("%w (the current directory's module is %q)", ErrNoSource, got)
 	}
 	return nil
+}
+
+// LayoutDigests reads the OCI image layout in dir that Build wrote for
+// the Workload image (Request.Layout) and returns the digests a pod may
+// pin it by: the index's, then each platform image's. A layout whose
+// images are not the Workload image (their title label says another) is
+// an error, as is a directory that is not an OCI layout.
+func LayoutDigests(dir string) ([]string, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not an OCI image layout (write one with pinlab image build --oci-layout %s): %w", dir, dir, err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	out := []string{d.String()}
+	for _, m := range im.Manifests {
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("%s: image %s: %w", dir, m.Digest, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, fmt.Errorf("%s: image %s: %w", dir, m.Digest, err)
+		}
+		if title := cf.Config.Labels[titleLabel]; title != Workload.Spec.Name {
+			return nil, fmt.Errorf("%s: image %s is %q, not the pinlab image", dir, m.Digest, title)
+		}
+		out = append(out, m.Digest.String())
+	}
+	if len(out) == 1 {
+		return nil, fmt.Errorf("%s: the index holds no image", dir)
+	}
+	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/imagebuild"
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/ociimage"
 	"github.com/pinlab/pinlab/internal/ociimage/ociimagetest"
 	"github.com/pinlab/pinlab/internal/podtest"
 )
@@ -45,7 +46,8 @@ func TestWorkloadImage(t *testing.T) {
 	}
 	t.Logf("first build and push: %v", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	second, err := imagebuild.Build(ctx, imagebuild.Request{Image: imagebuild.Workload, Layout: t.TempDir()})
+	dir := t.TempDir()
+	second, err := imagebuild.Build(ctx, imagebuild.Request{Image: imagebuild.Workload, Layout: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +60,13 @@ func TestWorkloadImage(t *testing.T) {
 		if n := first.Sizes[p]; n < 1<<20 || n > imagebuild.MaxCompressed {
 			t.Errorf("%s: %d bytes compressed, want 1 MiB to %d", p, n, imagebuild.MaxCompressed)
 		}
+	}
+	digests, err := imagebuild.LayoutDigests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(digests) != 3 || digests[0] != first.Digest {
+		t.Errorf("LayoutDigests = %v, want the index's %s and its 2 images'", digests, first.Digest)
 	}
 	if want := host + "/acme/pinlab@" + first.Digest; first.Pushed != want {
 		t.Errorf("Pushed = %q, want %q", first.Pushed, want)
@@ -123,6 +132,32 @@ func runPod(t *testing.T, bin string) {
 	}
 	if !strings.Contains(out.String(), "pinlab pod shop/pricing-0: serving gRPC") {
 		t.Errorf("output lacks the serving line:\n%s", out.String())
+	}
+}
+
+// TestLayoutDigestsRefuses: a directory that is not a layout, and a
+// layout of another image, give no digests.
+func TestLayoutDigestsRefuses(t *testing.T) {
+	other, err := ociimage.Index(ociimage.Spec{Name: "other", Labels: map[string]string{"org.opencontainers.image.title": "other"}},
+		[]ociimage.Binary{{OS: "linux", Arch: "amd64", Data: []byte("#!/bin/true\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDir := t.TempDir()
+	if err := ociimage.WriteLayout(otherDir, other); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, dir, want string }{
+		{name: "no layout", dir: t.TempDir(), want: "is not an OCI image layout"},
+		{name: "another image", dir: otherDir, want: `is "other", not the pinlab image`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := imagebuild.LayoutDigests(tt.dir)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("LayoutDigests = %v, %v; want an error saying %q", got, err, tt.want)
+			}
+		})
 	}
 }
 

@@ -66,6 +66,9 @@ type Options struct {
 	// PodNetwork is how the real control plane's pods are networked:
 	// "shared" ("" too) or "netns" (see labrun.Options.PodNetwork).
 	PodNetwork string
+	// Images are the digests of the pinlab image the lab's node holds
+	// (kubelet.Config.Images): pods pinned to one run as image pinlab.
+	Images []string
 	// Up, if not nil, is told once the lab is up what to tell the user.
 	Up func(Ready)
 	// Progress, if not nil, receives what happens on the way, a line
@@ -231,6 +234,7 @@ func (u *up) start(ctx context.Context) (err error) {
 		return exit.UsageError(err)
 	}
 	cfg := lab.Config{Range: u.f.Range(), Logger: u.opts.Logger, DNS: dns}
+	cfg.Kubelet.Images = u.opts.Images
 	if listeners != nil {
 		if cfg.API, err = u.startKube(ctx, listeners.takeKube()); err != nil {
 			return err
