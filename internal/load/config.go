@@ -1,6 +1,7 @@
 package load
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -129,6 +130,18 @@ type Config struct {
 	// service config (gRFC A6); nil means no retries (grpc-go still
 	// retries transparently calls that never left the client).
 	Retry *RetryPolicy
+
+	// InCluster makes a client of a real cluster's pod (the pinlab image's
+	// load command) rather than of the lab: Source must be unset (the
+	// pod's own address), the target is any grpc-go target, resolved as a
+	// grpc-go client in a pod resolves it ("dns:///pricing.shop:8471"
+	// through the pod's resolv.conf, or kubernetes:// through Kubernetes),
+	// and connections go wherever it leads, without package loopback's
+	// check: that check keeps the lab's traffic on this machine, and a
+	// pod's traffic is its cluster's. Only the "grpc" and "kubernetes"
+	// resolvers are taken (the "cached" and "once" ones query the lab's
+	// DNS from a lab address). Nothing in the lab sets it.
+	InCluster bool
 }
 
 // RetryPolicy is a gRFC A6 retryPolicy. Zero fields take the defaults
@@ -170,11 +183,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if !(cfg.Rate > 0) {
 		return bad("rate %v calls/s, want > 0", cfg.Rate)
 	}
-	if err := loopback.CheckIP(cfg.Source); err != nil {
-		return bad("source: %w", err)
-	}
-	if err := CheckTarget(cfg.Target, cfg.Resolver); err != nil {
-		return bad("target %q: %w", cfg.Target, err)
+	if err := checkAddresses(cfg); err != nil {
+		return bad("%w", err)
 	}
 	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.MinResolutionInterval < 0 {
 		return bad("negative timeout or interval")
@@ -244,6 +254,29 @@ func (rp RetryPolicy) withDefaults() (RetryPolicy, error) {
 	}
 	rp.RetryableStatusCodes = slices.Clone(rp.RetryableStatusCodes)
 	return rp, nil
+}
+
+// checkAddresses checks Source and Target: inside the lab's addresses,
+// or, InCluster, only that there is no Source and a target.
+func checkAddresses(cfg Config) error {
+	if !cfg.InCluster {
+		if err := loopback.CheckIP(cfg.Source); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if err := CheckTarget(cfg.Target, cfg.Resolver); err != nil {
+			return fmt.Errorf("target %q: %w", cfg.Target, err)
+		}
+		return nil
+	}
+	switch {
+	case cfg.Source.IsValid():
+		return fmt.Errorf("source %v: a client in a cluster's pod dials from the pod's address", cfg.Source)
+	case cfg.Resolver != ResolverGRPC && cfg.Resolver != ResolverKubernetes:
+		return fmt.Errorf("resolver %q: a client in a cluster's pod takes %q or %q", cfg.Resolver, ResolverGRPC, ResolverKubernetes)
+	case cfg.Target == "":
+		return errors.New("no target")
+	}
+	return nil
 }
 
 // CheckTarget refuses a target whose resolution or connections could leave

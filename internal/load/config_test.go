@@ -38,3 +38,37 @@ func TestTargetStaysInTheLab(t *testing.T) {
 		})
 	}
 }
+
+// TestInCluster: a client in a cluster's pod takes any target with the
+// grpc or kubernetes resolver, and no source address.
+func TestInCluster(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{name: "the pod's resolver", cfg: Config{Target: "dns:///pricing.shop.svc.cluster.local:8471"}},
+		{name: "no scheme", cfg: Config{Target: "pricing.shop:8471"}},
+		{name: "a pod IP", cfg: Config{Target: "passthrough:///10.8.3.4:8471"}},
+		{name: "a source", cfg: Config{Target: "dns:///pricing:8471", Source: netip.MustParseAddr("127.203.1.1")}, wantErr: "dials from the pod's address"},
+		{name: "cached resolver", cfg: Config{Target: "dns:///pricing:8471", Resolver: ResolverCached}, wantErr: `resolver "cached"`},
+		{name: "once resolver", cfg: Config{Target: "dns:///pricing:8471", Resolver: ResolverOnce}, wantErr: `resolver "once"`},
+		{name: "no target", cfg: Config{}, wantErr: "no target"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.InCluster, cfg.Rate = true, 1
+			_, err := cfg.withDefaults()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("withDefaults: %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

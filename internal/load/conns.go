@@ -26,10 +26,10 @@ func newConnTable() *connTable {
 	return &connTable{conns: map[grpcconn.Conn]*watchedConn{}}
 }
 
-// dialer wraps d so that every connection it dials is watched.
-func (t *connTable) dialer(d loopback.Dialer) func(context.Context, string) (net.Conn, error) {
+// dialer wraps dial so that every connection it dials is watched.
+func (t *connTable) dialer(dial func(context.Context, string) (net.Conn, error)) func(context.Context, string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, addr)
+		c, err := dial(ctx, addr)
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,10 @@
 package load
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -31,7 +33,7 @@ func newChannel(cfg Config) (*channel, error) {
 	conns := newConnTable()
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(conns.dialer(loopback.Dialer{Source: cfg.Source})),
+		grpc.WithContextDialer(conns.dialer(dialerFor(cfg))),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithStatsHandler(statsHandler(cfg.Observer, conns)),
@@ -52,6 +54,16 @@ func newChannel(cfg Config) (*channel, error) {
 		ch.opts = append(ch.opts, grpc.WaitForReady(true))
 	}
 	return ch, nil
+}
+
+// dialerFor returns how cfg's channel opens TCP connections: from
+// cfg.Source to the lab's addresses only, or, InCluster, as any client.
+func dialerFor(cfg Config) func(context.Context, string) (net.Conn, error) {
+	if cfg.InCluster {
+		var d net.Dialer
+		return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return loopback.Dialer{Source: cfg.Source}.DialContext
 }
 
 // resolverFor returns the channel's own resolver (for the "dns" scheme, or

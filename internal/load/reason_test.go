@@ -117,7 +117,7 @@ func TestConnTable(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		c, err := tab.dialer(loopback.Dialer{})(ctx, ln.Addr().String())
+		c, err := tab.dialer(loopback.Dialer{}.DialContext)(ctx, ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,105 @@
+package loadfeed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Reader reads one Feed through its Handler, in order, and moves the
+// events' times onto its own clock. Its methods are not safe for
+// concurrent use: one goroutine polls.
+type Reader struct {
+	// URL is the Handler's base, e.g. "http://127.0.0.1:41234" (a
+	// port-forward to the pod's events port); Token its bearer token.
+	URL, Token string
+	// Client sends the requests; nil is http.DefaultClient. Bound each
+	// request with the context given to Poll.
+	Client *http.Client
+	// Now is the reader's clock; nil is time.Now.
+	Now func() time.Time
+
+	next    uint64        // the last sequence number read
+	lost    uint64        // events the feed dropped before they were read
+	offset  time.Duration // pod clock minus reader clock
+	bestRTT time.Duration // the round trip offset was taken at; 0: none yet
+}
+
+// Lost is how many events the feed dropped before this reader read them.
+func (r *Reader) Lost() uint64 { return r.lost }
+
+// Offset returns the pod's clock minus the reader's as estimated so far,
+// and the round trip of the reading it comes from (0 before any).
+func (r *Reader) Offset() (offset, rtt time.Duration) { return r.offset, r.bestRTT }
+
+// Poll reads every event written since the last Poll (several pages if
+// need be) and returns them oldest first, with At and GoAwayAt on the
+// reader's clock. It returns what it read before an error, with the
+// error; the next Poll goes on from there.
+func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
+	var out []Event
+	for {
+		p, err := r.page(ctx)
+		if err != nil {
+			return r.shift(out), err
+		}
+		r.lost += p.Lost
+		r.next = p.Next
+		out = append(out, p.Events...)
+		if len(p.Events) < MaxPage {
+			return r.shift(out), nil
+		}
+	}
+}
+
+// page asks for the events after r.next and takes a clock reading.
+func (r *Reader) page(ctx context.Context) (Page, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/events?after=%d", r.URL, r.next), nil)
+	if err != nil {
+		return Page{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.Token)
+	c := r.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	t0 := now()
+	resp, err := c.Do(req)
+	if err != nil {
+		return Page{}, fmt.Errorf("loadfeed: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return Page{}, fmt.Errorf("loadfeed: %s: %s", resp.Status, b)
+	}
+	var p Page
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+		return Page{}, fmt.Errorf("loadfeed: reading the events: %w", err)
+	}
+	t1 := now()
+	if rtt := max(t1.Sub(t0), 1); r.bestRTT == 0 || rtt < r.bestRTT {
+		r.bestRTT = rtt
+		r.offset = p.Now.Sub(t0.Add(rtt / 2))
+	}
+	return p, nil
+}
+
+// shift moves the events' times onto the reader's clock.
+func (r *Reader) shift(evs []Event) []Event {
+	for i := range evs {
+		evs[i].At = evs[i].At.Add(-r.offset)
+		if g := evs[i].GoAwayAt; g != nil {
+			t := g.Add(-r.offset)
+			evs[i].GoAwayAt = &t
+		}
+	}
+	return evs
+}
