@@ -10,6 +10,13 @@
 //	    [--max-connection-age D] [--max-connection-age-grace D]
 //	    [--startup-delay D] [--drain-delay D] [--service-time D]
 //	    [--no-channelz] [--metrics FAMILY]
+//	pinlab load --target TARGET --rate R --duration D [--name N]
+//	    [--policy pick_first|round_robin] [--timeout D]
+//	    [--resolver grpc|kubernetes] [--health-check] [--wait-for-ready]
+//	    [--stream [--stream-length D]] [--min-resolution-interval D]
+//	    [--retry-max-attempts N [--retry-initial-backoff D]
+//	    [--retry-max-backoff D] [--retry-backoff-multiplier F]
+//	    [--retry-codes 14,...]] [--events-port N]
 //
 // The pod command is the lab's pod (package workload reads the args, as
 // the lab's kubelet does; package pod serves): a grpc-go server of the
@@ -23,11 +30,22 @@
 // metadata.namespace) name the pod in replies; without them the host name
 // (a pod's name) and "default".
 //
+// The load command is a load client of package load in a cluster's pod
+// (load.Config.InCluster): an open-loop grpc-go channel calling GetPrice
+// at --rate for --duration (at most 24 h), resolving the target as any
+// client in the pod would (the "kubernetes" resolver with the pod's
+// service account). It serves what it observes (every call, connection
+// and schedule lag, package loadfeed) on --events-port (9480; 0: off) to
+// holders of $PINLAB_TOKEN, from the start until it is stopped: after the
+// load it waits, serving, so the last events can be read. It prints a
+// line when it starts and one with its calls by pod when the load ends.
+//
 // SIGTERM or SIGINT stops the pod as the kubelet's SIGTERM stops a lab
 // pod: health NOT_SERVING, the --drain-delay, then a graceful stop that
 // lasts until the calls in flight end or the container runtime's SIGKILL.
 // It exits 0 once drained, 1 when the servers could not start or ended
-// on their own, 2 on bad args.
+// on their own, 2 on bad args. The load command exits 0 when stopped
+// (early or after the load), 1 when it could not start, 2 on bad args.
 package main
 
 import (
@@ -51,12 +69,22 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, sig, os.Stdout, os.Stderr))
 }
 
-// usage is the one-line synopsis printed with a usage error.
-const usage = "usage: pinlab pod <workload> [flags]  (flags: see `pinlab image build --help` or docs/cluster.md)"
+// usage is the synopsis printed with a usage error.
+const usage = `usage: pinlab pod <workload> [flags]
+       pinlab load --target TARGET --rate R --duration D [flags]
+(docs/image.md lists the flags)`
 
 // run runs the command args names, with getenv's environment, until it
 // ends or a signal arrives on sig, and returns the exit code.
 func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "load" {
+		o, err := parseLoad(args, getenv)
+		if err != nil {
+			fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
+			return 2
+		}
+		return loadRun(o, sig, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "pod" {
 		fmt.Fprintln(stderr, usage)
 		return 2

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,9 +14,11 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/loadfeed"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/podtest"
 )
@@ -127,4 +130,97 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
 	}
 	return string(b)
+}
+
+// TestLoad runs a pod and a load client against it for a second, reads
+// the client's events through its endpoint, and stops both.
+func TestLoad(t *testing.T) {
+	const podIP, loadIP = "127.203.17.3", "127.203.17.4"
+	podSig, loadSig := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	var podOut, loadOut, errs labtest.Buffer
+	podCode, loadCode := make(chan int, 1), make(chan int, 1)
+	go func() {
+		podCode <- run([]string{"pod", "pricing"}, env(map[string]string{"PINLAB_LISTEN_IP": podIP, "POD_NAME": "pricing-0"}), podSig, &podOut, &errs)
+	}()
+	defer func() { podSig <- syscall.SIGTERM; <-podCode }()
+	serving := func() bool { return strings.Contains(podOut.String(), "serving gRPC") }
+	if err := labtest.Poll(labtest.Context(t, 10*time.Second), 10*time.Millisecond, serving); err != nil {
+		t.Fatalf("the pod is not serving: %v\n%s", err, errs.String())
+	}
+	go func() {
+		loadCode <- run([]string{"load", "--target", "passthrough:///" + podIP + ":8471", "--rate", "50", "--duration", "1s", "--wait-for-ready"},
+			env(map[string]string{"PINLAB_LISTEN_IP": loadIP, "POD_NAME": "order-0", "PINLAB_TOKEN": "tok"}), loadSig, &loadOut, &errs)
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			loadSig <- syscall.SIGTERM
+			<-loadCode
+		}
+	}()
+	r := &loadfeed.Reader{URL: "http://" + loadIP + ":9480", Token: "tok"}
+	var calls []loadfeed.Event
+	var pollErr error
+	read := func() bool {
+		listening := strings.Contains(loadOut.String(), "events on")
+		evs, err := r.Poll(t.Context())
+		if err != nil && listening {
+			pollErr = err
+			return true
+		}
+		for _, e := range evs {
+			if e.Kind == loadfeed.KindCall {
+				calls = append(calls, e)
+			}
+		}
+		return strings.Contains(loadOut.String(), "done;") && len(calls) >= 50
+	}
+	if err := labtest.Poll(labtest.Context(t, 15*time.Second), 50*time.Millisecond, read); err != nil || pollErr != nil {
+		t.Fatalf("%d calls read (%v, %v); output:\n%s%s", len(calls), err, pollErr, loadOut.String(), errs.String())
+	}
+	for _, c := range calls {
+		if c.Code != codes.OK || c.Pod != "pricing-0" {
+			t.Fatalf("call %+v, want OK from pricing-0", c)
+		}
+	}
+	if len(calls) > 52 {
+		t.Errorf("%d calls in 1 s at 50/s", len(calls))
+	}
+	if !strings.Contains(loadOut.String(), "by pod: pricing-0 ") {
+		t.Errorf("the closing line names no pod:\n%s", loadOut.String())
+	}
+	loadSig <- syscall.SIGTERM
+	stopped = true
+	if c := <-loadCode; c != 0 {
+		t.Errorf("load exit %d, want 0; stderr:\n%s", c, errs.String())
+	}
+}
+
+// TestLoadBadInput: bad load flags are usage errors naming the flag.
+func TestLoadBadInput(t *testing.T) {
+	ok := []string{"load", "--target", "dns:///pricing:8471", "--rate", "10", "--duration", "1s"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{name: "no target", args: []string{"load", "--rate", "1", "--duration", "1s"}, want: "--target is required"},
+		{name: "no rate", args: []string{"load", "--target", "x:1", "--duration", "1s"}, want: "--rate must be above 0"},
+		{name: "no duration", args: []string{"load", "--target", "x:1", "--rate", "1"}, want: "--duration 0s"},
+		{name: "a day and more", args: append(slices.Clone(ok), "--duration", "25h"), want: "--duration 25h0m0s"},
+		{name: "no token", args: ok, want: "$PINLAB_TOKEN is empty"},
+		{name: "bad retry code", args: append(slices.Clone(ok), "--retry-max-attempts", "3", "--retry-codes", "14,99"), env: map[string]string{"PINLAB_TOKEN": "t"}, want: `"99" is not a status code`},
+		{name: "cached resolver", args: append(slices.Clone(ok), "--resolver", "cached"), env: map[string]string{"PINLAB_TOKEN": "t"}, want: `resolver "cached"`},
+		{name: "unknown flag", args: append(slices.Clone(ok), "--qps", "3"), want: "unknown flag: --qps"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr labtest.Buffer
+			got := run(tt.args, env(tt.env), make(chan os.Signal), &stdout, &stderr)
+			if got != 2 || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", got, stderr.String(), tt.want)
+			}
+		})
+	}
 }
