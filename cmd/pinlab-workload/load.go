@@ -187,17 +187,23 @@ func eventsText(o loadOptions) string {
 	return ", events on " + o.eventsAddr
 }
 
-// serveEvents serves the feed's Handler on o.eventsAddr, with timeouts,
-// until the returned stop is called.
+// serveEvents serves the feed's Handler on o.eventsAddr until the
+// returned stop is called.
 func serveEvents(o loadOptions, feed *loadfeed.Feed) (stop func(), err error) {
 	if o.eventsAddr == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", o.eventsAddr)
+	return serveHTTP(o.eventsAddr, loadfeed.Handler(feed, o.token))
+}
+
+// serveHTTP serves h on addr, with timeouts and a header limit, until the
+// returned stop is called.
+func serveHTTP(addr string, h http.Handler) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: loadfeed.Handler(feed, o.token), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
 	done := make(chan struct{})
 	go func() {

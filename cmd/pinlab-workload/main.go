@@ -40,6 +40,10 @@
 // load it waits, serving, so the last events can be read. It prints a
 // line when it starts and one with its calls by pod when the load ends.
 //
+// With $PINLAB_ADMIN_PORT (and $PINLAB_TOKEN), the pod also serves
+// pod.AdminHandler there: readiness (pod.ReadinessService), health, a hang
+// and SIGKILL, for the runner of a real cluster, through port-forward.
+//
 // SIGTERM or SIGINT stops the pod as the kubelet's SIGTERM stops a lab
 // pod: health NOT_SERVING, the --drain-delay, then a graceful stop that
 // lasts until the calls in flight end or the container runtime's SIGKILL.
@@ -54,9 +58,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/pinlab/pinlab/internal/pod"
@@ -94,8 +100,33 @@ func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout
 		fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
 		return 2
 	}
-	return runPod(cfg, sig, stdout, stderr)
+	admin, err := adminAddr(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
+		return 2
+	}
+	return runPod(cfg, admin, getenv("PINLAB_TOKEN"), sig, stdout, stderr)
 }
+
+// adminAddr is where the pod's admin endpoint listens: "" without
+// $PINLAB_ADMIN_PORT, which needs $PINLAB_TOKEN.
+func adminAddr(getenv func(string) string) (string, error) {
+	s := getenv("PINLAB_ADMIN_PORT")
+	if s == "" {
+		return "", nil
+	}
+	port, err := strconv.Atoi(s)
+	if err != nil || port < 1 || port > 65535 {
+		return "", fmt.Errorf("pod: $PINLAB_ADMIN_PORT %q is not a TCP port", s)
+	}
+	if getenv("PINLAB_TOKEN") == "" {
+		return "", errors.New("pod: $PINLAB_TOKEN is empty: the admin endpoint answers only its holders")
+	}
+	return net.JoinHostPort(getenv("PINLAB_LISTEN_IP"), s), nil
+}
+
+// killSelf is SIGKILL to this process, the admin endpoint's /kill.
+func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 
 // podConfig reads the pod command line and environment into the config
 // of the pod's process.
@@ -122,14 +153,27 @@ func podConfig(args []string, getenv func(string) string) (pod.ProcessConfig, er
 	return cfg, nil
 }
 
+// kill is what the admin endpoint's /kill does; tests replace it.
+var kill = killSelf
+
 // runPod serves until the process ends on its own or a signal asks it
 // to stop, and returns the exit code.
-func runPod(cfg pod.ProcessConfig, sig <-chan os.Signal, stdout, stderr io.Writer) int {
+func runPod(cfg pod.ProcessConfig, admin, token string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
 	p := pod.NewProcess(cfg)
 	key := cfg.GRPC.Namespace + "/" + cfg.GRPC.Name
 	if err := p.Start(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "pinlab pod %s: cannot start: %v\n", key, err)
 		return 1
+	}
+	if admin != "" {
+		stop, err := serveHTTP(admin, pod.AdminHandler(p, token, func() { kill() }))
+		if err != nil {
+			p.Kill()
+			fmt.Fprintf(stderr, "pinlab pod %s: admin endpoint: %v\n", key, err)
+			return 1
+		}
+		defer stop()
+		fmt.Fprintf(stdout, "pinlab pod %s: admin endpoint on %s\n", key, admin)
 	}
 	fmt.Fprintf(stdout, "pinlab pod %s: serving gRPC (health%s) on %s%s%s\n", key, channelzText(cfg), cfg.GRPC.Addr, portText("HTTP", cfg.Web != nil, webPort(cfg)), portText("metrics", cfg.GRPC.MetricsAddr.IsValid(), cfg.GRPC.MetricsAddr.Port()))
 	select {

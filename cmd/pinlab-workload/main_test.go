@@ -15,11 +15,13 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loadfeed"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
 )
 
@@ -37,7 +39,7 @@ func TestPod(t *testing.T) {
 	var stdout, stderr labtest.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run(args, env(map[string]string{"PINLAB_LISTEN_IP": ip, "POD_NAME": "pricing-7d9f", "POD_NAMESPACE": "shop"}), sig, &stdout, &stderr)
+		code <- run(args, env(map[string]string{"PINLAB_LISTEN_IP": ip, "POD_NAME": "pricing-7d9f", "POD_NAMESPACE": "shop", "PINLAB_ADMIN_PORT": "9099", "PINLAB_TOKEN": "tok"}), sig, &stdout, &stderr)
 	}()
 	defer func() {
 		select {
@@ -64,6 +66,28 @@ func TestPod(t *testing.T) {
 	if body := get(t, "http://"+ip+":9090/metrics"); !strings.Contains(body, "grpc_server_handled_total") {
 		t.Errorf("metrics lack grpc_server_handled_total:\n%.400s", body)
 	}
+	// The admin endpoint: readiness follows it, and /kill kills.
+	killed := make(chan struct{}, 1)
+	kill = func() { killed <- struct{}{} }
+	defer func() { kill = killSelf }()
+	if c := post(t, "http://"+ip+":9099/ready?to=false", "tok"); c != http.StatusNoContent {
+		t.Errorf("POST /ready?to=false: %d", c)
+	}
+	hc, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: pod.ReadinessService})
+	if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("readiness after /ready?to=false: %v %v, want NOT_SERVING", hc.GetStatus(), err)
+	}
+	if c := post(t, "http://"+ip+":9099/kill", "wrong"); c != http.StatusUnauthorized {
+		t.Errorf("POST /kill with a wrong token: %d, want 401", c)
+	}
+	if c := post(t, "http://"+ip+":9099/kill", "tok"); c != http.StatusNoContent {
+		t.Errorf("POST /kill: %d", c)
+	}
+	select {
+	case <-killed:
+	case <-time.After(5 * time.Second):
+		t.Error("/kill did not kill")
+	}
 	sig <- syscall.SIGTERM
 	select {
 	case c := <-code:
@@ -74,7 +98,7 @@ func TestPod(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pod did not stop within 10 s of SIGTERM")
 	}
-	for _, want := range []string{"pinlab pod shop/pricing-7d9f: serving gRPC (health, channelz) on 127.203.17.1:8471, HTTP on port 8080, metrics on port 9090", "draining", "drained"} {
+	for _, want := range []string{"pinlab pod shop/pricing-7d9f: serving gRPC (health, channelz) on 127.203.17.1:8471, HTTP on port 8080, metrics on port 9090", "admin endpoint on 127.203.17.1:9099", "draining", "drained"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
@@ -102,6 +126,8 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown workload", args: []string{"pod", "checkout"}, code: 2, want: `unknown workload "checkout"`},
 		{name: "bad flag", args: []string{"pod", "pricing", "--port", "70000"}, code: 2, want: "--port 70000"},
 		{name: "bad listen IP", args: []string{"pod", "pricing"}, env: map[string]string{"PINLAB_LISTEN_IP": "pod-ip"}, code: 2, want: `$PINLAB_LISTEN_IP "pod-ip"`},
+		{name: "admin without a token", args: []string{"pod", "pricing"}, env: map[string]string{"PINLAB_ADMIN_PORT": "9099"}, code: 2, want: "$PINLAB_TOKEN is empty"},
+		{name: "admin port", args: []string{"pod", "pricing"}, env: map[string]string{"PINLAB_ADMIN_PORT": "http", "PINLAB_TOKEN": "t"}, code: 2, want: `$PINLAB_ADMIN_PORT "http"`},
 		{name: "port taken", args: []string{"pod", "pricing"}, env: map[string]string{"PINLAB_LISTEN_IP": ip}, code: 1, want: "cannot start"},
 	}
 	for _, tt := range tests {
@@ -113,6 +139,23 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// post POSTs to url with token and returns the status code.
+func post(t *testing.T, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // get returns the body of a GET of url, failing the test on an error or

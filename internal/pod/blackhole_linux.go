@@ -40,14 +40,18 @@ type Blackhole struct {
 	once sync.Once
 }
 
-// NewBlackhole drops SYNs to addr, an IPv4 address inside a range package loopback allows, with
-// a non-zero port, until Close. The address must be free (nothing listening
-// on it); connections already established to it are unaffected. Errors say
-// which step failed. With ns (a pod's own network namespace; nil: the
-// node's) the listening socket is made there.
+// NewBlackhole drops SYNs to addr, an IPv4 address inside a range package
+// loopback allows (with a ContainerNetns, any IPv4 address, 0.0.0.0 for
+// every one of the pod's), with a non-zero port, until Close. The address
+// must be free (nothing listening on it); connections already established
+// to it are unaffected. Errors say which step failed. With ns (a pod's own
+// network namespace; nil: the node's) the listening socket is made there.
 func NewBlackhole(ctx context.Context, addr netip.AddrPort, ns Netns) (*Blackhole, error) {
-	if err := loopback.CheckIP(addr.Addr()); err != nil {
-		return nil, err
+	_, inContainer := ns.(ContainerNetns)
+	if !inContainer {
+		if err := loopback.CheckIP(addr.Addr()); err != nil {
+			return nil, err
+		}
 	}
 	if !addr.Addr().Unmap().Is4() || addr.Port() == 0 {
 		return nil, fmt.Errorf("pod: blackhole %v: want an IPv4 address with a port", addr)
@@ -71,13 +75,23 @@ func NewBlackhole(ctx context.Context, addr netip.AddrPort, ns Netns) (*Blackhol
 		unix.Close(fd)
 		return nil, fmt.Errorf("pod: blackhole %v: %w", addr, err)
 	}
-	fill, err := loopback.Dialer{Timeout: time.Second}.DialContext(ctx, addr.String())
+	fill, err := loopback.Dialer{Timeout: time.Second}.DialContext(ctx, fillAddr(addr).String())
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pod: blackhole %v: filling the accept queue: %w", addr, err)
 	}
 	b.fill = fill
 	return b, nil
+}
+
+// fillAddr is where the connection that fills a blackhole's accept queue
+// dials: addr, or its loopback address when addr is unspecified (a
+// ContainerNetns server listening on every address).
+func fillAddr(addr netip.AddrPort) netip.AddrPort {
+	if addr.Addr().IsUnspecified() {
+		return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port())
+	}
+	return addr
 }
 
 // listen binds the socket (SO_REUSEADDR, as Go's listeners, so connections

@@ -264,6 +264,9 @@ func (p *Process) Hang(ctx context.Context, hang bool) error {
 	return nil
 }
 
+// SetReady is Server.SetReady: the gRPC server only.
+func (p *Process) SetReady(ok bool) { p.grpc.SetReady(ok) }
+
 // SetHealthy is Server.SetHealthy: the gRPC server only.
 func (p *Process) SetHealthy(ok bool) { p.grpc.SetHealthy(ok) }
 

@@ -158,6 +158,7 @@ func New(cfg Config) *Server {
 	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_SERVING)
 	if !cfg.NoChannelz {
 		channelzsvc.RegisterChannelzServiceToServer(s.grpc)
 	}
@@ -362,6 +363,24 @@ func (s *Server) isHung() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hung
+}
+
+// ReadinessService is a grpc.health.v1 service name every pod serves,
+// SERVING until SetReady(false): a kubelet readiness probe that asks for
+// it (grpc: {port: 8471, service: pinlab.readiness}) follows SetReady, as
+// a liveness probe without a service does not. The lab's kubelet makes
+// pods unready by itself; a real cluster's kubelet needs this.
+const ReadinessService = "pinlab.readiness"
+
+// SetReady(false) turns ReadinessService NOT_SERVING, so a readiness probe
+// asking for it fails while the server goes on serving calls; true turns
+// it back. A stopping server stays NOT_SERVING.
+func (s *Server) SetReady(ok bool) {
+	st := healthpb.HealthCheckResponse_SERVING
+	if !ok {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus(ReadinessService, st)
 }
 
 // SetHealthy(false) makes the server unhealthy, as an application whose

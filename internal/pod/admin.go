@@ -1,0 +1,61 @@
+package pod
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strconv"
+)
+
+// AdminHandler serves what a real cluster's node cannot do to a pinlab
+// pod from outside, for the runner, through kubectl port-forward: POST
+// /ready?to=false|true (Process.SetReady: ReadinessService fails or passes
+// a readiness probe that asks for it), /healthy?to=false|true
+// (Process.SetHealthy), /hang?to=true|false (Process.Hang: connects are
+// dropped and calls get no answer) and /kill (kill, SIGKILL to the
+// process, after the answer is written). Requests must carry
+// "Authorization: Bearer " + token (compared in constant time): 401
+// otherwise, as for an empty token. Answers are 204 on success, 400 for a
+// bad "to", 404 for other paths, 405 for other methods, 409 when the
+// process cannot (it is not listening).
+func AdminHandler(p *Process, token string, kill func()) http.Handler {
+	want := []byte("Bearer " + token)
+	mux := http.NewServeMux()
+	handle := func(path string, do func(on bool) error) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			if r.Method != http.MethodPost {
+				http.Error(w, "POST only", http.StatusMethodNotAllowed)
+				return
+			}
+			on := true
+			if path != "/kill" {
+				v, err := strconv.ParseBool(r.URL.Query().Get("to"))
+				if err != nil {
+					http.Error(w, "to must be true or false", http.StatusBadRequest)
+					return
+				}
+				on = v
+			}
+			if err := do(on); err != nil {
+				http.Error(w, err.Error(), http.StatusConflict)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			if path == "/kill" {
+				if f, ok := w.(http.Flusher); ok {
+					f.Flush()
+				}
+				kill()
+			}
+		})
+	}
+	handle("/ready", func(on bool) error { p.SetReady(on); return nil })
+	handle("/healthy", func(on bool) error { p.SetHealthy(on); return nil })
+	handle("/hang", func(on bool) error { return p.Hang(context.Background(), on) })
+	handle("/kill", func(bool) error { return nil })
+	return mux
+}
