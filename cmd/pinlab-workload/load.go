@@ -74,17 +74,8 @@ func parseLoad(args []string, getenv func(string) string) (loadOptions, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("load: unexpected arguments %q", fs.Args())
 	}
-	switch {
-	case c.Target == "":
-		return o, errors.New("load: --target is required")
-	case !(c.Rate > 0):
-		return o, errors.New("load: --rate must be above 0")
-	case o.duration <= 0 || o.duration > MaxLoadDuration:
-		return o, fmt.Errorf("load: --duration %v: want above 0 and at most %v", o.duration, MaxLoadDuration)
-	case *port < 0 || *port > 65535:
-		return o, fmt.Errorf("load: --events-port %d is not a TCP port", *port)
-	case o.minResolve < 0:
-		return o, errors.New("load: --min-resolution-interval must not be negative")
+	if err := o.check(*port); err != nil {
+		return o, err
 	}
 	if *retries != 0 {
 		rp.MaxAttempts = *retries
@@ -103,6 +94,24 @@ func parseLoad(args []string, getenv func(string) string) (loadOptions, error) {
 	}
 	c.InCluster = true
 	return o, nil
+}
+
+// check refuses flags with no meaning: a missing target, rate or
+// duration, a duration over MaxLoadDuration, a bad port or interval.
+func (o *loadOptions) check(port int) error {
+	switch {
+	case o.cfg.Target == "":
+		return errors.New("load: --target is required")
+	case !(o.cfg.Rate > 0):
+		return errors.New("load: --rate must be above 0")
+	case o.duration <= 0 || o.duration > MaxLoadDuration:
+		return fmt.Errorf("load: --duration %v: want above 0 and at most %v", o.duration, MaxLoadDuration)
+	case port < 0 || port > 65535:
+		return fmt.Errorf("load: --events-port %d is not a TCP port", port)
+	case o.minResolve < 0:
+		return errors.New("load: --min-resolution-interval must not be negative")
+	}
+	return nil
 }
 
 // parseCodes reads "14,4" as status codes.
