@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,12 +37,17 @@ const cancelGrace = 10 * time.Second
 // and GOARCH, so GOFLAGS, GOTOOLCHAIN, GOAMD64 and the like still apply
 // and are part of what the binary depends on. The builds run one at a
 // time and each is bounded by ctx: when ctx ends, the go command and its
-// compilers get SIGINT, then are killed after cancelGrace.
+// compilers get SIGINT, then are killed after cancelGrace; the go command
+// is killed too when the calling process dies. Everything a build writes
+// (the binaries, the go command's work directory) is in one temporary
+// directory, ociimage-gobuild-<pid>-*, removed at the end; one left by a
+// process killed with -9 is removed by the next GoBuild.
 func GoBuild(ctx context.Context, pkg string, platforms []string) ([]Binary, error) {
 	if len(platforms) == 0 {
 		return nil, fmt.Errorf("ociimage: go build %s: no platforms", pkg)
 	}
-	dir, err := os.MkdirTemp("", "ociimage-gobuild-")
+	sweepStale(os.TempDir())
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", tempPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("ociimage: go build %s: %w", pkg, err)
 	}
@@ -57,6 +63,34 @@ func GoBuild(ctx context.Context, pkg string, platforms []string) ([]Binary, err
 	return bins, nil
 }
 
+// tempPrefix begins the name of GoBuild's temporary directory, followed
+// by the building process's pid and a dash.
+const tempPrefix = "ociimage-gobuild-"
+
+// sweepStale removes the temporary directories in tmp of builds whose
+// process is gone (killed before it could remove its own). Errors are
+// ignored: a directory that cannot be removed stays, as before.
+func sweepStale(tmp string) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), tempPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(filepath.Join(tmp, e.Name()))
+		}
+	}
+}
+
 func goBuild(ctx context.Context, dir, pkg, platform string) (Binary, error) {
 	goos, goarch, ok := strings.Cut(platform, "/")
 	if !ok || goos == "" || goarch == "" || strings.Contains(goarch, "/") {
@@ -65,10 +99,13 @@ func goBuild(ctx context.Context, dir, pkg, platform string) (Binary, error) {
 	out := filepath.Join(dir, goos+"-"+goarch)
 	args := append([]string{"build"}, goBuildFlags...)
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	// GOTMPDIR puts the go command's own work directory in dir too, so
+	// a build killed with -9 leaves one directory, which the next build
+	// removes (sweepStale).
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOTMPDIR="+dir)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	cmd.WaitDelay = cancelGrace
 	if err := cmd.Run(); err != nil {
