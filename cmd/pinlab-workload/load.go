@@ -77,6 +77,9 @@ func parseLoad(args []string, getenv func(string) string) (loadOptions, error) {
 	if err := o.check(*port); err != nil {
 		return o, err
 	}
+	if err := dependentFlags(fs); err != nil {
+		return o, err
+	}
 	if *retries != 0 {
 		rp.MaxAttempts = *retries
 		codes, err := parseCodes(*retryCodes)
@@ -87,10 +90,15 @@ func parseLoad(args []string, getenv func(string) string) (loadOptions, error) {
 		c.Retry = &rp
 	}
 	if *port != 0 {
-		if o.token = getenv("PINLAB_TOKEN"); o.token == "" {
-			return o, errors.New("load: $PINLAB_TOKEN is empty: the events endpoint answers only its holders (or give --events-port 0)")
+		var err error
+		if o.token, err = token(getenv); err != nil {
+			return o, fmt.Errorf("load: %w (or give --events-port 0)", err)
 		}
-		o.eventsAddr = net.JoinHostPort(cmp.Or(getenv("PINLAB_LISTEN_IP"), ""), strconv.Itoa(*port))
+		ip, err := listenIP(getenv)
+		if err != nil {
+			return o, fmt.Errorf("load: %w", err)
+		}
+		o.eventsAddr = net.JoinHostPort(ip, strconv.Itoa(*port))
 	}
 	c.InCluster = true
 	return o, nil
@@ -110,6 +118,19 @@ func (o *loadOptions) check(port int) error {
 		return fmt.Errorf("load: --events-port %d is not a TCP port", port)
 	case o.minResolve < 0:
 		return errors.New("load: --min-resolution-interval must not be negative")
+	}
+	return nil
+}
+
+// dependentFlags refuses flags given without the flag they refine.
+func dependentFlags(fs *pflag.FlagSet) error {
+	for _, f := range []string{"retry-initial-backoff", "retry-max-backoff", "retry-backoff-multiplier", "retry-codes"} {
+		if fs.Changed(f) && !fs.Changed("retry-max-attempts") {
+			return fmt.Errorf("load: --%s needs --retry-max-attempts", f)
+		}
+	}
+	if fs.Changed("stream-length") && !fs.Changed("stream") {
+		return errors.New("load: --stream-length needs --stream")
 	}
 	return nil
 }

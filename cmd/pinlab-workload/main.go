@@ -119,14 +119,54 @@ func adminAddr(getenv func(string) string) (string, error) {
 	if err != nil || port < 1 || port > 65535 {
 		return "", fmt.Errorf("pod: $PINLAB_ADMIN_PORT %q is not a TCP port", s)
 	}
-	if getenv("PINLAB_TOKEN") == "" {
-		return "", errors.New("pod: $PINLAB_TOKEN is empty: the admin endpoint answers only its holders")
+	if _, err := token(getenv); err != nil {
+		return "", fmt.Errorf("pod: %w", err)
 	}
-	return net.JoinHostPort(getenv("PINLAB_LISTEN_IP"), s), nil
+	ip, err := listenIP(getenv)
+	if err != nil {
+		return "", fmt.Errorf("pod: %w", err)
+	}
+	return net.JoinHostPort(ip, s), nil
 }
 
-// killSelf is SIGKILL to this process, the admin endpoint's /kill.
-func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+// MinTokenLength is the shortest $PINLAB_TOKEN taken: 16 characters (the
+// runner's are 43, 32 random bytes in base64).
+const MinTokenLength = 16
+
+// token returns $PINLAB_TOKEN, refusing one missing or shorter than
+// MinTokenLength.
+func token(getenv func(string) string) (string, error) {
+	t := getenv("PINLAB_TOKEN")
+	switch {
+	case t == "":
+		return "", errors.New("$PINLAB_TOKEN is empty: the endpoint answers only its holders")
+	case len(t) < MinTokenLength:
+		return "", fmt.Errorf("$PINLAB_TOKEN has %d characters, fewer than %d", len(t), MinTokenLength)
+	}
+	return t, nil
+}
+
+// listenIP returns $PINLAB_LISTEN_IP, "" when unset (every address),
+// refusing one that is not an IP address.
+func listenIP(getenv func(string) string) (string, error) {
+	s := getenv("PINLAB_LISTEN_IP")
+	if s == "" {
+		return "", nil
+	}
+	if _, err := netip.ParseAddr(s); err != nil {
+		return "", fmt.Errorf("$PINLAB_LISTEN_IP %q is not an IP address", s)
+	}
+	return s, nil
+}
+
+// killSelf is SIGKILL to this process, the admin endpoint's /kill. As a
+// container's entrypoint the process is PID 1 of its PID namespace, which
+// the kernel does not let signal itself to death: it then exits at once
+// with 137, the code a SIGKILL gives, without running anything more.
+func killSelf() {
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	os.Exit(137)
+}
 
 // podConfig reads the pod command line and environment into the config
 // of the pod's process.
@@ -136,10 +176,10 @@ func podConfig(args []string, getenv func(string) string) (pod.ProcessConfig, er
 		return pod.ProcessConfig{}, err
 	}
 	ip := netip.IPv4Unspecified()
-	if s := getenv("PINLAB_LISTEN_IP"); s != "" {
-		if ip, err = netip.ParseAddr(s); err != nil {
-			return pod.ProcessConfig{}, fmt.Errorf("pod: $PINLAB_LISTEN_IP %q is not an IP address", s)
-		}
+	if s, err := listenIP(getenv); err != nil {
+		return pod.ProcessConfig{}, fmt.Errorf("pod: %w", err)
+	} else if s != "" {
+		ip = netip.MustParseAddr(s)
 	}
 	host, _ := os.Hostname()
 	name := cmp.Or(getenv("POD_NAME"), host, "pinlab")

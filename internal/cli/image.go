@@ -71,13 +71,17 @@ credential helpers) and prints the reference to pin it by.`,
 	return cmd
 }
 
+// linuxArches are the GOARCH values Go builds linux binaries for (`go
+// tool dist list`, Go 1.26).
+var linuxArches = []string{"386", "amd64", "arm", "arm64", "loong64", "mips", "mips64", "mips64le", "mipsle", "ppc64", "ppc64le", "riscv64", "s390x"}
+
 // validate checks the flags before anything is compiled.
 func (o *ImageBuildOptions) validate() error {
 	seen := map[string]bool{}
 	for _, p := range o.Platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
-		if !ok || goos != "linux" || goarch == "" || strings.Contains(goarch, "/") {
-			return fmt.Errorf("--platforms: %q is not linux/ARCH (e.g. linux/amd64, linux/arm64)", p)
+		if !ok || goos != "linux" || !slices.Contains(linuxArches, goarch) {
+			return fmt.Errorf("--platforms: %q is not linux/ARCH with ARCH one of %s", p, strings.Join(linuxArches, ", "))
 		}
 		if seen[p] {
 			return fmt.Errorf("--platforms: %s is given twice", p)

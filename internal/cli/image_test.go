@@ -19,6 +19,7 @@ func TestImageBuildBadInput(t *testing.T) {
 		{name: "not linux", args: []string{"--platforms", "darwin/arm64"}, want: `--platforms: "darwin/arm64" is not linux/ARCH`},
 		{name: "no arch", args: []string{"--platforms", "linux"}, want: `--platforms: "linux" is not linux/ARCH`},
 		{name: "a variant", args: []string{"--platforms", "linux/arm/v7"}, want: `"linux/arm/v7" is not linux/ARCH`},
+		{name: "no such arch", args: []string{"--platforms", "linux/amd64,linux/foo"}, want: `"linux/foo" is not linux/ARCH with ARCH one of 386, amd64`},
 		{name: "twice", args: []string{"--platforms", "linux/amd64,linux/amd64"}, want: "linux/amd64 is given twice"},
 		{name: "none", args: []string{"--platforms", ""}, want: "give at least one"},
 		{name: "bad reference", args: []string{"--push", "Ghcr.io/UPPER case"}, want: `--push "Ghcr.io/UPPER case"`},

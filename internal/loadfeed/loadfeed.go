@@ -14,7 +14,9 @@
 package loadfeed
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -59,36 +61,43 @@ type Event struct {
 	LagNs int64 `json:"lagNs,omitempty"`
 }
 
-// Page is one answer of Handler: the events after the asked sequence
-// number (at most the asked count), the sequence number to ask after
-// next, how many events were dropped unread (the buffer was full), and
-// the pod's time as the answer was written.
+// Page is one answer of Handler: the feed's ID (random, new with every
+// Feed, so a reader tells a restarted client's feed from the one it was
+// reading), the events after the asked sequence number (at most the asked
+// count), the sequence number to ask after next (the last one written
+// when the asked one is beyond it), how many events were dropped unread
+// (the buffer was full), and the pod's time as the answer was written.
 type Page struct {
+	ID     string    `json:"id"`
 	Events []Event   `json:"events"`
 	Next   uint64    `json:"next"`
 	Lost   uint64    `json:"lost"`
 	Now    time.Time `json:"now"`
 }
 
-// DefaultCapacity is a Feed's buffer when NewFeed is given 0: 10 minutes
-// of a client at 500 calls/s, events of every kind together.
-const DefaultCapacity = 600_000
+// DefaultCapacity is a Feed's buffer when NewFeed is given 0: about 35 MB
+// (an Event is about 170 bytes), 200 s of a client at 500 calls/s with
+// its launches, or far longer between the reader's polls, which come
+// every second.
+const DefaultCapacity = 200_000
 
 // MaxPage is the most events one answer holds.
 const MaxPage = 20_000
 
-// Feed records a client's events in a bounded buffer, oldest first. It is
+// Feed records a client's events in a bounded ring, oldest first. It is
 // a load.Observer and load.LagObserver; its methods are safe for
-// concurrent use. When the buffer is full the oldest events are dropped
-// and counted (Page.Lost).
+// concurrent use. When the ring is full each new event drops the oldest,
+// which is counted (Page.Lost).
 type Feed struct {
+	id  string
 	now func() time.Time
 
-	mu     sync.Mutex
-	events []Event // events[i].Seq == first+i
-	first  uint64  // the sequence number of events[0]
-	next   uint64  // the sequence number of the next event
-	cap    int
+	mu    sync.Mutex
+	ring  []Event // grows to cap, then wraps; ring[head] holds seq first
+	head  int
+	first uint64 // the sequence number of the oldest event held
+	next  uint64 // the sequence number of the next event
+	cap   int
 }
 
 // NewFeed returns a Feed holding up to capacity events (0:
@@ -97,7 +106,9 @@ func NewFeed(capacity int) *Feed {
 	if capacity <= 0 {
 		capacity = DefaultCapacity
 	}
-	return &Feed{now: time.Now, cap: capacity, first: 1, next: 1}
+	var id [8]byte
+	rand.Read(id[:])
+	return &Feed{id: hex.EncodeToString(id[:]), now: time.Now, cap: capacity, first: 1, next: 1}
 }
 
 func (f *Feed) add(e Event) {
@@ -105,12 +116,13 @@ func (f *Feed) add(e Event) {
 	defer f.mu.Unlock()
 	e.Seq = f.next
 	f.next++
-	if len(f.events) == f.cap {
-		drop := max(1, f.cap/10) // in steps, not one copy per event
-		f.events = append(f.events[:0], f.events[drop:]...)
-		f.first += uint64(drop)
+	if len(f.ring) < f.cap {
+		f.ring = append(f.ring, e)
+		return
 	}
-	f.events = append(f.events, e)
+	f.ring[f.head] = e
+	f.head = (f.head + 1) % len(f.ring)
+	f.first++
 }
 
 // Called records a finished call.
@@ -133,25 +145,32 @@ func (f *Feed) Sent(due time.Time, lag time.Duration) {
 	f.add(Event{Kind: KindSent, At: due, LagNs: int64(lag)})
 }
 
-// page returns up to n events after seq.
+// page returns up to n events after seq after.
 func (f *Feed) page(after uint64, n int) Page {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := Page{Next: max(after, f.first-1), Now: f.now()}
-	if after+1 < f.first {
-		p.Lost = f.first - (after + 1)
+	last := f.next - 1 // 0: none written yet
+	p := Page{ID: f.id, Next: after, Now: f.now()}
+	if after >= last { // nothing new, or asked beyond what was written
+		p.Next = last
+		return p
 	}
-	start := int(p.Next + 1 - f.first)
-	end := min(len(f.events), start+n)
-	if start < end {
-		p.Events = append([]Event(nil), f.events[start:end]...)
-		p.Next = p.Events[len(p.Events)-1].Seq
+	if after < f.first-1 {
+		p.Lost = f.first - 1 - after
+		after = f.first - 1
 	}
+	count := min(last-after, uint64(n))
+	for i := range count {
+		k := (f.head + int(after+1+i-f.first)) % len(f.ring)
+		p.Events = append(p.Events, f.ring[k])
+	}
+	p.Next = after + count
 	return p
 }
 
 // Handler serves feed at GET /events?after=SEQ&max=N (after 0 and max
-// MaxPage by default) as a JSON Page, to requests whose Authorization is
+// MaxPage by default; max 0 reads the clock and the position alone) as a
+// JSON Page, to requests whose Authorization is
 // "Bearer " + token (compared in constant time; 401 otherwise). Other
 // paths are 404, other methods 405. token must not be empty.
 func Handler(feed *Feed, token string) http.Handler {
@@ -190,7 +209,7 @@ func query(r *http.Request) (after uint64, n int, ok bool) {
 	}
 	if s := q.Get("max"); s != "" {
 		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
+		if err != nil || v < 0 {
 			return 0, 0, false
 		}
 		n = min(v, MaxPage)

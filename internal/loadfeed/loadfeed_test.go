@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,9 +95,14 @@ func TestFullBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := (MaxPage + 100) / 10
-	if r.Lost() != uint64(lost) || len(evs) != MaxPage+150-lost || evs[0].Seq != uint64(lost+1) {
-		t.Errorf("read %d events from %d, lost %d; want %d from %d, lost %d", len(evs), evs[0].Seq, r.Lost(), MaxPage+150-lost, lost+1, lost)
+	const lost = 50 // one by one, the oldest first
+	if r.Lost() != lost || len(evs) != MaxPage+100 || evs[0].Seq != lost+1 || evs[len(evs)-1].Seq != MaxPage+150 {
+		t.Errorf("read %d events, %d to %d, lost %d; want %d, %d to %d, lost %d", len(evs), evs[0].Seq, evs[len(evs)-1].Seq, r.Lost(), MaxPage+100, lost+1, MaxPage+150, lost)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq+1 {
+			t.Fatalf("event %d after %d", evs[i].Seq, evs[i-1].Seq)
+		}
 	}
 }
 
@@ -112,7 +119,9 @@ func TestHandlerRefuses(t *testing.T) {
 		{name: "empty token configured", method: "GET", path: "/events", auth: "Bearer ", token: "-", want: http.StatusUnauthorized},
 		{name: "POST", method: "POST", path: "/events", auth: "Bearer " + token, want: http.StatusMethodNotAllowed},
 		{name: "bad after", method: "GET", path: "/events?after=-1", auth: "Bearer " + token, want: http.StatusBadRequest},
-		{name: "bad max", method: "GET", path: "/events?max=0", auth: "Bearer " + token, want: http.StatusBadRequest},
+		{name: "bad max", method: "GET", path: "/events?max=-1", auth: "Bearer " + token, want: http.StatusBadRequest},
+		{name: "after beyond everything", method: "GET", path: "/events?after=18446744073709551615", auth: "Bearer " + token, want: http.StatusOK},
+		{name: "after past int64", method: "GET", path: "/events?after=9223372036854775808", auth: "Bearer " + token, want: http.StatusOK},
 		{name: "other path", method: "GET", path: "/metrics", auth: "Bearer " + token, want: http.StatusNotFound},
 		{name: "good", method: "GET", path: "/events?after=0&max=5", auth: "Bearer " + token, want: http.StatusOK},
 	}
@@ -133,6 +142,79 @@ func TestHandlerRefuses(t *testing.T) {
 				t.Errorf("%s %s: %d %s, want %d", tt.method, tt.path, w.Code, strings.TrimSpace(w.Body.String()), tt.want)
 			}
 		})
+	}
+}
+
+// TestPage: pages of a feed, at its edges.
+func TestPage(t *testing.T) {
+	feed := NewFeed(5)
+	for range 8 {
+		feed.Sent(time.Now(), 0)
+	}
+	seqs := func(p Page) []uint64 {
+		var out []uint64
+		for _, e := range p.Events {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	tests := []struct {
+		after      uint64
+		n          int
+		want       []uint64
+		next, lost uint64
+	}{
+		{after: 0, n: 10, want: []uint64{4, 5, 6, 7, 8}, next: 8, lost: 3},
+		{after: 5, n: 2, want: []uint64{6, 7}, next: 7},
+		{after: 8, n: 10, next: 8},
+		{after: 9, n: 10, next: 8},          // beyond: the feed says where it is
+		{after: ^uint64(0), n: 10, next: 8}, // no wrap-around
+		{after: 3, n: 0, next: 3},           // a clock reading
+		{after: 1 << 63, n: MaxPage, next: 8},
+	}
+	for _, tt := range tests {
+		p := feed.page(tt.after, tt.n)
+		if got := seqs(p); !slices.Equal(got, tt.want) || p.Next != tt.next || p.Lost != tt.lost {
+			t.Errorf("page(%d, %d) = %v next %d lost %d; want %v next %d lost %d", tt.after, tt.n, got, p.Next, p.Lost, tt.want, tt.next, tt.lost)
+		}
+	}
+}
+
+// TestReaderRestart: when the client restarts, its new feed is read from
+// its start, whether it holds fewer events than were read or more.
+func TestReaderRestart(t *testing.T) {
+	var mu sync.Mutex
+	feed := NewFeed(0)
+	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		f := feed
+		mu.Unlock()
+		Handler(f, token).ServeHTTP(w, req)
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	r := &Reader{URL: srv.URL, Token: token, Client: srv.Client()}
+	restart := func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		feed = NewFeed(0)
+		for range n {
+			feed.Sent(time.Now(), 0)
+		}
+	}
+	restart(5)
+	if evs, err := r.Poll(t.Context()); err != nil || len(evs) != 5 {
+		t.Fatalf("first feed: %d events, %v", len(evs), err)
+	}
+	for _, n := range []int{2, 9} { // fewer than read, then more
+		restart(n)
+		evs, err := r.Poll(t.Context())
+		if err != nil || len(evs) != n || evs[0].Seq != 1 {
+			t.Errorf("a new feed of %d: read %d events (%v), want all from 1", n, len(evs), err)
+		}
+	}
+	if r.Restarts() != 2 {
+		t.Errorf("Restarts = %d, want 2", r.Restarts())
 	}
 }
 

@@ -22,14 +22,26 @@ type Reader struct {
 	// Now is the reader's clock; nil is time.Now.
 	Now func() time.Time
 
-	next    uint64        // the last sequence number read
-	lost    uint64        // events the feed dropped before they were read
-	offset  time.Duration // pod clock minus reader clock
-	bestRTT time.Duration // the round trip offset was taken at; 0: none yet
+	id       string        // the feed's ID, once read
+	next     uint64        // the last sequence number read
+	lost     uint64        // events the feed dropped before they were read
+	restarts int           // times the feed was found new (its client restarted)
+	offset   time.Duration // pod clock minus reader clock
+	bestRTT  time.Duration // the round trip offset was taken at; 0: none yet
 }
 
 // Lost is how many events the feed dropped before this reader read them.
 func (r *Reader) Lost() uint64 { return r.lost }
+
+// Restarts is how many times the feed was found to be a new one (another
+// ID, or fewer events than already read: its process restarted); the
+// reader then reads the new feed from its start.
+func (r *Reader) Restarts() int { return r.restarts }
+
+// clockReadings is how many readings of the pod's clock alone the first
+// Poll takes before any events, keeping the one with the shortest round
+// trip, so that the first events are not moved by a slow first request.
+const clockReadings = 3
 
 // Offset returns the pod's clock minus the reader's as estimated so far,
 // and the round trip of the reading it comes from (0 before any).
@@ -40,12 +52,27 @@ func (r *Reader) Offset() (offset, rtt time.Duration) { return r.offset, r.bestR
 // reader's clock. It returns what it read before an error, with the
 // error; the next Poll goes on from there.
 func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
+	if r.bestRTT == 0 {
+		for range clockReadings {
+			if _, err := r.page(ctx, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var out []Event
 	for {
-		p, err := r.page(ctx)
+		asked := r.next
+		p, err := r.page(ctx, MaxPage)
 		if err != nil {
 			return r.shift(out), err
 		}
+		if (r.id != "" && p.ID != r.id) || p.Next < asked {
+			// A new feed: its client restarted. Read it from its start.
+			r.id, r.next = p.ID, 0
+			r.restarts++
+			continue
+		}
+		r.id = p.ID
 		r.lost += p.Lost
 		r.next = p.Next
 		out = append(out, p.Events...)
@@ -55,9 +82,9 @@ func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
 	}
 }
 
-// page asks for the events after r.next and takes a clock reading.
-func (r *Reader) page(ctx context.Context) (Page, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/events?after=%d", r.URL, r.next), nil)
+// page asks for up to n events after r.next and takes a clock reading.
+func (r *Reader) page(ctx context.Context, n int) (Page, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/events?after=%d&max=%d", r.URL, r.next, n), nil)
 	if err != nil {
 		return Page{}, err
 	}

@@ -20,6 +20,13 @@ import (
 // whether it is a git checkout or whether it has untracked files.
 var goBuildFlags = []string{"-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
 
+// ReproducibleEnv pins the go command's settings that would otherwise
+// come from the caller's environment and change the binary: no go.work
+// (GOWORK), no GOFLAGS but -mod=readonly (no build tags, no module
+// updates), the baseline instruction sets (GOAMD64, GOARM64, GOARM) and
+// the release's default experiments (GOEXPERIMENT).
+var ReproducibleEnv = []string{"GOWORK=off", "GOFLAGS=-mod=readonly", "GOAMD64=v1", "GOARM64=v8.0", "GOARM=7", "GOEXPERIMENT="}
+
 // cancelGrace is how long a cancelled `go build` has, after SIGINT to its
 // process group, before it is killed.
 const cancelGrace = 10 * time.Second
@@ -33,9 +40,10 @@ const cancelGrace = 10 * time.Second
 // It runs the go command found on PATH in the current directory, so it
 // needs a Go toolchain and the module's source tree: pkg is what `go
 // build` takes there, an import path or a "./dir" relative to the current
-// directory. The environment is inherited apart from CGO_ENABLED, GOOS
-// and GOARCH, so GOFLAGS, GOTOOLCHAIN, GOAMD64 and the like still apply
-// and are part of what the binary depends on. The builds run one at a
+// directory. The environment is inherited apart from CGO_ENABLED, GOOS,
+// GOARCH and ReproducibleEnv's settings, so what else the go command reads
+// there (GOTOOLCHAIN: the Go release; GOPROXY, GOPATH) still applies.
+// The builds run one at a
 // time and each is bounded by ctx: when ctx ends, the go command and its
 // compilers get SIGINT, then are killed after cancelGrace; the go command
 // is killed too when the calling process dies. Everything a build writes
@@ -102,7 +110,7 @@ func goBuild(ctx context.Context, dir, pkg, platform string) (Binary, error) {
 	// GOTMPDIR puts the go command's own work directory in dir too, so
 	// a build killed with -9 leaves one directory, which the next build
 	// removes (sweepStale).
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOTMPDIR="+dir)
+	cmd.Env = append(append(os.Environ(), ReproducibleEnv...), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOTMPDIR="+dir)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

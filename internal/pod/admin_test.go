@@ -21,7 +21,7 @@ import (
 // loopback address) through its admin endpoint: readiness, health, a
 // hang and a kill, each seen from outside as a kubelet or client sees it.
 func TestAdminHandler(t *testing.T) {
-	addr := netip.MustParseAddrPort("127.203.20.1:8471")
+	addr := netip.MustParseAddrPort("127.207.3.1:8471")
 	p := pod.NewProcess(pod.ProcessConfig{GRPC: pod.Config{Name: "pricing-0", Addr: addr, Netns: pod.ContainerNetns{}}})
 	if err := p.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestAdminHandler(t *testing.T) {
 // TestAdminHandlerRefuses: no token, a wrong one, another method, a bad
 // value, another path; an empty token refuses everyone.
 func TestAdminHandlerRefuses(t *testing.T) {
-	p := pod.NewProcess(pod.ProcessConfig{GRPC: pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.203.20.2:8471")}})
+	p := pod.NewProcess(pod.ProcessConfig{GRPC: pod.Config{Name: "p", Addr: netip.MustParseAddrPort("127.207.3.2:8471")}})
 	tests := []struct {
 		name, method, path, auth, token string
 		want                            int

@@ -41,24 +41,32 @@ type Blackhole struct {
 }
 
 // NewBlackhole drops SYNs to addr, an IPv4 address inside a range package
-// loopback allows (with a ContainerNetns, any IPv4 address, 0.0.0.0 for
-// every one of the pod's), with a non-zero port, until Close. The address
-// must be free (nothing listening on it); connections already established
-// to it are unaffected. Errors say which step failed. With ns (a pod's own
-// network namespace; nil: the node's) the listening socket is made there.
+// loopback allows, with a non-zero port, until Close. With a
+// ContainerNetns (a real cluster's container) any IPv4 address is taken,
+// and an unspecified one, IPv4 or IPv6 (Go listens on "0.0.0.0:N" as on
+// "[::]:N"), blackholes the port on every address of the pod, both
+// families (a dual-stack socket). The address must be free (nothing
+// listening on it); connections already established to it are
+// unaffected. Errors say which step failed. With ns (a pod's own network
+// namespace; nil: the node's) the listening socket is made there.
 func NewBlackhole(ctx context.Context, addr netip.AddrPort, ns Netns) (*Blackhole, error) {
 	_, inContainer := ns.(ContainerNetns)
+	wildcard := inContainer && addr.Addr().IsUnspecified()
 	if !inContainer {
 		if err := loopback.CheckIP(addr.Addr()); err != nil {
 			return nil, err
 		}
 	}
-	if !addr.Addr().Unmap().Is4() || addr.Port() == 0 {
+	if (!addr.Addr().Unmap().Is4() && !wildcard) || addr.Port() == 0 {
 		return nil, fmt.Errorf("pod: blackhole %v: want an IPv4 address with a port", addr)
+	}
+	family := unix.AF_INET
+	if wildcard {
+		family = unix.AF_INET6
 	}
 	var fd int
 	socket := func() (err error) {
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		return err
 	}
 	var err error
@@ -71,11 +79,11 @@ func NewBlackhole(ctx context.Context, addr netip.AddrPort, ns Netns) (*Blackhol
 		return nil, fmt.Errorf("pod: blackhole %v: socket: %w", addr, err)
 	}
 	b := &Blackhole{fd: fd}
-	if err := b.listen(addr); err != nil {
+	if err := b.listen(addr, wildcard); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pod: blackhole %v: %w", addr, err)
 	}
-	fill, err := loopback.Dialer{Timeout: time.Second}.DialContext(ctx, fillAddr(addr).String())
+	fill, err := fillDial(ctx, fillAddr(addr), inContainer)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pod: blackhole %v: filling the accept queue: %w", addr, err)
@@ -85,7 +93,7 @@ func NewBlackhole(ctx context.Context, addr netip.AddrPort, ns Netns) (*Blackhol
 }
 
 // fillAddr is where the connection that fills a blackhole's accept queue
-// dials: addr, or its loopback address when addr is unspecified (a
+// dials: addr, or 127.0.0.1 at its port when addr is unspecified (a
 // ContainerNetns server listening on every address).
 func fillAddr(addr netip.AddrPort) netip.AddrPort {
 	if addr.Addr().IsUnspecified() {
@@ -94,14 +102,32 @@ func fillAddr(addr netip.AddrPort) netip.AddrPort {
 	return addr
 }
 
+// fillDial connects to addr: through package loopback in the lab, as any
+// dial in a container (the address is the pod's own).
+func fillDial(ctx context.Context, addr netip.AddrPort, inContainer bool) (net.Conn, error) {
+	if !inContainer {
+		return loopback.Dialer{Timeout: time.Second}.DialContext(ctx, addr.String())
+	}
+	d := net.Dialer{Timeout: time.Second}
+	return d.DialContext(ctx, "tcp", addr.String())
+}
+
 // listen binds the socket (SO_REUSEADDR, as Go's listeners, so connections
-// of an earlier listener on the address do not block it) and listens with
-// backlog 0.
-func (b *Blackhole) listen(addr netip.AddrPort) error {
+// of an earlier listener on the address do not block it), to [::] when
+// wildcard, and listens with backlog 0.
+func (b *Blackhole) listen(addr netip.AddrPort, wildcard bool) error {
 	if err := unix.SetsockoptInt(b.fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fmt.Errorf("SO_REUSEADDR: %w", err)
 	}
-	sa := &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
+	var sa unix.Sockaddr
+	if wildcard { // [::] with IPv4 mapped in, as Go's own wildcard listeners
+		if err := unix.SetsockoptInt(b.fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return fmt.Errorf("IPV6_V6ONLY: %w", err)
+		}
+		sa = &unix.SockaddrInet6{Port: int(addr.Port())}
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
+	}
 	if err := unix.Bind(b.fd, sa); err != nil {
 		return fmt.Errorf("bind: %w", err)
 	}
