@@ -46,7 +46,7 @@ func (k *Kubelet) pinlabSpec(spec *corev1.PodSpec) (_ *corev1.PodSpec, pull stri
 	}
 	held := "no image but pinlab's"
 	if len(k.cfg.Images) > 0 {
-		held = fmt.Sprintf("images named pinlab and %d pinlab image digests", len(k.cfg.Images))
+		held = fmt.Sprintf("images named pinlab and, by digest, the pinlab image it was given (digests: %d)", len(k.cfg.Images))
 	}
 	return spec, fmt.Sprintf("Failed to pull image %q: pinlab's node runs %s (pin the image by the digest `pinlab image build` printed)", image, held)
 }

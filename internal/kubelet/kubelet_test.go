@@ -123,7 +123,7 @@ func TestPodsThatCannotRun(t *testing.T) {
 	}{
 		{name: "foreign image", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx:1.27" }, reason: `ErrImagePull: Failed to pull image "nginx:1.27"`},
 		{name: "a digest the node does not hold", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example/acme/lab@" + otherDigest },
-			reason: `ErrImagePull: Failed to pull image "registry.example/acme/lab@` + otherDigest + `": pinlab's node runs images named pinlab and 1 pinlab image digests`},
+			reason: `ErrImagePull: Failed to pull image "registry.example/acme/lab@` + otherDigest + `": pinlab's node runs images named pinlab and, by digest, the pinlab image it was given (digests: 1)`},
 		{name: "bad args", mod: func(p *corev1.Pod) { p.Spec.Containers[0].Args = []string{"pod", "inventory"} }, reason: `unknown workload "inventory"`},
 		{name: "failing readiness probe", mod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
