@@ -53,7 +53,9 @@ type Config struct {
 	// Name and Namespace identify the pod in replies.
 	Name, Namespace string
 	// Addr is the pod IP and port to listen on; it must be inside a range
-	// package loopback allows (127.0.0.0/8, or a private namespace's).
+	// package loopback allows (127.0.0.0/8, or a private namespace's),
+	// unless Netns is a ContainerNetns (any address; 0.0.0.0 for every
+	// one of the pod's).
 	Addr netip.AddrPort
 	// MaxConnectionAge and MaxConnectionAgeGrace are passed to grpc-go's
 	// keepalive.ServerParameters; zero means infinity, as in grpc-go. They
@@ -86,7 +88,9 @@ type Config struct {
 	// (empty means it) or MetricsOTel; another is Start's error.
 	Metrics string
 	// Netns, if not nil, is the pod's own network namespace: the server
-	// (and its metrics) listen there. Nil listens in the node's.
+	// (and its metrics) listen there. Nil listens in the node's; a
+	// ContainerNetns in the process's own, that of a real cluster's
+	// container.
 	Netns Netns
 }
 
