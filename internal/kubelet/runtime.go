@@ -49,6 +49,10 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	if err == nil {
 		cfg = w.wire(p, cfg, calls)
 	}
+	adminPort, token, aerr := w.adminConfig(ctx, p)
+	if err == nil {
+		err = aerr
+	}
 	srv := pod.NewProcess(cfg)
 	if err == nil {
 		err = srv.Start(ctx)
@@ -76,6 +80,12 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
+	if adminPort != 0 {
+		if err := w.serveAdmin(pctx, p, c, adminPort, token); err != nil {
+			c.out.Printf("pinlab pod %s: %v", w.key, err)
+			c.srv.Kill() // the process ends, as the image's does
+		}
+	}
 	c.probes.Add(1)
 	go func() {
 		defer c.probes.Done()

@@ -7,18 +7,26 @@ import (
 	"strconv"
 )
 
+// Admin is what the admin endpoint acts on: a Process, or the lab's
+// kubelet on behalf of one of its pods' processes.
+type Admin interface {
+	SetReady(ok bool)
+	SetHealthy(ok bool)
+	Hang(ctx context.Context, hang bool) error
+}
+
 // AdminHandler serves what a real cluster's node cannot do to a pinlab
 // pod from outside, for the runner, through kubectl port-forward: POST
-// /ready?to=false|true (Process.SetReady: ReadinessService fails or passes
-// a readiness probe that asks for it), /healthy?to=false|true
-// (Process.SetHealthy), /hang?to=true|false (Process.Hang: connects are
-// dropped and calls get no answer) and /kill (kill, SIGKILL to the
-// process, after the answer is written). Requests must carry
+// /ready?to=false|true (SetReady: ReadinessService fails or passes a
+// readiness probe that asks for it), /healthy?to=false|true (SetHealthy),
+// /hang?to=true|false (Hang: connects are dropped and calls get no
+// answer) and /kill (kill, SIGKILL to the process, after the answer is
+// written). Requests must carry
 // "Authorization: Bearer " + token (compared in constant time): 401
 // otherwise, as for an empty token. Answers are 204 on success, 400 for a
 // bad "to", 404 for other paths, 405 for other methods, 409 when the
 // process cannot (it is not listening).
-func AdminHandler(p *Process, token string, kill func()) http.Handler {
+func AdminHandler(p Admin, token string, kill func()) http.Handler {
 	want := []byte("Bearer " + token)
 	mux := http.NewServeMux()
 	handle := func(path string, do func(on bool) error) {

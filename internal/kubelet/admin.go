@@ -1,0 +1,127 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The container env that asks for a pod's admin endpoint, as the pinlab
+// image (cmd/pinlab-workload) reads it: the port, and the token its
+// requests must carry (a value, or a Secret's key).
+const (
+	adminPortEnv = "PINLAB_ADMIN_PORT"
+	tokenEnv     = "PINLAB_TOKEN"
+	// minTokenLength is the image's shortest token.
+	minTokenLength = 16
+)
+
+// adminConfig reads the container's admin endpoint settings: port 0 when
+// it asks for none. A token from a Secret is read through the API, as a
+// kubelet resolves secretKeyRef. Errors say what is wrong, as the image
+// would refuse to start.
+func (w *podWorker) adminConfig(ctx context.Context, p *corev1.Pod) (port int, token string, err error) {
+	if len(p.Spec.Containers) != 1 {
+		return 0, "", nil
+	}
+	env := p.Spec.Containers[0].Env
+	var portText string
+	for _, e := range env {
+		switch e.Name {
+		case adminPortEnv:
+			portText = e.Value
+		case tokenEnv:
+			if token, err = w.envValue(ctx, p.Namespace, e); err != nil {
+				return 0, "", err
+			}
+		}
+	}
+	if portText == "" {
+		return 0, "", nil
+	}
+	if port, err = strconv.Atoi(portText); err != nil || port < 1 || port > 65535 {
+		return 0, "", fmt.Errorf("$%s %q is not a TCP port", adminPortEnv, portText)
+	}
+	if len(token) < minTokenLength {
+		return 0, "", fmt.Errorf("$%s has %d characters, fewer than %d", tokenEnv, len(token), minTokenLength)
+	}
+	return port, token, nil
+}
+
+// envValue is an env var's value: its value, or its Secret's key.
+func (w *podWorker) envValue(ctx context.Context, namespace string, e corev1.EnvVar) (string, error) {
+	ref := e.ValueFrom
+	if ref == nil || ref.SecretKeyRef == nil {
+		return e.Value, nil
+	}
+	s, err := w.k.client.CoreV1().Secrets(namespace).Get(ctx, ref.SecretKeyRef.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("$%s: secret %q: %w", e.Name, ref.SecretKeyRef.Name, err)
+	}
+	v, ok := s.Data[ref.SecretKeyRef.Key]
+	if !ok {
+		return "", fmt.Errorf("$%s: secret %q has no key %q", e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
+	}
+	return string(v), nil
+}
+
+// podAdmin is the admin endpoint's view of a pod of this kubelet: the
+// process's own readiness service and health, and the kubelet's hang
+// (which it records and reports, as lab hang does).
+type podAdmin struct {
+	k               *Kubelet
+	c               *container
+	namespace, name string
+}
+
+func (a podAdmin) SetReady(ok bool)   { a.c.srv.SetReady(ok) }
+func (a podAdmin) SetHealthy(ok bool) { a.c.srv.SetHealthy(ok) }
+func (a podAdmin) Hang(_ context.Context, hang bool) error {
+	return a.k.Hang(a.namespace, a.name, hang)
+}
+
+// serveAdmin serves c's admin endpoint on the pod IP at port, in the
+// pod's network namespace, until ctx ends (the container's end), as the
+// pinlab image does in a real cluster's pod; /kill is Kubelet.Kill.
+func (w *podWorker) serveAdmin(ctx context.Context, p *corev1.Pod, c *container, port int, token string) error {
+	addr := netip.AddrPortFrom(w.ip, uint16(port)).String()
+	var ln net.Listener
+	listen := func() (err error) {
+		ln, err = loopback.Listen(ctx, addr)
+		return err
+	}
+	var err error
+	if w.sandbox != nil {
+		err = w.sandbox.Do(listen)
+	} else {
+		err = listen()
+	}
+	if err != nil {
+		return fmt.Errorf("admin endpoint: %w", err)
+	}
+	a := podAdmin{k: w.k, c: c, namespace: p.Namespace, name: p.Name}
+	kill := func() { w.k.Kill(p.Namespace, p.Name) }
+	srv := &http.Server{Handler: pod.AdminHandler(a, token, kill), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+	c.probes.Add(2)
+	go func() {
+		defer c.probes.Done()
+		srv.Serve(ln)
+	}()
+	go func() {
+		defer c.probes.Done()
+		<-ctx.Done()
+		srv.Close()
+	}()
+	c.out.Printf("pinlab pod %s/%s: admin endpoint on %s", p.Namespace, p.Name, addr)
+	return nil
+}
