@@ -62,6 +62,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -84,6 +85,10 @@ const usage = `usage: pinlab pod <workload> [flags]
 // ends or a signal arrives on sig, and returns the exit code.
 func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "load" {
+		if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
+			fmt.Fprintln(stdout, usage)
+			return 0
+		}
 		o, err := parseLoad(args, getenv)
 		if err != nil {
 			fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
@@ -94,6 +99,10 @@ func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout
 	if len(args) == 0 || args[0] != "pod" {
 		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
+		fmt.Fprintln(stdout, usage)
+		return 0
 	}
 	cfg, err := podConfig(args, getenv)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -39,7 +40,8 @@ func NewCmdImageBuild(stdout, _ io.Writer) *cobra.Command {
 		Use:   "build",
 		Short: "Build the pinlab image (pods and load clients) without a container engine",
 		Long: `Build the OCI image of pinlab's workload: the pods' gRPC, HTTP and metrics
-servers, as the lab's pods run them, for the platforms given. It compiles
+servers, as the lab's pods run them, and the load client, for the platforms
+given (docs/image.md says what the image runs). It compiles
 cmd/pinlab-workload with the go command, so run it inside a pinlab checkout
 with Go installed; no Docker daemon or other container engine is used. The
 binary is static, at /pinlab on an empty base, running as 65532:65532; the
@@ -92,11 +94,34 @@ func (o *ImageBuildOptions) validate() error {
 		return fmt.Errorf("--platforms: give at least one, e.g. linux/amd64")
 	}
 	if o.Push != "" {
-		if _, err := name.ParseReference(o.Push); err != nil {
+		ref, err := name.ParseReference(o.Push)
+		if err != nil {
 			return fmt.Errorf("--push %q: %v", o.Push, err)
+		}
+		if _, ok := ref.(name.Digest); ok {
+			return fmt.Errorf("--push %q: give a repository and tag (REPOSITORY[:TAG]); the digest is the image's, printed once pushed", o.Push)
+		}
+	}
+	if o.Layout != "" {
+		if err := writableDir(o.Layout); err != nil {
+			return fmt.Errorf("--oci-layout %s: %v", o.Layout, err)
 		}
 	}
 	return nil
+}
+
+// writableDir makes dir if missing and checks that a file can be written
+// there, before anything is compiled.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".pinlab-check-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func imageBuild(cmd *cobra.Command, o *ImageBuildOptions) error {

@@ -23,6 +23,8 @@ func TestImageBuildBadInput(t *testing.T) {
 		{name: "twice", args: []string{"--platforms", "linux/amd64,linux/amd64"}, want: "linux/amd64 is given twice"},
 		{name: "none", args: []string{"--platforms", ""}, want: "give at least one"},
 		{name: "bad reference", args: []string{"--push", "Ghcr.io/UPPER case"}, want: `--push "Ghcr.io/UPPER case"`},
+		{name: "a digest to push to", args: []string{"--push", "127.0.0.1:5000/acme/pinlab@sha256:" + strings.Repeat("0", 64)}, want: "give a repository and tag"},
+		{name: "a layout where none can be written", args: []string{"--oci-layout", "/proc/pinlab-layout"}, want: "--oci-layout /proc/pinlab-layout"},
 		{name: "an argument", args: []string{"extra"}, want: `takes no arguments, got ["extra"]`},
 	}
 	for _, tt := range tests {

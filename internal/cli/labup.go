@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -172,7 +173,7 @@ func (o *LabUpOptions) check() error {
 		return exit.UsageError(fmt.Errorf("--control %q: expected IP:port inside 127.0.0.0/8 such as %s (%v)", o.Control, control.DefaultAddr, err))
 	}
 	if o.Images != "" {
-		d, err := imagebuild.LayoutDigests(o.Images)
+		d, err := imagebuild.LayoutDigests(o.Images, runtime.GOOS+"/"+runtime.GOARCH)
 		if err != nil {
 			return exit.UsageError(fmt.Errorf("--images: %w", err))
 		}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -80,7 +81,8 @@ const MaxCompressed = 25_000_000
 type Request struct {
 	// Image is the image to build.
 	Image Image
-	// Platforms are "os/arch" pairs in Go's terms; nil means Platforms.
+	// Platforms are "os/arch" pairs in Go's terms, in any order (the index
+	// lists them sorted); nil means Platforms.
 	Platforms []string
 	// Layout, if not empty, is a directory to write the index to as an
 	// OCI image layout (created if missing).
@@ -119,10 +121,13 @@ var ErrNoSource = errors.New("the images are compiled from pinlab's source: run 
 // builds and pushes are bounded by ctx. The same source, toolchain and
 // platforms give the same digest.
 func Build(ctx context.Context, r Request) (Result, error) {
+	// Sorted: the index lists its images in this order, and the digest
+	// must not depend on how the platforms were written.
 	platforms := r.Platforms
 	if len(platforms) == 0 {
 		platforms = Platforms
 	}
+	platforms = slices.Sorted(slices.Values(platforms))
 	if err := checkSource(ctx); err != nil {
 		return Result{}, err
 	}
@@ -189,14 +194,21 @@ func checkSource(ctx context.Context) error {
 }
 
 // LayoutDigests reads the OCI image layout in dir that Build wrote for
-// the Workload image (Request.Layout) and returns the digests a pod may
-// pin it by: the index's, then each platform image's. A layout whose
-// images are not the Workload image (their title label says another) is
-// an error, as is a directory that is not an OCI layout.
-func LayoutDigests(dir string) ([]string, error) {
+// the Workload image (Request.Layout), or that `crane pull --format oci`
+// or skopeo wrote of it (an index.json whose one entry is the image
+// index), and returns the digests a pod on a node of platform ("os/arch")
+// may pin it by: the index's, then that platform's image's. A layout
+// without an image for platform is an error, as a node would fail to
+// pull it; so is one whose images are not the Workload image (their
+// title label says another), and a directory that is not an OCI layout.
+func LayoutDigests(dir, platform string) ([]string, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not an OCI image layout (write one with pinlab image build --oci-layout %s): %w", dir, dir, err)
+	}
+	idx, err = imageIndex(idx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	d, err := idx.Digest()
 	if err != nil {
@@ -206,7 +218,7 @@ func LayoutDigests(dir string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	out := []string{d.String()}
+	var have []string
 	for _, m := range im.Manifests {
 		img, err := idx.Image(m.Digest)
 		if err != nil {
@@ -219,10 +231,26 @@ func LayoutDigests(dir string) ([]string, error) {
 		if title := cf.Config.Labels[titleLabel]; title != Workload.Spec.Name {
 			return nil, fmt.Errorf("%s: image %s is %q, not the pinlab image", dir, m.Digest, title)
 		}
-		out = append(out, m.Digest.String())
+		if m.Platform != nil && m.Platform.String() == platform {
+			return []string{d.String(), m.Digest.String()}, nil
+		}
+		if m.Platform != nil {
+			have = append(have, m.Platform.String())
+		}
 	}
-	if len(out) == 1 {
-		return nil, fmt.Errorf("%s: the index holds no image", dir)
+	return nil, fmt.Errorf("%s holds no %s image (it has %v): build it with --platforms %s", dir, platform, have, platform)
+}
+
+// imageIndex returns the image index a layout's index.json holds: itself
+// when it lists images, as Build writes it, or the one index it lists, as
+// crane and skopeo write a pulled index.
+func imageIndex(idx v1.ImageIndex) (v1.ImageIndex, error) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if len(im.Manifests) == 1 && im.Manifests[0].MediaType.IsIndex() {
+		return idx.ImageIndex(im.Manifests[0].Digest)
+	}
+	return idx, nil
 }

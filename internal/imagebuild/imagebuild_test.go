@@ -6,12 +6,15 @@ import (
 	"net/netip"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -65,13 +68,13 @@ func TestWorkloadImage(t *testing.T) {
 			t.Errorf("%s: %d bytes compressed, want 1 MiB to %d bytes", p, n, imagebuild.MaxCompressed)
 		}
 	}
-	digests, err := imagebuild.LayoutDigests(dir)
-	if err != nil {
+	checkLayoutDigests(t, dir, first)
+	// As crane and skopeo write a pulled index: index.json lists it.
+	wrapped := t.TempDir()
+	if err := ociimage.WriteLayout(wrapped, mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: first.Index})); err != nil {
 		t.Fatal(err)
 	}
-	if len(digests) != 3 || digests[0] != first.Digest {
-		t.Errorf("LayoutDigests = %v, want the index's %s and its 2 images'", digests, first.Digest)
-	}
+	checkLayoutDigests(t, wrapped, first)
 	if want := host + "/acme/pinlab@" + first.Digest; first.Pushed != want {
 		t.Errorf("Pushed = %q, want %q", first.Pushed, want)
 	}
@@ -92,6 +95,27 @@ func TestWorkloadImage(t *testing.T) {
 	}
 	bin := ociimagetest.Extract(t, ociimagetest.PlatformImage(t, pulled, "linux", "amd64"), "pinlab")
 	runPod(t, bin)
+}
+
+// checkLayoutDigests checks that the layout in dir gives the index's
+// digest and its linux/amd64 image's, and nothing for a platform it lacks.
+func checkLayoutDigests(t *testing.T, dir string, built imagebuild.Result) {
+	t.Helper()
+	digests, err := imagebuild.LayoutDigests(dir, "linux/amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	amd64 := ociimagetest.PlatformImage(t, built.Index, "linux", "amd64")
+	d, err := amd64.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{built.Digest, d.String()}; !slices.Equal(digests, want) {
+		t.Errorf("LayoutDigests(%s, linux/amd64) = %v, want %v", dir, digests, want)
+	}
+	if got, err := imagebuild.LayoutDigests(dir, "linux/s390x"); err == nil || !strings.Contains(err.Error(), "holds no linux/s390x image") {
+		t.Errorf("LayoutDigests for a platform it lacks: %v, %v", got, err)
+	}
 }
 
 // runPod runs bin as the pod command on a loopback address, calls it and
@@ -157,7 +181,7 @@ func TestLayoutDigestsRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := imagebuild.LayoutDigests(tt.dir)
+			got, err := imagebuild.LayoutDigests(tt.dir, "linux/amd64")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("LayoutDigests = %v, %v; want an error saying %q", got, err, tt.want)
 			}

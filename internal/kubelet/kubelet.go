@@ -110,7 +110,8 @@ type Config struct {
 	Events func(pod *corev1.Pod, event string, at time.Time)
 	// Images are the digests ("sha256:<hex>") of images the node holds as
 	// the pinlab image (what `pinlab image build` made: the index's digest
-	// and its platform images', package imagebuild's LayoutDigests): a
+	// and its image for the node's platform, package imagebuild's
+	// LayoutDigests): a
 	// container whose image is pinned to one ("<any repository>@sha256:...")
 	// runs as image pinlab does, whatever its repository is called. Images
 	// named pinlab run without it (workload.IsPinlabImage); any other

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
-	"strconv"
 )
 
 // Admin is what the admin endpoint acts on: a Process, or the lab's
@@ -41,12 +40,14 @@ func AdminHandler(p Admin, token string, kill func()) http.Handler {
 			}
 			on := true
 			if path != "/kill" {
-				v, err := strconv.ParseBool(r.URL.Query().Get("to"))
-				if err != nil {
+				switch r.URL.Query().Get("to") {
+				case "true":
+				case "false":
+					on = false
+				default:
 					http.Error(w, "to must be true or false", http.StatusBadRequest)
 					return
 				}
-				on = v
 			}
 			if err := do(on); err != nil {
 				http.Error(w, err.Error(), http.StatusConflict)

@@ -102,6 +102,7 @@ func TestAdminHandlerRefuses(t *testing.T) {
 		{name: "GET", method: "GET", path: "/ready?to=false", auth: "Bearer tok", want: http.StatusMethodNotAllowed},
 		{name: "bad value", method: "POST", path: "/hang?to=maybe", auth: "Bearer tok", want: http.StatusBadRequest},
 		{name: "no value", method: "POST", path: "/healthy", auth: "Bearer tok", want: http.StatusBadRequest},
+		{name: "0 for false", method: "POST", path: "/ready?to=0", auth: "Bearer tok", want: http.StatusBadRequest},
 		{name: "hang before it listens", method: "POST", path: "/hang?to=true", auth: "Bearer tok", want: http.StatusConflict},
 		{name: "other path", method: "POST", path: "/exec", auth: "Bearer tok", want: http.StatusNotFound},
 	}
