@@ -205,9 +205,9 @@ func TestDiagnoseThroughAgent(t *testing.T) {
 		}
 		return ev
 	}
-	before := calls.pods()
+	before, since := calls.pods(), time.Now()
 	ev := collect()
-	after := calls.pods()
+	after, took := calls.pods(), time.Since(since)
 	if asked != 1 || ev.RatesFrom != "agent" || ev.Unit != "bytes" {
 		t.Fatalf("asked %d times, rates from %q in %q (problems %q); want one consent, the agents' bytes", asked, ev.RatesFrom, ev.Unit, ev.Problems)
 	}
@@ -218,13 +218,16 @@ func TestDiagnoseThroughAgent(t *testing.T) {
 			t.Errorf("pod %s: %s", p.Name, p.Err)
 		case len(p.Conns) == 1 && strings.HasPrefix(p.Conns[0].Remote, source.String()+":") && p.Calls.Started > 0:
 			busy++
-			if n := after[p.Name] - before[p.Name]; n > 0 {
-				per := float64(p.Calls.Started) / float64(n)
-				t.Logf("pod %s: %d bytes both ways over %v; the client made %d calls from before the first reading to after the last: about %.0f bytes a call", p.Name, p.Calls.Started, p.Span, n, per)
+			if n := after[p.Name] - before[p.Name]; n > 0 && p.Span > 0 {
+				// Bytes a second over the readings' span, over calls a
+				// second over the whole collection (adding the agents
+				// takes seconds more than the span; the client's rate
+				// is steady).
+				callRate := float64(n) / took.Seconds()
+				per := float64(p.Calls.Started) / p.Span.Seconds() / callRate
+				t.Logf("pod %s: %d bytes both ways over %v; the client made %d calls in %v (%.1f/s): about %.0f bytes a call", p.Name, p.Calls.Started, p.Span, n, took.Round(time.Millisecond), callRate, per)
 				// diagnose.MinConnBytes (350 bytes/s) stands for about 1.5
-				// small calls a second at about 230 bytes a call (the
-				// count above takes in calls just outside the span, so it
-				// reads a little low).
+				// small calls a second at about 230 bytes a call.
 				if per < 100 || per > 400 {
 					t.Errorf("about %.0f bytes a call, want 100 to 400: MinConnBytes assumes about 230", per)
 				}
