@@ -152,10 +152,11 @@ func TestLabUpKubernetes(t *testing.T) {
 	kubectl("rollout", "status", "deployment/pricing", "-n", "shop", "--timeout", "150s")
 	kubectl("create", "deployment", "foreign", "-n", "shop", "--image", "nginx:1.27")
 	var reason string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && reason != "ErrImagePull"; time.Sleep(200 * time.Millisecond) {
+	pulled := func() bool {
 		reason = kubectl("get", "pods", "-n", "shop", "-l", "app=foreign", "-o", "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}")
+		return reason == "ErrImagePull"
 	}
-	if reason != "ErrImagePull" {
+	if labtest.Poll(labtest.Context(t, 30*time.Second), 200*time.Millisecond, pulled) != nil {
 		t.Errorf("a pod of image nginx:1.27 waits with %q, want ErrImagePull", reason)
 	}
 	victim := strings.Fields(kubectl("get", "pods", "-n", "shop", "-l", "app=pricing", "-o", "jsonpath={.items[0].metadata.name}"))[0]
