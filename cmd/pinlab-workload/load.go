@@ -25,6 +25,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loadfeed"
+	"github.com/pinlab/pinlab/internal/pod"
 )
 
 // MaxLoadDuration bounds --duration: every load loop ends.
@@ -233,8 +234,7 @@ func serveHTTP(addr string, h http.Handler) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+	srv := pod.EndpointServer(h)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
@@ -110,8 +108,7 @@ func (w *podWorker) serveAdmin(ctx context.Context, p *corev1.Pod, c *container,
 	}
 	a := podAdmin{k: w.k, c: c, namespace: p.Namespace, name: p.Name}
 	kill := func() { w.k.Kill(p.Namespace, p.Name) }
-	srv := &http.Server{Handler: pod.AdminHandler(a, token, kill), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+	srv := pod.EndpointServer(pod.AdminHandler(a, token, kill))
 	c.probes.Add(2)
 	go func() {
 		defer c.probes.Done()

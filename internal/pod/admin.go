@@ -4,7 +4,17 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
+	"time"
 )
+
+// EndpointServer returns the HTTP server of a pod's token-guarded
+// endpoints (the admin endpoint, a load client's events): read, write and
+// idle timeouts and an 8 KiB header limit, as anything that listens in a
+// shared cluster needs.
+func EndpointServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+}
 
 // Admin is what the admin endpoint acts on: a Process, or the lab's
 // kubelet on behalf of one of its pods' processes.
