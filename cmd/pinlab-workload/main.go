@@ -114,45 +114,30 @@ func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout
 		fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
 		return 2
 	}
-	return runPod(cfg, admin, getenv("PINLAB_TOKEN"), sig, stdout, stderr)
+	return runPod(cfg, admin, getenv(pod.TokenEnv), sig, stdout, stderr)
 }
 
 // adminAddr is where the pod's admin endpoint listens: "" without
-// $PINLAB_ADMIN_PORT, which needs $PINLAB_TOKEN.
+// $PINLAB_ADMIN_PORT, which needs $PINLAB_TOKEN (pod.AdminPort).
 func adminAddr(getenv func(string) string) (string, error) {
-	s := getenv("PINLAB_ADMIN_PORT")
-	if s == "" {
-		return "", nil
-	}
-	port, err := strconv.Atoi(s)
-	if err != nil || port < 1 || port > 65535 {
-		return "", fmt.Errorf("pod: $PINLAB_ADMIN_PORT %q is not a TCP port", s)
-	}
-	if _, err := token(getenv); err != nil {
-		return "", fmt.Errorf("pod: %w", err)
+	port, err := pod.AdminPort(getenv(pod.AdminPortEnv), getenv(pod.TokenEnv))
+	if err != nil || port == 0 {
+		if err != nil {
+			err = fmt.Errorf("pod: %w", err)
+		}
+		return "", err
 	}
 	ip, err := listenIP(getenv)
 	if err != nil {
 		return "", fmt.Errorf("pod: %w", err)
 	}
-	return net.JoinHostPort(ip, s), nil
+	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
 }
 
-// MinTokenLength is the shortest $PINLAB_TOKEN taken: 16 characters (the
-// runner's are 43, 32 random bytes in base64).
-const MinTokenLength = 16
-
-// token returns $PINLAB_TOKEN, refusing one missing or shorter than
-// MinTokenLength.
+// token returns $PINLAB_TOKEN, refusing one pod.CheckToken refuses.
 func token(getenv func(string) string) (string, error) {
-	t := getenv("PINLAB_TOKEN")
-	switch {
-	case t == "":
-		return "", errors.New("$PINLAB_TOKEN is empty: the endpoint answers only its holders")
-	case len(t) < MinTokenLength:
-		return "", fmt.Errorf("$PINLAB_TOKEN has %d characters, fewer than %d", len(t), MinTokenLength)
-	}
-	return t, nil
+	t := getenv(pod.TokenEnv)
+	return t, pod.CheckToken(t)
 }
 
 // listenIP returns $PINLAB_LISTEN_IP, "" when unset (every address),

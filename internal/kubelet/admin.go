@@ -5,22 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
-
-// The container env that asks for a pod's admin endpoint, as the pinlab
-// image (cmd/pinlab-workload) reads it: the port, and the token its
-// requests must carry (a value, or a Secret's key).
-const (
-	adminPortEnv = "PINLAB_ADMIN_PORT"
-	tokenEnv     = "PINLAB_TOKEN"
-	// minTokenLength is the image's shortest token.
-	minTokenLength = 16
 )
 
 // adminConfig reads the container's admin endpoint settings: port 0 when
@@ -35,24 +24,16 @@ func (w *podWorker) adminConfig(ctx context.Context, p *corev1.Pod) (port int, t
 	var portText string
 	for _, e := range env {
 		switch e.Name {
-		case adminPortEnv:
+		case pod.AdminPortEnv:
 			portText = e.Value
-		case tokenEnv:
+		case pod.TokenEnv:
 			if token, err = w.envValue(ctx, p.Namespace, e); err != nil {
 				return 0, "", err
 			}
 		}
 	}
-	if portText == "" {
-		return 0, "", nil
-	}
-	if port, err = strconv.Atoi(portText); err != nil || port < 1 || port > 65535 {
-		return 0, "", fmt.Errorf("$%s %q is not a TCP port", adminPortEnv, portText)
-	}
-	if len(token) < minTokenLength {
-		return 0, "", fmt.Errorf("$%s has %d characters, fewer than %d", tokenEnv, len(token), minTokenLength)
-	}
-	return port, token, nil
+	port, err = pod.AdminPort(portText, token)
+	return port, token, err
 }
 
 // envValue is an env var's value: its value, or its Secret's key.

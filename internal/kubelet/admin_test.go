@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
+	"github.com/pinlab/pinlab/internal/pod"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,8 +20,8 @@ const adminToken = "a-token-from-a-secret-1234"
 func adminPod(p *corev1.Pod) {
 	c := &p.Spec.Containers[0]
 	c.Env = []corev1.EnvVar{
-		{Name: adminPortEnv, Value: "9099"},
-		{Name: tokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		{Name: pod.AdminPortEnv, Value: "9099"},
+		{Name: pod.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "run-token"}, Key: "token"}}},
 	}
 	svc := "pinlab.readiness"
@@ -80,10 +81,10 @@ func TestAdminEndpointRefused(t *testing.T) {
 		env  []corev1.EnvVar
 		want string
 	}{
-		{name: "a short token", env: []corev1.EnvVar{{Name: adminPortEnv, Value: "9099"}, {Name: tokenEnv, Value: "short"}}, want: "has 5 characters, fewer than 16"},
-		{name: "no Secret", env: []corev1.EnvVar{{Name: adminPortEnv, Value: "9099"}, {Name: tokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		{name: "a short token", env: []corev1.EnvVar{{Name: pod.AdminPortEnv, Value: "9099"}, {Name: pod.TokenEnv, Value: "short"}}, want: "has 5 characters, fewer than 16"},
+		{name: "no Secret", env: []corev1.EnvVar{{Name: pod.AdminPortEnv, Value: "9099"}, {Name: pod.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Key: "token"}}}}, want: `secret "nope"`},
-		{name: "a bad port", env: []corev1.EnvVar{{Name: adminPortEnv, Value: "http"}, {Name: tokenEnv, Value: adminToken}}, want: `"http" is not a TCP port`},
+		{name: "a bad port", env: []corev1.EnvVar{{Name: pod.AdminPortEnv, Value: "http"}, {Name: pod.TokenEnv, Value: adminToken}}, want: `"http" is not a TCP port`},
 	}
 	c, _, _ := node(t, Config{})
 	for i, tt := range tests {

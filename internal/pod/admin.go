@@ -3,9 +3,47 @@ package pod
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
+
+// The container env that asks for a pod's admin endpoint, as the pinlab
+// image reads it and the lab's kubelet honours it: the port, and the
+// token every request must carry.
+const (
+	AdminPortEnv = "PINLAB_ADMIN_PORT"
+	TokenEnv     = "PINLAB_TOKEN"
+	// MinTokenLength is the shortest token taken: 16 characters (the
+	// runner's will be 43, 32 random bytes in base64).
+	MinTokenLength = 16
+)
+
+// CheckToken refuses a token that is missing or shorter than
+// MinTokenLength, naming TokenEnv.
+func CheckToken(token string) error {
+	switch {
+	case token == "":
+		return fmt.Errorf("$%s is empty: the endpoint answers only its holders", TokenEnv)
+	case len(token) < MinTokenLength:
+		return fmt.Errorf("$%s has %d characters, fewer than %d", TokenEnv, len(token), MinTokenLength)
+	}
+	return nil
+}
+
+// AdminPort reads AdminPortEnv's value: 0 when empty (no endpoint), an
+// error naming it when it is not a TCP port or token fails CheckToken.
+func AdminPort(value, token string) (int, error) {
+	if value == "" {
+		return 0, nil
+	}
+	port, err := strconv.Atoi(value)
+	if err != nil || port < 1 || port > 65535 {
+		return 0, fmt.Errorf("$%s %q is not a TCP port", AdminPortEnv, value)
+	}
+	return port, CheckToken(token)
+}
 
 // EndpointServer returns the HTTP server of a pod's token-guarded
 // endpoints (the admin endpoint, a load client's events): read, write and
