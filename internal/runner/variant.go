@@ -95,7 +95,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	r.outcome.ClusterIPs = clusterIPs(c, r.v)
 	rec.Node(c.NodeIP())
-	cl, err := newClients(setupCtx, c, rec, r.tap, r.v, r.seed)
+	cl, err := r.startClients(setupCtx, c, rec)
 	if err != nil {
 		return err
 	}
@@ -105,6 +105,15 @@ func (r *variantRun) execute(ctx context.Context) error {
 		return fmt.Errorf("variant %s: %w", r.v.Name, err)
 	}
 	return nil
+}
+
+// startClients starts the variant's load clients: the cluster's own
+// (ClientHost) when it runs them, else the runner's.
+func (r *variantRun) startClients(ctx context.Context, c Cluster, rec *stats.Recorder) (loadClients, error) {
+	if h, ok := c.(ClientHost); ok {
+		return startHosted(ctx, h, rec, r.tap, r.v)
+	}
+	return newClients(ctx, c, rec, r.tap, r.v, r.seed)
 }
 
 // clusterIPs returns the ClusterIP of each target Service that has one.
@@ -121,7 +130,7 @@ func clusterIPs(c Cluster, v plan.Variant) map[string]string {
 
 // drive runs load for the plan's duration, applying timeline steps, then
 // stops the clients (in-flight calls finish) and summarises.
-func (r *variantRun) drive(ctx context.Context, l Cluster, rec *stats.Recorder, cl *clients) {
+func (r *variantRun) drive(ctx context.Context, l Cluster, rec *stats.Recorder, cl loadClients) {
 	start := time.Now()
 	rec.SetStart(start)
 	r.started.Store(start.UnixNano())
@@ -140,11 +149,8 @@ func (r *variantRun) drive(ctx context.Context, l Cluster, rec *stats.Recorder, 
 		case <-loadCtx.Done():
 		}
 	})
-	wg.Go(func() { cl.sched.Run(loadCtx) })
+	wg.Go(func() { cl.run(loadCtx, start) })
 	wg.Go(func() { sampleCPU(loadCtx, rec) })
-	for _, c := range cl.byIndex {
-		wg.Go(func() { c.Run(loadCtx) })
-	}
 	var diag sync.WaitGroup
 	if r.opts.Diagnose != nil {
 		diag.Go(func() { r.outcome.Diagnoses = r.diagnose(loadCtx, l, start) })

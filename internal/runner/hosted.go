@@ -1,0 +1,98 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/stats"
+)
+
+// ClientHost is a Cluster that runs a variant's load clients itself, as
+// pods (a remote cluster: one Deployment per client group), instead of
+// the runner running them in its own process. The runner checks for it
+// once per variant, after WaitReady.
+type ClientHost interface {
+	// StartClients starts one load client for each of cs (by Name, as
+	// plan.Client names them) and returns once each runs and reports:
+	// what client cs[i] observes goes to obs[i]. Errors name the client
+	// group and what the cluster said (a pod that cannot start, an image
+	// it cannot pull). It returns ctx's error once ctx ends.
+	StartClients(ctx context.Context, cs []plan.Client, obs []HostedObserver) (HostedClients, error)
+}
+
+// HostedClients are a ClientHost's running clients. Restart and
+// Configure (plan.Clients) act on them as timeline steps do.
+type HostedClients interface {
+	plan.Clients
+	// Relay reports the clients' events to their observers until ctx
+	// ends, then reads what was left once more, and returns. Calls and
+	// launches due before start (the clients ran while the variant was
+	// set up) are dropped; connection events are all reported, as a
+	// local client's connect before the load is.
+	Relay(ctx context.Context, start time.Time)
+	// Close stops the clients and releases what StartClients took.
+	Close() error
+}
+
+// HostedObserver receives one hosted client's events, with the times
+// they happened on the runner's clock. Its methods are called from
+// Relay's goroutines, never concurrently for one client.
+type HostedObserver interface {
+	Called(load.Result)
+	Sent(due time.Time, lag time.Duration)
+	Conn(ev load.ConnEvent, at time.Time)
+}
+
+// hostedObserver records a hosted client's events as clientObserver does
+// a local one's, at the times the client saw them.
+type hostedObserver struct{ clientObserver }
+
+func (o hostedObserver) Conn(ev load.ConnEvent, at time.Time) {
+	if !ev.GoAwayAt.IsZero() {
+		o.rec.ClientGoAway(o.name, ev.Remote, ev.GoAwayAt)
+	}
+	o.rec.ClientConn(o.name, ev.Remote, ev.Open, string(ev.Reason), at)
+	o.tap.conn(o.name, ev.Open)
+}
+
+// loadClients are a variant's running load clients as drive uses them:
+// the runner's own (clients) or a ClientHost's (hosted).
+type loadClients interface {
+	plan.Clients
+	// run runs the load from start until ctx ends.
+	run(ctx context.Context, start time.Time)
+	close()
+}
+
+// hosted adapts a ClientHost's clients to drive.
+type hosted struct{ HostedClients }
+
+func (h hosted) run(ctx context.Context, start time.Time) { h.Relay(ctx, start) }
+func (h hosted) close()                                   { _ = h.Close() }
+
+// startHosted starts v's clients on host, recording into rec.
+func startHosted(ctx context.Context, host ClientHost, rec *stats.Recorder, t tap, v plan.Variant) (loadClients, error) {
+	obs := make([]HostedObserver, len(v.Clients))
+	for i, cp := range v.Clients {
+		rec.Client(stats.ClientInfo{Name: cp.Name, Group: cp.Group, Service: cp.Target.Key()})
+		obs[i] = hostedObserver{clientObserver{rec: rec, name: cp.Name, tap: t}}
+	}
+	h, err := host.StartClients(ctx, v.Clients, obs)
+	if err != nil {
+		return nil, err
+	}
+	return hosted{h}, nil
+}
+
+// run runs the local clients and their scheduler until ctx ends.
+func (cl *clients) run(ctx context.Context, _ time.Time) {
+	var wg sync.WaitGroup
+	wg.Go(func() { cl.sched.Run(ctx) })
+	for _, c := range cl.byIndex {
+		wg.Go(func() { c.Run(ctx) })
+	}
+	wg.Wait()
+}
