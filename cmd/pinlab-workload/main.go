@@ -30,7 +30,8 @@
 // metadata.namespace) name the pod in replies; without them the host name
 // (a pod's name) and "default".
 //
-// The load command is a load client of package load in a cluster's pod
+// The load command (package loadpod, which the lab's kubelet runs too) is
+// a load client of package load in a cluster's pod
 // (load.Config.InCluster): an open-loop grpc-go channel calling GetPrice
 // at --rate for --duration (at most 24 h), resolving the target as any
 // client in the pod would (the "kubernetes" resolver with the pod's
@@ -66,6 +67,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/pinlab/pinlab/internal/loadpod"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/workload"
 )
@@ -84,17 +86,8 @@ const usage = `usage: pinlab pod <workload> [flags]
 // run runs the command args names, with getenv's environment, until it
 // ends or a signal arrives on sig, and returns the exit code.
 func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "load" {
-		if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
-			fmt.Fprintln(stdout, usage)
-			return 0
-		}
-		o, err := parseLoad(args, getenv)
-		if err != nil {
-			fmt.Fprintf(stderr, "pinlab %v\n%s\n", err, usage)
-			return 2
-		}
-		return loadRun(o, sig, stdout, stderr)
+	if len(args) > 0 && args[0] == loadpod.Command {
+		return runLoad(args, getenv, sig, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "pod" {
 		fmt.Fprintln(stderr, usage)
@@ -132,12 +125,6 @@ func adminAddr(getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("pod: %w", err)
 	}
 	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
-}
-
-// token returns $PINLAB_TOKEN, refusing one pod.CheckToken refuses.
-func token(getenv func(string) string) (string, error) {
-	t := getenv(pod.TokenEnv)
-	return t, pod.CheckToken(t)
 }
 
 // listenIP returns $PINLAB_LISTEN_IP, "" when unset (every address),

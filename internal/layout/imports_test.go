@@ -111,7 +111,7 @@ var stages = []string{
 // (scenario, verdict, report) and the data they pass on (plan, stats,
 // outcome) must reach none of them.
 var runtime = []string{
-	"internal/kubelet", "internal/pod", "internal/load", "internal/l7proxy",
+	"internal/kubelet", "internal/pod", "internal/load", "internal/loadpod", "internal/l7proxy",
 	"internal/lab", "internal/proxy", "internal/clusterdns", "internal/kubeproxy",
 	"internal/coredns", "internal/controlplane", "internal/kubelab", "internal/runner",
 }
