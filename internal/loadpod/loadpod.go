@@ -23,11 +23,13 @@ import (
 
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/workload"
 )
 
 // Command is the image's subcommand of the load client: the first of a
-// container's args (after any command that runs /pinlab).
-const Command = "load"
+// container's args (after any command that runs /pinlab), as
+// workload.IsLoad tells such a container apart.
+const Command = workload.LoadCommand
 
 // MaxDuration bounds --duration: every load loop ends.
 const MaxDuration = 24 * time.Hour

@@ -2,8 +2,9 @@
 // image: what makes a container a pinlab workload (IsPinlabImage,
 // ContainerArgs), how its command line reads (Args, ParseArgs), which ports
 // its servers listen on and which probes and hooks the lab can run for it
-// (For, CheckProbePort), and which connection ages grpc-go can take
-// (CheckConnectionAge). It is pure: it reads k8s.io/api objects and
+// (For, CheckProbePort), which connection ages grpc-go can take
+// (CheckConnectionAge), and which containers run the image's load client
+// instead (IsLoad, ForLoad). It is pure: it reads k8s.io/api objects and
 // returns values or errors, and runs nothing. Package kubelet runs what For
 // returns, with the servers of package pod; package scenario uses the same
 // checks to refuse a file before anything starts.
@@ -133,15 +134,8 @@ func For(spec *corev1.PodSpec) (Container, error) {
 	if err != nil {
 		return Container{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: %v", c.Name, err)}
 	}
-	names := map[string]bool{}
-	for i, cp := range c.Ports {
-		if _, err := portNumber(int(cp.ContainerPort)); err != nil {
-			return Container{}, &SpecError{fmt.Sprintf("containers[0].ports[%d].containerPort", i), err.Error()}
-		}
-		if cp.Name != "" && names[cp.Name] {
-			return Container{}, &SpecError{fmt.Sprintf("containers[0].ports[%d].name", i), fmt.Sprintf("port name %q is used twice (the API server would reject it)", cp.Name)}
-		}
-		names[cp.Name] = true
+	if err := checkPorts(c); err != nil {
+		return Container{}, err
 	}
 	w := Container{Args: a}
 	w.Port, w.HTTPPort = servingPorts(c, a)
@@ -152,17 +146,84 @@ func For(spec *corev1.PodSpec) (Container, error) {
 	if w.MetricsPort != 0 && (w.MetricsPort == w.Port || w.MetricsPort == w.HTTPPort) {
 		return Container{}, &SpecError{"containers[0].args", fmt.Sprintf("container %q: the metrics port %d is also the gRPC or HTTP port; give --metrics-port or the %q containerPort another one", c.Name, w.MetricsPort, MetricsPortName)}
 	}
+	if err := checkRun(spec, &w); err != nil {
+		return Container{}, err
+	}
+	return w, nil
+}
+
+// checkPorts checks the containerPorts of c: numbers of 1 to 65535,
+// distinct names.
+func checkPorts(c *corev1.Container) error {
+	names := map[string]bool{}
+	for i, cp := range c.Ports {
+		if _, err := portNumber(int(cp.ContainerPort)); err != nil {
+			return &SpecError{fmt.Sprintf("containers[0].ports[%d].containerPort", i), err.Error()}
+		}
+		if cp.Name != "" && names[cp.Name] {
+			return &SpecError{fmt.Sprintf("containers[0].ports[%d].name", i), fmt.Sprintf("port name %q is used twice (the API server would reject it)", cp.Name)}
+		}
+		names[cp.Name] = true
+	}
+	return nil
+}
+
+// checkRun checks what the lab's kubelet does with the one container of
+// spec whatever it runs: its probes' kinds (an httpGet probe needs
+// w.HTTPPort), its restartPolicy and its preStop hook, which it sets in w.
+func checkRun(spec *corev1.PodSpec, w *Container) error {
+	c := &spec.Containers[0]
 	for _, pf := range probeFields(c) {
 		if err := checkProbeKind(pf.field, pf.probe, w.HTTPPort); err != nil {
-			return Container{}, err
+			return err
 		}
 	}
 	switch spec.RestartPolicy {
 	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
 	default:
-		return Container{}, &SpecError{"restartPolicy", fmt.Sprintf("unknown restartPolicy %q (want Always, OnFailure or Never)", spec.RestartPolicy)}
+		return &SpecError{"restartPolicy", fmt.Sprintf("unknown restartPolicy %q (want Always, OnFailure or Never)", spec.RestartPolicy)}
 	}
-	if w.PreStop, err = preStopHook(c, spec.TerminationGracePeriodSeconds); err != nil {
+	var err error
+	w.PreStop, err = preStopHook(c, spec.TerminationGracePeriodSeconds)
+	return err
+}
+
+// LoadCommand is the pinlab image's subcommand of its load client (`pinlab
+// load ...`, package loadpod): the first of a container's pinlab args.
+const LoadCommand = "load"
+
+// IsLoad reports whether spec's one container runs the pinlab image's load
+// client: image pinlab and, after any command that runs pinlab
+// (ContainerArgs), args that start with LoadCommand.
+func IsLoad(spec *corev1.PodSpec) bool {
+	if len(spec.Containers) != 1 {
+		return false
+	}
+	args, err := ContainerArgs(&spec.Containers[0])
+	return err == nil && len(args) > 0 && args[0] == LoadCommand
+}
+
+// ForLoad is For for a pod of the image's load client (IsLoad): the same
+// checks of the pod (one container, image pinlab, its containerPorts, the
+// kinds of its probes, httpGet not among them, its preStop
+// hook and restartPolicy) but for the args, which the client reads when
+// it starts (it exits 2 on bad ones, as the image's process does). The
+// Container has no Args and no ports: the client serves no calls.
+func ForLoad(spec *corev1.PodSpec) (Container, error) {
+	if !IsLoad(spec) {
+		return Container{}, &SpecError{"containers[0].args", fmt.Sprintf("not the pinlab image's load client: want one container of image pinlab with args [%s, ...]", LoadCommand)}
+	}
+	c := &spec.Containers[0]
+	if err := checkPorts(c); err != nil {
+		return Container{}, err
+	}
+	for _, pf := range probeFields(c) {
+		if pf.probe != nil && pf.probe.HTTPGet != nil {
+			return Container{}, &SpecError{pf.field + ".httpGet", "the load client serves no HTTP a probe can read (its events need a token); probe its events port with tcpSocket"}
+		}
+	}
+	var w Container
+	if err := checkRun(spec, &w); err != nil {
 		return Container{}, err
 	}
 	return w, nil

@@ -176,3 +176,72 @@ func TestForHTTPPort(t *testing.T) {
 		})
 	}
 }
+
+// TestForLoad: a container of the image's load client is told apart by
+// its first pinlab arg, as For reads a pod's; ForLoad checks the pod but
+// leaves the flags to the client.
+func TestForLoad(t *testing.T) {
+	tcpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9480)}}}
+	httpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(9480)}}}
+	tests := []struct {
+		name      string
+		mod       func(*corev1.PodSpec)
+		isLoad    bool
+		wantField string
+		wantHook  time.Duration
+	}{
+		{name: "args", isLoad: true},
+		{name: "bad flags are the client's", mod: func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"load", "--rate", "fast"} }, isLoad: true},
+		{name: "the command runs pinlab load", mod: func(s *corev1.PodSpec) {
+			s.Containers[0].Command, s.Containers[0].Args = []string{"/pinlab", "load"}, []string{"--rate", "5"}
+		}, isLoad: true},
+		{name: "a pod", mod: func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"pod", "pricing"} }, wantField: "containers[0].args"},
+		{name: "another image", mod: func(s *corev1.PodSpec) { s.Containers[0].Image = "busybox" }, wantField: "containers[0].args"},
+		{name: "another binary", mod: func(s *corev1.PodSpec) { s.Containers[0].Command = []string{"/bin/sh", "load"} }, wantField: "containers[0].args"},
+		{name: "two containers", mod: func(s *corev1.PodSpec) { s.Containers = append(s.Containers, s.Containers[0]) }, wantField: "containers[0].args"},
+		{name: "a tcpSocket probe", mod: func(s *corev1.PodSpec) { s.Containers[0].ReadinessProbe = tcpProbe }, isLoad: true},
+		{name: "an httpGet probe", mod: func(s *corev1.PodSpec) { s.Containers[0].LivenessProbe = httpProbe }, isLoad: true, wantField: "containers[0].livenessProbe.httpGet"},
+		{name: "preStop sleep", mod: func(s *corev1.PodSpec) {
+			s.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 2}}}
+		}, isLoad: true, wantHook: 2 * time.Second},
+		{name: "unknown restartPolicy", mod: func(s *corev1.PodSpec) { s.RestartPolicy = "Sometimes" }, isLoad: true, wantField: "restartPolicy"},
+		{name: "a port twice", mod: func(s *corev1.PodSpec) {
+			s.Containers[0].Ports = []corev1.ContainerPort{{Name: "events", ContainerPort: 9480}, {Name: "events", ContainerPort: 9481}}
+		}, isLoad: true, wantField: "containers[0].ports[1].name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			grace := int64(30)
+			spec := corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
+				Name: "load", Image: "pinlab", Args: []string{"load", "--target", "dns:///pricing:8471", "--rate", "5", "--duration", "1s"},
+			}}}
+			if tt.mod != nil {
+				tt.mod(&spec)
+			}
+			if got := IsLoad(&spec); got != tt.isLoad {
+				t.Errorf("IsLoad = %v, want %v", got, tt.isLoad)
+			}
+			w, err := ForLoad(&spec)
+			if tt.wantField != "" {
+				var se *SpecError
+				if !errors.As(err, &se) || se.Field != tt.wantField {
+					t.Fatalf("error %v, want a SpecError on %s", err, tt.wantField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hook time.Duration
+			if w.PreStop != nil {
+				hook = w.PreStop.Sleep
+			}
+			if w.Port != 0 || w.HTTPPort != 0 || w.MetricsPort != 0 || hook != tt.wantHook {
+				t.Errorf("container %+v (preStop %v), want no ports and preStop %v", w, hook, tt.wantHook)
+			}
+			if _, err := For(&spec); err == nil {
+				t.Error("For takes a load client's pod")
+			}
+		})
+	}
+}
