@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 )
 
 // RestartedAtAnnotation is the pod template annotation `kubectl rollout
@@ -46,8 +47,10 @@ func rolloutKind(kind string) (string, error) {
 // a StatefulSet). kind is Deployment or StatefulSet (case-insensitive; deploy,
 // sts and plurals too). Like kubectl it refuses a paused Deployment; as with
 // kubectl, a second restart within the same second changes nothing. It fails
-// when the object does not exist. Safe for concurrent use.
-func (c *Cluster) RolloutRestart(ctx context.Context, kind, namespace, name string) error {
+// when the object does not exist. client is any API server's (the
+// embedded one's, or a real cluster's); errors are prefixed "cluster:" and
+// wrap the API's. Safe for concurrent use.
+func RolloutRestart(ctx context.Context, client kubernetes.Interface, kind, namespace, name string) error {
 	k, err := rolloutKind(kind)
 	if err != nil {
 		return err
@@ -60,24 +63,29 @@ func (c *Cluster) RolloutRestart(ctx context.Context, kind, namespace, name stri
 	}
 	switch k {
 	case KindDeployment:
-		d, err := c.client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("cluster: rollout restart: %w", err)
 		}
 		if d.Spec.Paused {
 			return fmt.Errorf("cluster: rollout restart: deployment %s/%s is paused (resume it first)", namespace, name)
 		}
-		_, err = c.client.AppsV1().Deployments(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		_, err = client.AppsV1().Deployments(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return fmt.Errorf("cluster: rollout restart: %w", err)
 		}
 	default:
-		_, err = c.client.AppsV1().StatefulSets(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		_, err = client.AppsV1().StatefulSets(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return fmt.Errorf("cluster: rollout restart: %w", err)
 		}
 	}
 	return nil
+}
+
+// RolloutRestart is RolloutRestart on the cluster's own API.
+func (c *Cluster) RolloutRestart(ctx context.Context, kind, namespace, name string) error {
+	return RolloutRestart(ctx, c.client, kind, namespace, name)
 }
 
 // ErrProgressDeadline is returned by RolloutStatus and WaitRollout for a
