@@ -114,6 +114,7 @@ var runtime = []string{
 	"internal/kubelet", "internal/pod", "internal/load", "internal/loadpod", "internal/l7proxy",
 	"internal/lab", "internal/proxy", "internal/clusterdns", "internal/kubeproxy",
 	"internal/coredns", "internal/controlplane", "internal/kubelab", "internal/runner",
+	"internal/kubeapi",
 }
 
 // cliBudget is the most of pinlab's packages the CLI may import: it
