@@ -67,8 +67,39 @@ type loadClients interface {
 	close()
 }
 
-// hosted adapts a ClientHost's clients to drive.
-type hosted struct{ HostedClients }
+// hosted adapts a ClientHost's clients to drive, recording their
+// restarts as clients.Restart and Configure do.
+type hosted struct {
+	HostedClients
+	rec *stats.Recorder
+}
+
+func (h hosted) Restart(names []string) error {
+	err := h.HostedClients.Restart(names)
+	if err == nil {
+		h.restarted(names)
+	}
+	return err
+}
+
+func (h hosted) Configure(next []plan.Client) error {
+	err := h.HostedClients.Configure(next)
+	if err == nil {
+		names := make([]string, len(next))
+		for i, cp := range next {
+			names[i] = cp.Name
+		}
+		h.restarted(names)
+	}
+	return err
+}
+
+func (h hosted) restarted(names []string) {
+	now := time.Now()
+	for _, n := range names {
+		h.rec.ClientRestart(n, now)
+	}
+}
 
 func (h hosted) run(ctx context.Context, start time.Time) { h.Relay(ctx, start) }
 func (h hosted) close()                                   { _ = h.Close() }
@@ -84,7 +115,7 @@ func startHosted(ctx context.Context, host ClientHost, rec *stats.Recorder, t ta
 	if err != nil {
 		return nil, err
 	}
-	return hosted{h}, nil
+	return hosted{h, rec}, nil
 }
 
 // run runs the local clients and their scheduler until ctx ends.

@@ -1,9 +1,13 @@
 package scenario
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+
+	"github.com/pinlab/pinlab/internal/plan"
 )
 
 // CheckCluster returns what of f a real cluster cannot reproduce when the
@@ -95,4 +99,33 @@ func clientErrors(f *File, path string) []error {
 		}
 	}
 	return errs
+}
+
+// OpenForCluster reads a scenario as OpenInput does and refuses, before
+// its plan, what a real cluster cannot reproduce (CheckCluster).
+func OpenForCluster(ctx context.Context, name string, in io.Reader) (*plan.Plan, error) {
+	return await(ctx, name, func() (*plan.Plan, error) {
+		file, data, err := readInput(ctx, name, in)
+		if err != nil {
+			return nil, err
+		}
+		f, err := parse(file, data)
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckCluster(f); err != nil {
+			return nil, err
+		}
+		return Load(file, data)
+	})
+}
+
+// readInput reads name as OpenInput does: a file, a built-in, or In for
+// "-".
+func readInput(ctx context.Context, name string, in io.Reader) (string, []byte, error) {
+	if name != "-" {
+		return read(ctx, name)
+	}
+	data, err := ReadAll(ctx, InputName(name), in)
+	return StdinName, data, err
 }
