@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -45,7 +44,7 @@ func (l *Lab) WatchPods(h cache.ResourceEventHandler) error {
 // terminates gracefully; grace overrides its terminationGracePeriodSeconds
 // (nil keeps it).
 func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace *int64) error {
-	return l.Cluster.Client().CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: grace})
+	return l.api().DeletePod(ctx, namespace, name, grace)
 }
 
 // AllocateIP takes a free address of the pod network, for a client that
@@ -82,7 +81,7 @@ func (l *Lab) StartInformers() { l.Cluster.Factory().Start(l.runCtx.Done()) }
 // RolloutRestart restarts a Deployment's or StatefulSet's (kind) pods as
 // kubectl rollout restart does: a new template annotation starts a rollout.
 func (l *Lab) RolloutRestart(ctx context.Context, kind, namespace, name string) error {
-	return l.Cluster.RolloutRestart(ctx, kind, namespace, name)
+	return l.api().RolloutRestart(ctx, kind, namespace, name)
 }
 
 // Snapshot is a lab's objects as its informer caches hold them.

@@ -319,18 +319,13 @@ func run(ctx context.Context, cfg Config, c *cluster.Cluster, ctrls *cluster.Con
 	return l, nil
 }
 
-// startInformers starts the informers the lab reads itself (waitCached,
-// WaitReady; on the embedded API the controllers register them too, on a
-// real one nothing else would) and those its components registered, and
-// waits until their caches have synced.
+// startInformers starts the informers the lab reads itself (kubeapi's
+// waits, WaitReady; on the embedded API the controllers register them too,
+// on a real one nothing else would) and those its components registered,
+// and waits until their caches have synced.
 func (l *Lab) startInformers(ctx context.Context) error {
 	f := l.Cluster.Factory()
-	f.Core().V1().Namespaces().Informer()
-	f.Core().V1().Services().Informer()
-	f.Core().V1().Pods().Informer()
-	f.Apps().V1().Deployments().Informer()
-	f.Apps().V1().StatefulSets().Informer()
-	f.Discovery().V1().EndpointSlices().Informer()
+	l.api().AddInformers()
 	f.Start(l.runCtx.Done())
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {

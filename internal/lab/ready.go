@@ -2,16 +2,16 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/endpoints"
+	"github.com/pinlab/pinlab/internal/kubeapi"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -28,7 +28,7 @@ func (l *Lab) WaitReady(ctx context.Context) error { return l.WaitReadyExcept(ct
 // on a port nothing listens on): for those it waits until their first pod
 // exists.
 func (l *Lab) WaitReadyExcept(ctx context.Context, skip []WorkloadRef) error {
-	if err := l.waitDeployments(ctx, skip); err != nil {
+	if err := l.waitWorkloads(ctx, skip); err != nil {
 		return err
 	}
 	var short string
@@ -131,91 +131,17 @@ func vipsShort(s *corev1.Service, slices []*discoveryv1.EndpointSlice, want int,
 }
 
 // WorkloadRef names a Deployment or StatefulSet, for WaitReadyExcept.
-type WorkloadRef struct {
-	Kind, Namespace, Name string // Kind is "Deployment" or "StatefulSet"
-}
+type WorkloadRef = kubeapi.WorkloadRef
 
-// waitDeployments waits until every Deployment and StatefulSet has all its
-// replicas Ready, failing fast when a pod can never run.
-func (l *Lab) waitDeployments(ctx context.Context, skip []WorkloadRef) error {
-	f := l.Cluster.Factory()
-	var short string
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		ds, err := f.Apps().V1().Deployments().Lister().List(labels.Everything())
-		if err != nil {
-			return false, err
-		}
-		ss, err := f.Apps().V1().StatefulSets().Lister().List(labels.Everything())
-		if err != nil {
-			return false, err
-		}
-		var ws []podOwner
-		for _, d := range ds {
-			ws = append(ws, podOwner{"Deployment", d.ObjectMeta, d.Spec.Selector, *d.Spec.Replicas,
-				d.Status.ObservedGeneration, d.Status.Replicas, d.Status.ReadyReplicas})
-		}
-		for _, s := range ss {
-			ws = append(ws, podOwner{"StatefulSet", s.ObjectMeta, s.Spec.Selector, *s.Spec.Replicas,
-				s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas})
-		}
-		for _, w := range ws {
-			if slices.Contains(skip, WorkloadRef{w.kind, w.Namespace, w.Name}) {
-				if w.observed < w.Generation || w.want > 0 && w.have == 0 {
-					short = fmt.Sprintf("%s %s/%s: no pod created yet", w.kind, w.Namespace, w.Name)
-					return false, nil
-				}
-				continue // created; its pods are not expected to turn Ready
-			}
-			if w.observed < w.Generation || w.ready != w.want || w.have != w.want {
-				problem, fatal := l.podProblem(w.Namespace, w.selector)
-				short = fmt.Sprintf("%s %s/%s: %d of %d pods ready%s", w.kind, w.Namespace, w.Name, w.ready, w.want, problem)
-				if fatal {
-					return false, fmt.Errorf("lab: %s", short)
-				}
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil && short != "" && ctx.Err() != nil {
-		return fmt.Errorf("lab: %s", short)
+// waitWorkloads waits until every Deployment and StatefulSet has all its
+// replicas Ready (those in skip a pod), failing fast when a pod can never
+// run (permanent): kubeapi.Client.WaitWorkloads, its error on a workload
+// prefixed "lab:".
+func (l *Lab) waitWorkloads(ctx context.Context, skip []WorkloadRef) error {
+	err := l.api().WaitWorkloads(ctx, skip)
+	var short *kubeapi.NotReadyError
+	if errors.As(err, &short) {
+		return fmt.Errorf("lab: %w", err)
 	}
 	return err
-}
-
-// podOwner is what waitDeployments reads of a Deployment or StatefulSet.
-type podOwner struct {
-	kind string
-	metav1.ObjectMeta
-	selector    *metav1.LabelSelector
-	want        int32
-	observed    int64
-	have, ready int32
-}
-
-// permanent lists the waiting reasons the kubelet never recovers from.
-var permanent = map[string]bool{"CreateContainerConfigError": true, "FailedCreatePodSandBox": true, "ErrImagePull": true}
-
-// podProblem describes why the first unready pod a selector picks is not
-// ready, and whether it never will be.
-func (l *Lab) podProblem(namespace string, selector *metav1.LabelSelector) (string, bool) {
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return "", false
-	}
-	pods, _ := l.Cluster.Factory().Core().V1().Pods().Lister().Pods(namespace).List(sel)
-	for _, p := range pods {
-		if cluster.IsPodReady(p) {
-			continue
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && w.Message != "" {
-				return fmt.Sprintf(" (pod %s: %s: %s)", p.Name, w.Reason, w.Message), permanent[w.Reason]
-			}
-		}
-		if p.Status.Message != "" {
-			return fmt.Sprintf(" (pod %s: %s)", p.Name, p.Status.Message), false
-		}
-	}
-	return "", false
 }
