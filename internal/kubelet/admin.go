@@ -27,7 +27,7 @@ func (w *podWorker) adminConfig(ctx context.Context, p *corev1.Pod) (port int, t
 		case pod.AdminPortEnv:
 			portText = e.Value
 		case pod.TokenEnv:
-			if token, err = w.envValue(ctx, p.Namespace, e); err != nil {
+			if token, err = w.envValue(ctx, p, e); err != nil {
 				return 0, "", err
 			}
 		}
@@ -36,13 +36,19 @@ func (w *podWorker) adminConfig(ctx context.Context, p *corev1.Pod) (port int, t
 	return port, token, err
 }
 
-// envValue is an env var's value: its value, or its Secret's key.
-func (w *podWorker) envValue(ctx context.Context, namespace string, e corev1.EnvVar) (string, error) {
+// envValue is the value of an env var of pod p's container: its value,
+// its Secret's key, or the pod's field (fieldValue).
+func (w *podWorker) envValue(ctx context.Context, p *corev1.Pod, e corev1.EnvVar) (string, error) {
 	ref := e.ValueFrom
-	if ref == nil || ref.SecretKeyRef == nil {
+	switch {
+	case ref == nil:
 		return e.Value, nil
+	case ref.FieldRef != nil:
+		return w.fieldValue(p, e)
+	case ref.SecretKeyRef == nil:
+		return "", fmt.Errorf("$%s: the lab's node reads env values, Secrets' keys and the pod's fields only", e.Name)
 	}
-	s, err := w.k.client.CoreV1().Secrets(namespace).Get(ctx, ref.SecretKeyRef.Name, metav1.GetOptions{})
+	s, err := w.k.client.CoreV1().Secrets(p.Namespace).Get(ctx, ref.SecretKeyRef.Name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("$%s: secret %q: %w", e.Name, ref.SecretKeyRef.Name, err)
 	}
@@ -58,12 +64,12 @@ func (w *podWorker) envValue(ctx context.Context, namespace string, e corev1.Env
 // (which it records and reports, as lab hang does).
 type podAdmin struct {
 	k               *Kubelet
-	c               *container
+	srv             server
 	namespace, name string
 }
 
-func (a podAdmin) SetReady(ok bool)   { a.c.srv.SetReady(ok) }
-func (a podAdmin) SetHealthy(ok bool) { a.c.srv.SetHealthy(ok) }
+func (a podAdmin) SetReady(ok bool)   { a.srv.SetReady(ok) }
+func (a podAdmin) SetHealthy(ok bool) { a.srv.SetHealthy(ok) }
 func (a podAdmin) Hang(_ context.Context, hang bool) error {
 	return a.k.Hang(a.namespace, a.name, hang)
 }
@@ -72,6 +78,10 @@ func (a podAdmin) Hang(_ context.Context, hang bool) error {
 // pod's network namespace, until ctx ends (the container's end), as the
 // pinlab image does in a real cluster's pod; /kill is Kubelet.Kill.
 func (w *podWorker) serveAdmin(ctx context.Context, p *corev1.Pod, c *container, port int, token string) error {
+	srv, ok := c.srv.(server)
+	if !ok {
+		return fmt.Errorf("admin endpoint: the container serves no calls")
+	}
 	addr := netip.AddrPortFrom(w.ip, uint16(port)).String()
 	var ln net.Listener
 	listen := func() (err error) {
@@ -87,18 +97,18 @@ func (w *podWorker) serveAdmin(ctx context.Context, p *corev1.Pod, c *container,
 	if err != nil {
 		return fmt.Errorf("admin endpoint: %w", err)
 	}
-	a := podAdmin{k: w.k, c: c, namespace: p.Namespace, name: p.Name}
+	a := podAdmin{k: w.k, srv: srv, namespace: p.Namespace, name: p.Name}
 	kill := func() { w.k.Kill(p.Namespace, p.Name) }
-	srv := pod.EndpointServer(pod.AdminHandler(a, token, kill))
+	hs := pod.EndpointServer(pod.AdminHandler(a, token, kill))
 	c.probes.Add(2)
 	go func() {
 		defer c.probes.Done()
-		srv.Serve(ln)
+		hs.Serve(ln)
 	}()
 	go func() {
 		defer c.probes.Done()
 		<-ctx.Done()
-		srv.Close()
+		hs.Close()
 	}()
 	c.out.Printf("pinlab pod %s/%s: admin endpoint on %s", p.Namespace, p.Name, addr)
 	return nil

@@ -383,7 +383,11 @@ func (k *Kubelet) Hang(namespace, name string, hang bool) error {
 	if same {
 		return nil
 	}
-	if err := c.srv.Hang(context.Background(), hang); err != nil {
+	srv, err := serving(c, namespace, name)
+	if err != nil {
+		return err
+	}
+	if err := srv.Hang(context.Background(), hang); err != nil {
 		if errors.Is(err, pod.ErrNotServing) {
 			return fmt.Errorf("%w: %s/%s is not listening", ErrNotRunning, namespace, name)
 		}
@@ -416,8 +420,22 @@ func (k *Kubelet) SetHealthy(namespace, name string, healthy bool) error {
 	if err != nil {
 		return err
 	}
-	c.srv.SetHealthy(healthy)
+	srv, err := serving(c, namespace, name)
+	if err != nil {
+		return err
+	}
+	srv.SetHealthy(healthy)
 	return nil
+}
+
+// serving returns c's process as the server of the pod's calls, or an
+// error for the image's load client, which serves none.
+func serving(c *container, namespace, name string) (server, error) {
+	srv, ok := c.srv.(server)
+	if !ok {
+		return nil, fmt.Errorf("kubelet: %s/%s runs the load client, which serves no calls to hang or make unhealthy", namespace, name)
+	}
+	return srv, nil
 }
 
 // blackhole makes ip's ports drop SYNs until Run returns, keeping ip out

@@ -31,9 +31,19 @@ var testRanges atomic.Int32
 // /24 until the test ends or stop is called.
 func node(t *testing.T, cfg Config) (c *cluster.Cluster, k *Kubelet, stop func()) {
 	t.Helper()
+	return nodeOn(t, cluster.Config{}, cfg)
+}
+
+// nodeOn is node on a cluster of cc, whose PodCIDR, if not set, is the
+// fresh /24.
+func nodeOn(t *testing.T, cc cluster.Config, cfg Config) (c *cluster.Cluster, k *Kubelet, stop func()) {
+	t.Helper()
 	n := testRanges.Add(1)
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 205, byte(n), 0}), 24)
-	c, err := cluster.New(cluster.Config{Seed: 1, PodCIDR: cidr})
+	if !cc.PodCIDR.IsValid() {
+		cc.PodCIDR = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 205, byte(n), 0}), 24)
+	}
+	cc.Seed = 1
+	c, err := cluster.New(cc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// container is one run of a pod's container: its server (the process), its
-// probe goroutines and what the kubelet knows about it. A restart makes a
-// new container.
+// container is one run of a pod's container: its process (the pod's
+// servers, or the image's load client), its probe goroutines and what the
+// kubelet knows about it. A restart makes a new container.
 type container struct {
-	srv     *pod.Process
+	srv     process
 	out     *podlog.Log  // its standard output, as kubectl logs reads it
 	calls   *callCounter // what it served, summarized to out
 	started metav1.Time
@@ -38,43 +38,52 @@ type container struct {
 	hung   bool // Kubelet.Hang(true) is in effect
 }
 
-// startContainer runs a new container for the pod: its process (a
-// pod.Server, and a pod.WebServer for a pod with an HTTP port) on the pod IP,
-// and its probe goroutines. A server that cannot start counts as a
+// startContainer runs a new container for the pod: its process on the pod
+// IP (the pod's servers, a pod.Process: a pod.Server, and a pod.WebServer
+// for a pod with an HTTP port; or the image's load client, loadProcess)
+// and its probe goroutines. A process that cannot start counts as a
 // container that exited at once with code 1.
 func (w *podWorker) startContainer(ctx context.Context) {
 	p, _ := w.latest()
-	cfg, err := w.k.containerConfig(p, w.ip)
-	calls := &callCounter{}
-	if err == nil {
-		cfg = w.wire(p, cfg, calls)
-	}
-	adminPort, token, aerr := w.adminConfig(ctx, p)
-	if err == nil {
-		err = aerr
-	}
-	srv := pod.NewProcess(cfg)
-	if err == nil {
-		err = srv.Start(ctx)
-	}
-	c := &container{srv: srv, out: podlog.New(), calls: calls, started: metav1.Now()}
+	c := &container{out: podlog.New(), calls: &callCounter{}, started: metav1.Now()}
 	w.mu.Lock()
 	w.outs[0], w.outs[1] = c.out, w.outs[0]
 	w.mu.Unlock()
+	var cfg pod.ProcessConfig
+	var adminPort int
+	var token string
+	var err error
+	if w.load {
+		c.srv, err = w.loadProcess(ctx, p, c.out)
+	} else {
+		cfg, adminPort, token, err = w.podProcess(ctx, p, c.calls)
+		c.srv = pod.NewProcess(cfg)
+	}
+	if err == nil {
+		err = c.srv.Start(ctx)
+	}
 	if err != nil {
-		c.out.Printf("pinlab pod %s: cannot start: %v", w.key, err)
+		c.out.Printf("pinlab %s %s: cannot start: %v", w.command(), w.key, err)
 		w.exited(c, 1, "Error", err.Error())
 		w.afterExit(ctx, false)
 		return
 	}
 	spec := &p.Spec.Containers[0]
 	c.startedOK.Store(spec.StartupProbe == nil)
+	// Kubernetes reports a container without a readinessProbe Ready once
+	// it started (onProbe: after its startup probe); the lab waits for a
+	// pod's server to answer first.
+	c.ready = w.load && spec.ReadinessProbe == nil && spec.StartupProbe == nil
 	w.mu.Lock()
 	w.cur = c
 	w.mu.Unlock()
 	w.waiting, w.term = "", nil
-	w.log()("started", "ip", w.ip, "port", cfg.GRPC.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
-	c.out.Printf("pinlab pod %s: serving gRPC (health, channelz) on %s%s, restart %d", w.key, cfg.GRPC.Addr, httpText(w.wl.HTTPPort), w.restarts)
+	if w.load {
+		w.log()("started", "ip", w.ip, "load", true, "restarts", w.restarts)
+	} else {
+		w.log()("started", "ip", w.ip, "port", cfg.GRPC.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
+		c.out.Printf("pinlab pod %s: serving gRPC (health, channelz) on %s%s, restart %d", w.key, cfg.GRPC.Addr, httpText(w.wl.HTTPPort), w.restarts)
+	}
 	if w.restarts > 0 {
 		w.event(p, "restarted")
 	}
@@ -86,14 +95,16 @@ func (w *podWorker) startContainer(ctx context.Context) {
 			c.srv.Kill() // the process ends, as the image's does
 		}
 	}
-	c.probes.Add(1)
-	go func() {
-		defer c.probes.Done()
-		c.summarize(pctx, callSummaryEvery)
-	}()
+	if !w.load {
+		c.probes.Add(1)
+		go func() {
+			defer c.probes.Done()
+			c.summarize(pctx, callSummaryEvery)
+		}()
+	}
 	for _, k := range []probeKind{readiness, liveness, startup} {
 		ps := probeSpec(spec, k)
-		if ps == nil && k != readiness {
+		if ps == nil && (k != readiness || w.load) {
 			continue
 		}
 		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.GRPC.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
@@ -104,6 +115,29 @@ func (w *podWorker) startContainer(ctx context.Context) {
 		}()
 	}
 	w.writeStatus(ctx)
+}
+
+// command is the image's subcommand the pod's container runs.
+func (w *podWorker) command() string {
+	if w.load {
+		return workload.LoadCommand
+	}
+	return "pod"
+}
+
+// podProcess returns the config of the process of pod p's servers, on
+// the pod IP, reporting to calls, and its admin endpoint's port (0: none)
+// and token.
+func (w *podWorker) podProcess(ctx context.Context, p *corev1.Pod, calls *callCounter) (cfg pod.ProcessConfig, adminPort int, token string, err error) {
+	cfg, err = w.k.containerConfig(p, w.ip)
+	if err == nil {
+		cfg = w.wire(p, cfg, calls)
+	}
+	adminPort, token, aerr := w.adminConfig(ctx, p)
+	if err == nil {
+		err = aerr
+	}
+	return cfg, adminPort, token, err
 }
 
 // wire gives the container's servers the pod's network namespace (with
@@ -262,9 +296,10 @@ func httpText(port int) string {
 	return fmt.Sprintf(" and HTTP, WebSocket on port %d", port)
 }
 
-// exitCode returns how a container whose server stopped ended: 137
-// (SIGKILL) when killed or stopped hard, 0 after a graceful stop, 1 when it
-// failed on its own.
+// exitCode returns how a container whose process stopped ended: 137
+// (SIGKILL) when killed or stopped hard, 0 after a graceful stop or an
+// exit 0 of its own, its code (1 for the pod's servers) when it failed on
+// its own.
 func (w *podWorker) exitCode(c *container, stopErr error) (int32, string, string) {
 	w.mu.Lock()
 	killed := c.killed
@@ -273,7 +308,8 @@ func (w *podWorker) exitCode(c *container, stopErr error) (int32, string, string
 	case killed:
 		return 137, "Error", ""
 	case c.srv.Err() != nil:
-		return 1, "Error", c.srv.Err().Error()
+		err := c.srv.Err()
+		return exitCodeOf(err), "Error", err.Error()
 	case stopErr != nil:
 		return 137, "Error", ""
 	}

@@ -44,6 +44,7 @@ type podWorker struct {
 	sandbox    *podnet.Sandbox // the pod's network namespace (Config.PodNetwork), nil when none
 	released   bool
 	wl         workload.Container
+	load       bool                 // the container runs the image's load client (workload.IsLoad), not the pod's servers
 	backoff    *flowcontrol.Backoff // crash-loop back-off, as the kubelet's
 	restart    *time.Timer          // pending restart after a back-off
 	restarts   int32
@@ -121,9 +122,20 @@ func (w *podWorker) event(p *corev1.Pod, name string) {
 	if f := w.k.cfg.Events; f != nil {
 		f(p, name, time.Now())
 	}
-	if text := eventText[name]; text != "" {
+	text := eventText[name]
+	if t, ok := loadEventText[name]; ok && w.load {
+		text = t
+	}
+	if text != "" {
 		w.say("%s", text)
 	}
+}
+
+// loadEventText is what a load client's container writes instead, where
+// it differs: it has no connections to drain.
+var loadEventText = map[string]string{
+	"sigterm":            "SIGTERM: stopping",
+	"graceful-stop-done": "stopped, exiting",
 }
 
 // eventText is what a container writes at a lifecycle event, as a pinlab
@@ -186,7 +198,11 @@ func (w *podWorker) run(ctx context.Context) {
 		w.idle(ctx)
 		return
 	}
-	wl, err := workload.For(spec)
+	forSpec := workload.For
+	if w.load = workload.IsLoad(spec); w.load {
+		forSpec = workload.ForLoad
+	}
+	wl, err := forSpec(spec)
 	if err != nil {
 		w.waiting, w.message = "CreateContainerConfigError", err.Error()
 		w.writeStatus(ctx)
@@ -300,6 +316,7 @@ func (w *podWorker) onProbe(ctx context.Context, r probeResult) {
 		}
 	case r.kind == startup && r.err == nil:
 		write = true // Started turns true
+		c.ready = c.ready || (w.load && p.Spec.Containers[0].ReadinessProbe == nil)
 	case r.kind != readiness && r.err != nil && !c.stopping && !w.deleting:
 		reason := killLiveness
 		if r.kind == startup {

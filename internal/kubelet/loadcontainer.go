@@ -1,0 +1,264 @@
+package kubelet
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pinlab/pinlab/internal/loadpod"
+	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/pod"
+	"github.com/pinlab/pinlab/internal/podlog"
+	"github.com/pinlab/pinlab/internal/workload"
+)
+
+// loadProcess is a container of the pinlab image's load client run
+// in-process: package loadpod's Parse and Run, as the image's process
+// runs them, on the node's Host. Bad args end it at once with exit code
+// 2; SIGTERM (Stop) ends the run's context, so it stops calling, or stops
+// serving its events after the load, and exits 0; SIGKILL (Kill) ends it
+// the same way, its exit code then being the kubelet's 137.
+type loadProcess struct {
+	args   []string
+	getenv func(string) string
+	host   loadpod.Host
+	errs   *tailWriter // the host's Stderr
+
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	err    error // why it ended on its own; written before done closes
+}
+
+// Causes of a load process's end, as its log names them.
+var (
+	errSIGTERM = errors.New("terminated")
+	errSIGKILL = errors.New("killed")
+)
+
+func (l *loadProcess) Start(context.Context) error {
+	o, perr := loadpod.Parse(l.args, l.getenv)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	go func() {
+		defer close(l.done)
+		if perr != nil {
+			fmt.Fprintf(l.host.Stderr, "pinlab %v\n", perr)
+			l.err = &exitError{2, perr}
+			return
+		}
+		if code := loadpod.Run(ctx, o, l.host); code != 0 {
+			l.err = &exitError{int32(code), errors.New(cmp.Or(l.errs.last(), fmt.Sprintf("exit %d", code)))}
+		}
+	}()
+	return nil
+}
+
+func (l *loadProcess) Stop(ctx context.Context) error {
+	l.cancel(errSIGTERM)
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		<-l.done // Run ends promptly once its context has
+		return pod.ErrHardStop
+	}
+}
+
+func (l *loadProcess) Kill() {
+	l.cancel(errSIGKILL)
+	<-l.done
+}
+
+func (l *loadProcess) Done() <-chan struct{} { return l.done }
+
+func (l *loadProcess) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// loadProcess returns the process of pod p's load client container, on
+// the pod IP, writing to out: it dials from the pod IP, resolves dns:///
+// targets through the cluster DNS (clusterDNS), watches EndpointSlices
+// through the kubelet's client for the "kubernetes" resolver, and serves
+// its events on the pod IP; its environment is the container's env
+// (containerEnv). It errs (the container cannot start) when the env
+// cannot be read, or when the pod has a network namespace of its own:
+// the client's connections would have to be opened inside it.
+func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.Log) (process, error) {
+	if w.sandbox != nil {
+		return nil, errors.New("a load client's container runs in the node's network namespace only (Config.PodNetwork gives this pod its own)")
+	}
+	spec, _ := w.k.pinlabSpec(&p.Spec) // image pinlab, when pinned by a digest the node holds
+	args, err := workload.ContainerArgs(&spec.Containers[0])
+	if err != nil {
+		return nil, err
+	}
+	env, err := w.containerEnv(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	errs := &tailWriter{out: out}
+	return &loadProcess{
+		args: args, getenv: func(k string) string { return env[k] }, errs: errs,
+		host: loadpod.Host{
+			Source: w.ip, DNS: w.k.clusterDNS(ctx), Kubernetes: w.k.client,
+			EventsIP: w.ip, Listen: loopback.Listen,
+			SetMinResolutionInterval: func(time.Duration) error {
+				return errors.New("grpc-go's least time between resolutions is process-wide, and the lab's node runs every pod's client in one process")
+			},
+			Stdout: &tailWriter{out: out}, Stderr: errs,
+		},
+	}, nil
+}
+
+// containerEnv is the environment of p's container as a container runtime
+// gives it: HOSTNAME the pod's name, then the container's env in order,
+// each a value, a Secret's key (read through the API) or a field of the
+// pod (the downward API's metadata.name, metadata.namespace, metadata.uid,
+// spec.nodeName, spec.serviceAccountName, status.podIP, status.hostIP).
+// $(VAR) references, envFrom and resource fields are not expanded.
+func (w *podWorker) containerEnv(ctx context.Context, p *corev1.Pod) (map[string]string, error) {
+	env := map[string]string{"HOSTNAME": p.Name}
+	for _, e := range p.Spec.Containers[0].Env {
+		v, err := w.envValue(ctx, p, e)
+		if err != nil {
+			return nil, err
+		}
+		env[e.Name] = v
+	}
+	return env, nil
+}
+
+// fieldValue is the downward API's value of field path of pod p, at ip.
+func (w *podWorker) fieldValue(p *corev1.Pod, e corev1.EnvVar) (string, error) {
+	switch path := e.ValueFrom.FieldRef.FieldPath; path {
+	case "metadata.name":
+		return p.Name, nil
+	case "metadata.namespace":
+		return p.Namespace, nil
+	case "metadata.uid":
+		return string(p.UID), nil
+	case "spec.nodeName":
+		return w.k.cfg.NodeName, nil
+	case "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		return w.ip.String(), nil
+	case "status.hostIP":
+		return w.k.cfg.NodeIP.String(), nil
+	default:
+		return "", fmt.Errorf("$%s: the lab's node gives no field %q", e.Name, path)
+	}
+}
+
+// clusterDNS is the cluster DNS's "IP:port" for a load client's dns:///
+// targets: what a pod reaches at Config.ClusterDNS, port 53, through its
+// resolv.conf, found through the API as the lab publishes it. The Service
+// at that ClusterIP (kube-dns) names the port; when one of its
+// EndpointSlices lists a ready endpoint (the real CoreDNS, behind the
+// kernel's kube-proxy, which serves a ClusterIP to pod sources only and
+// grpc-go's resolver sends from none), that endpoint's address and port;
+// else the ClusterIP with the Service's DNS port (pinlab's DNS binds the
+// ClusterIP itself, on 53 or the port it could bind), else port 53. ""
+// without a ClusterDNS.
+func (k *Kubelet) clusterDNS(ctx context.Context) string {
+	ip := k.cfg.ClusterDNS
+	if !ip.IsValid() {
+		return ""
+	}
+	port := int32(53)
+	svcs, err := k.client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		k.cfg.Logger.Warn("kubelet: the cluster DNS Service", "err", err)
+		return netip.AddrPortFrom(ip, uint16(port)).String()
+	}
+	for _, s := range svcs.Items {
+		if s.Spec.ClusterIP != ip.String() {
+			continue
+		}
+		if ep := k.dnsEndpoint(ctx, &s); ep.IsValid() {
+			return ep.String()
+		}
+		for _, sp := range s.Spec.Ports {
+			if sp.Protocol == corev1.ProtocolUDP || sp.Protocol == "" {
+				port = sp.Port
+				break
+			}
+		}
+		break
+	}
+	return netip.AddrPortFrom(ip, uint16(port)).String()
+}
+
+// dnsEndpoint is the first ready endpoint of Service s's EndpointSlices,
+// with its UDP port; invalid when there is none.
+func (k *Kubelet) dnsEndpoint(ctx context.Context, s *corev1.Service) netip.AddrPort {
+	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + s.Name}
+	list, err := k.client.DiscoveryV1().EndpointSlices(s.Namespace).List(ctx, sel)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	for _, es := range list.Items {
+		var port int32
+		for _, p := range es.Ports {
+			if p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolUDP) {
+				port = *p.Port
+				break
+			}
+		}
+		for _, ep := range es.Endpoints {
+			if port == 0 || len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
+			}
+			if a, err := netip.ParseAddr(ep.Addresses[0]); err == nil {
+				return netip.AddrPortFrom(a, uint16(port))
+			}
+		}
+	}
+	return netip.AddrPort{}
+}
+
+// tailWriter writes whole lines to a container's output, and keeps the
+// last one for its exit message.
+type tailWriter struct {
+	out *podlog.Log
+
+	mu      sync.Mutex
+	partial []byte
+	tail    string
+}
+
+func (t *tailWriter) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial = append(t.partial, b...)
+	for {
+		i := bytes.IndexByte(t.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		t.tail = string(t.partial[:i])
+		t.out.Printf("%s", t.tail)
+		t.partial = t.partial[i+1:]
+	}
+}
+
+// last is the last line written.
+func (t *tailWriter) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tail
+}
