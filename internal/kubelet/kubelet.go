@@ -117,6 +117,13 @@ type Config struct {
 	// named pinlab run without it (workload.IsPinlabImage); any other
 	// image waits with ErrImagePull, as a node that cannot pull it.
 	Images []string
+	// LoadClient, if not nil, runs the containers of the pinlab image
+	// whose args start with "load" (workload.IsLoad): the image's load
+	// client, in-process, on the pod IP (see LoadContainer). The lab's
+	// engines give it package loadpod's Main; the kubelet does not import
+	// the load clients itself, which would make the lab reach the run's
+	// plan. Nil: such a container cannot start (exit 1, saying so).
+	LoadClient LoadClient
 }
 
 // ClusterDomain is the cluster's DNS domain (the kubelet's

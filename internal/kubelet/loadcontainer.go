@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -13,25 +15,57 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
-	"github.com/pinlab/pinlab/internal/loadpod"
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podlog"
 	"github.com/pinlab/pinlab/internal/workload"
 )
 
+// LoadClient runs one container of the pinlab image's load client on the
+// node, as the image's process runs it, until ctx ends (its SIGTERM or
+// SIGKILL), and returns its exit code: 2 on bad args, 1 when it could not
+// start, 0 when stopped (see package loadpod, whose Main it calls on a
+// loadpod.Host made of c). It is called on a goroutine of its own per
+// container run; it must return soon after ctx ends.
+type LoadClient func(ctx context.Context, c LoadContainer) int
+
+// LoadContainer is what the node gives a container of the load client:
+// its args and environment, and what a real pod's network and
+// Kubernetes would give it (the fields of a loadpod.Host).
+type LoadContainer struct {
+	// Args are the container's pinlab args, the first "load"
+	// (workload.ContainerArgs); Getenv reads its environment
+	// (containerEnv).
+	Args   []string
+	Getenv func(string) string
+	// Source is the pod IP, which the client dials from; EventsIP the
+	// same, where it serves its events.
+	Source, EventsIP netip.Addr
+	// DNS is the cluster DNS ("IP:port", Kubelet.clusterDNS) for dns:///
+	// targets; "" when the node has none.
+	DNS string
+	// Kubernetes is the kubelet's client, for the "kubernetes" resolver.
+	Kubernetes kubernetes.Interface
+	// Listen opens the events listener (package loopback's checks).
+	Listen func(ctx context.Context, addr string) (net.Listener, error)
+	// SetMinResolutionInterval refuses --min-resolution-interval:
+	// grpc-go's setting is process-wide, and the node runs every pod's
+	// client in one process.
+	SetMinResolutionInterval func(time.Duration) error
+	// Stdout and Stderr are the container's log, line by line.
+	Stdout, Stderr io.Writer
+}
+
 // loadProcess is a container of the pinlab image's load client run
-// in-process: package loadpod's Parse and Run, as the image's process
-// runs them, on the node's Host. Bad args end it at once with exit code
-// 2; SIGTERM (Stop) ends the run's context, so it stops calling, or stops
-// serving its events after the load, and exits 0; SIGKILL (Kill) ends it
-// the same way, its exit code then being the kubelet's 137.
+// in-process by Config.LoadClient. SIGTERM (Stop) and SIGKILL (Kill) end
+// its context; it then stops calling, or stops serving its events after
+// the load, and exits (0, or 137 as the kubelet counts a kill).
 type loadProcess struct {
-	args   []string
-	getenv func(string) string
-	host   loadpod.Host
-	errs   *tailWriter // the host's Stderr
+	run  LoadClient
+	c    LoadContainer
+	errs *tailWriter // c.Stderr
 
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -45,17 +79,11 @@ var (
 )
 
 func (l *loadProcess) Start(context.Context) error {
-	o, perr := loadpod.Parse(l.args, l.getenv)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
 	go func() {
 		defer close(l.done)
-		if perr != nil {
-			fmt.Fprintf(l.host.Stderr, "pinlab %v\n", perr)
-			l.err = &exitError{2, perr}
-			return
-		}
-		if code := loadpod.Run(ctx, o, l.host); code != 0 {
+		if code := l.run(ctx, l.c); code != 0 {
 			l.err = &exitError{int32(code), errors.New(cmp.Or(l.errs.last(), fmt.Sprintf("exit %d", code)))}
 		}
 	}()
@@ -68,7 +96,7 @@ func (l *loadProcess) Stop(ctx context.Context) error {
 	case <-l.done:
 		return nil
 	case <-ctx.Done():
-		<-l.done // Run ends promptly once its context has
+		<-l.done // the client ends promptly once its context has
 		return pod.ErrHardStop
 	}
 }
@@ -90,15 +118,17 @@ func (l *loadProcess) Err() error {
 }
 
 // loadProcess returns the process of pod p's load client container, on
-// the pod IP, writing to out: it dials from the pod IP, resolves dns:///
-// targets through the cluster DNS (clusterDNS), watches EndpointSlices
-// through the kubelet's client for the "kubernetes" resolver, and serves
-// its events on the pod IP; its environment is the container's env
-// (containerEnv). It errs (the container cannot start) when the env
-// cannot be read, or when the pod has a network namespace of its own:
-// the client's connections would have to be opened inside it.
+// the pod IP, writing to out (see LoadContainer). It errs (the container
+// cannot start) when the node runs no load clients (no
+// Config.LoadClient), when the env cannot be read, or when the pod has a
+// network namespace of its own: the client's connections would have to be
+// opened inside it.
 func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.Log) (process, error) {
-	if w.sandbox != nil {
+	run := w.k.cfg.LoadClient
+	switch {
+	case run == nil:
+		return nil, errors.New("this node runs no load clients (kubelet.Config.LoadClient)")
+	case w.sandbox != nil:
 		return nil, errors.New("a load client's container runs in the node's network namespace only (Config.PodNetwork gives this pod its own)")
 	}
 	spec, _ := w.k.pinlabSpec(&p.Spec) // image pinlab, when pinned by a digest the node holds
@@ -111,17 +141,15 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 		return nil, err
 	}
 	errs := &tailWriter{out: out}
-	return &loadProcess{
-		args: args, getenv: func(k string) string { return env[k] }, errs: errs,
-		host: loadpod.Host{
-			Source: w.ip, DNS: w.k.clusterDNS(ctx), Kubernetes: w.k.client,
-			EventsIP: w.ip, Listen: loopback.Listen,
-			SetMinResolutionInterval: func(time.Duration) error {
-				return errors.New("grpc-go's least time between resolutions is process-wide, and the lab's node runs every pod's client in one process")
-			},
-			Stdout: &tailWriter{out: out}, Stderr: errs,
+	return &loadProcess{run: run, errs: errs, c: LoadContainer{
+		Args: args, Getenv: func(k string) string { return env[k] },
+		Source: w.ip, EventsIP: w.ip, DNS: w.k.clusterDNS(ctx), Kubernetes: w.k.client,
+		Listen: loopback.Listen,
+		SetMinResolutionInterval: func(time.Duration) error {
+			return errors.New("grpc-go's least time between resolutions is process-wide, and the lab's node runs every pod's client in one process")
 		},
-	}, nil
+		Stdout: &tailWriter{out: out}, Stderr: errs,
+	}}, nil
 }
 
 // containerEnv is the environment of p's container as a container runtime

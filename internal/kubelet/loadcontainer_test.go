@@ -20,6 +20,7 @@ import (
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load/dnstest"
 	"github.com/pinlab/pinlab/internal/loadfeed"
+	"github.com/pinlab/pinlab/internal/loadpod"
 	"github.com/pinlab/pinlab/internal/pod"
 )
 
@@ -50,6 +51,15 @@ func loadPod(args ...string) func(*corev1.Pod) {
 	}
 }
 
+// runLoad is Config.LoadClient as the lab's engines give it (labup):
+// package loadpod's Main on the node's host.
+func runLoad(ctx context.Context, c LoadContainer) int {
+	return loadpod.Main(ctx, c.Args, c.Getenv, loadpod.Host{
+		Source: c.Source, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
+		SetMinResolutionInterval: c.SetMinResolutionInterval, Stdout: c.Stdout, Stderr: c.Stderr,
+	})
+}
+
 // loadNode runs a node whose cluster DNS is a test DNS server at the
 // kube-dns ClusterIP, on the port the kube-dns Service names (as a lab
 // publishes the port its DNS bound), with Secret run-token.
@@ -57,7 +67,7 @@ func loadNode(t *testing.T, cfg Config) (*cluster.Cluster, *Kubelet, *dnstest.Se
 	t.Helper()
 	cc := cluster.Config{ServiceCIDR: loadServices}
 	cc.DNSIP = netip.MustParseAddr("127.213.0.10")
-	cfg.ClusterDNS, cfg.Images = cc.DNSIP, []string{heldDigest}
+	cfg.ClusterDNS, cfg.Images, cfg.LoadClient = cc.DNSIP, []string{heldDigest}, runLoad
 	c, k, _ := nodeOn(t, cc, cfg)
 	dns := dnstest.StartWith(t, dnstest.Options{IP: cc.DNSIP})
 	ctx := context.Background()
@@ -194,6 +204,20 @@ func TestLoadContainerExits(t *testing.T) {
 			waitGone(t, c, name)
 		})
 	}
+}
+
+// TestNoLoadClient: a node not given Config.LoadClient cannot start a
+// load client's container, and says why.
+func TestNoLoadClient(t *testing.T) {
+	c, _, _ := node(t, Config{RestartBackoff: time.Hour})
+	createPod(t, c, "load", func(p *corev1.Pod) { p.Spec.Containers[0].Args = []string{"load", "--rate", "1"} })
+	waitPod(t, c, "load", "the reason", func(p *corev1.Pod, err error) bool {
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+		return last != nil && last.ExitCode == 1 && strings.Contains(last.Message, "this node runs no load clients")
+	})
 }
 
 // TestLoadContainerProbes: a load client's container is Ready once it

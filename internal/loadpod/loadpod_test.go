@@ -227,3 +227,13 @@ func TestRunRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestMainBadArgs: Main, a container's process, exits 2 on bad args with
+// the parse error on its stderr.
+func TestMainBadArgs(t *testing.T) {
+	var errs labtest.Buffer
+	code := Main(t.Context(), []string{"load", "--rate", "fast"}, env(nil), Host{Stderr: &errs})
+	if want := `pinlab load: invalid argument "fast" for "--rate" flag`; code != 2 || !strings.Contains(errs.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, errs.String(), want)
+	}
+}

@@ -125,6 +125,19 @@ func Run(ctx context.Context, o Options, h Host) int {
 	return 0
 }
 
+// Main is the image's load command as a container's process runs it:
+// Parse of args and getenv, then Run on h. Bad args are written to
+// h.Stderr ("pinlab load: ...") and return 2, as the image's binary
+// does (which adds its usage).
+func Main(ctx context.Context, args []string, getenv func(string) string, h Host) int {
+	o, err := Parse(args, getenv)
+	if err != nil {
+		fmt.Fprintf(cmp.Or[io.Writer](h.Stderr, io.Discard), "pinlab %v\n", err)
+		return 2
+	}
+	return Run(ctx, o, h)
+}
+
 // target is the client's target on the lab's node: dns:/// and
 // scheme-less targets through h.DNS when there is one.
 func (h Host) target(t string) string {
