@@ -2,7 +2,8 @@
 // IP, runs the pod's container in-process when its image is pinlab (a real
 // grpc-go server from package pod and, for a pod with an HTTP port, the
 // same package's HTTP/1.1 and WebSocket server beside it, both bound to
-// the pod IP), runs its startup,
+// the pod IP; or, for a container whose args start with "load", the
+// image's load client through Config.LoadClient), runs its startup,
 // liveness and readiness probes, restarts it after crashes with the
 // kubelet's crash-loop back-off, reports status to the API, and on deletion
 // runs the kubelet's termination sequence (preStop hook, SIGTERM, SIGKILL at
