@@ -43,11 +43,30 @@ type Options struct {
 	Live Live
 	// Backend starts each variant's cluster; required (see Backend).
 	Backend Backend
+	// OffMachine says that the clusters and their load clients run
+	// elsewhere (a user's cluster, ClientHost): the checks of what one
+	// machine measures faithfully (ErrTooMuch, ErrTooManyFiles) are then
+	// skipped.
+	OffMachine bool
+	// SetupTimeout bounds each variant's setup once its cluster started
+	// (its initial pods, its clients); 0 is SetupTimeout. A real
+	// cluster's pods pull an image and get scheduled.
+	SetupTimeout time.Duration
 	// Diagnose, if not nil, collects diagnose's evidence in each
 	// variant's lab while its load runs (see Diagnose); a diagnosis still
 	// going at the end of the timeline keeps the load running until it
 	// ends.
 	Diagnose *Diagnose
+}
+
+// checkMachine refuses a run this machine cannot measure faithfully.
+func checkMachine(p *plan.Plan, sequential bool) error {
+	if !sequential {
+		if err := checkSideBySide(p); err != nil {
+			return err
+		}
+	}
+	return checkFiles(p, !sequential)
 }
 
 // ErrTooMuch is returned by Run when the variants side by side would offer
@@ -65,13 +84,13 @@ func Run(ctx context.Context, p *plan.Plan, opts Options) (*outcome.Run, error) 
 		return nil, errors.New("runner: Options.Backend is nil")
 	}
 	opts.Sequential = opts.Sequential || p.Sequential
-	if !opts.Sequential {
-		if err := checkSideBySide(p); err != nil {
+	if !opts.OffMachine {
+		if err := checkMachine(p, opts.Sequential); err != nil {
 			return nil, err
 		}
 	}
-	if err := checkFiles(p, !opts.Sequential); err != nil {
-		return nil, err
+	if opts.SetupTimeout == 0 {
+		opts.SetupTimeout = SetupTimeout
 	}
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()

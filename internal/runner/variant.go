@@ -78,9 +78,12 @@ func (r *variantRun) execute(ctx context.Context) error {
 	}
 	defer c.Close()
 	r.state.Store("starting")
-	setupCtx, cancel := context.WithTimeout(ctx, SetupTimeout)
+	setupCtx, cancel := context.WithTimeout(ctx, r.opts.SetupTimeout)
 	defer cancel()
-	r.outcome.DNS, r.outcome.PodCIDR = c.DNSAddr(), c.PodCIDR().String()
+	r.outcome.DNS = c.DNSAddr()
+	if p := c.PodCIDR(); p.IsValid() {
+		r.outcome.PodCIDR = p.String()
+	}
 	if d, ok := c.(dataplaneNamer); ok {
 		r.outcome.Dataplane = d.DataplaneName()
 	}
@@ -91,7 +94,7 @@ func (r *variantRun) execute(ctx context.Context) error {
 		return fmt.Errorf("variant %s: the cluster's API rejected the objects: %w", r.v.Name, err)
 	}
 	if err := c.WaitReady(setupCtx); err != nil {
-		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.v.Name, SetupTimeout, err)
+		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.v.Name, r.opts.SetupTimeout, err)
 	}
 	r.outcome.ClusterIPs = clusterIPs(c, r.v)
 	rec.Node(c.NodeIP())
