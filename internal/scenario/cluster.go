@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/pinlab/pinlab/internal/plan"
 )
@@ -25,9 +26,11 @@ import (
 //     grpc and the HTTP pool sizes;
 //   - EndpointSlice documents (written for the lab's pod addresses).
 //
-// f must have a Scenario document (a file lab up takes without one has
-// nothing to run).
-func CheckCluster(f *File) error {
+// Only the variants named in variants are checked (none named: every
+// variant), so that a run of some variants is not refused for another's
+// settings. f must have a Scenario document (a file lab up takes without
+// one has nothing to run).
+func CheckCluster(f *File, variants []string) error {
 	if f.Scenario == nil {
 		return errors.New("no Scenario document: cluster run runs a scenario")
 	}
@@ -44,6 +47,9 @@ func CheckCluster(f *File) error {
 		errs = append(errs, clientErrors(f, fmt.Sprintf("spec.clients[%d]", i))...)
 	}
 	for i, v := range sp.Variants {
+		if len(variants) > 0 && !slices.Contains(variants, v.Name) {
+			continue
+		}
 		errs = append(errs, clusterSettingErrors(f, fmt.Sprintf("spec.variants[%d].cluster", i))...)
 		for j := range v.Clients {
 			errs = append(errs, clientErrors(f, fmt.Sprintf("spec.variants[%d].clients[%d]", i, j))...)
@@ -102,8 +108,9 @@ func clientErrors(f *File, path string) []error {
 }
 
 // OpenForCluster reads a scenario as OpenInput does and refuses, before
-// its plan, what a real cluster cannot reproduce (CheckCluster).
-func OpenForCluster(ctx context.Context, name string, in io.Reader) (*plan.Plan, error) {
+// its plan, what a real cluster cannot reproduce in the variants named
+// (CheckCluster; none named: all).
+func OpenForCluster(ctx context.Context, name string, in io.Reader, variants []string) (*plan.Plan, error) {
 	return await(ctx, name, func() (*plan.Plan, error) {
 		file, data, err := readInput(ctx, name, in)
 		if err != nil {
@@ -113,7 +120,7 @@ func OpenForCluster(ctx context.Context, name string, in io.Reader) (*plan.Plan,
 		if err != nil {
 			return nil, err
 		}
-		if err := CheckCluster(f); err != nil {
+		if err := CheckCluster(f, variants); err != nil {
 			return nil, err
 		}
 		return Load(file, data)

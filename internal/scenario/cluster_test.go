@@ -50,7 +50,7 @@ func TestCheckCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = scenario.CheckCluster(f)
+			err = scenario.CheckCluster(f, nil)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("CheckCluster: %v", err)
@@ -90,7 +90,7 @@ func TestCheckClusterBuiltins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = scenario.CheckCluster(f)
+		err = scenario.CheckCluster(f, nil)
 		want, ok := refused[name]
 		switch {
 		case !ok && err != nil:
@@ -99,11 +99,19 @@ func TestCheckClusterBuiltins(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}
 	}
+	// A variant not run is not checked.
+	f, err := scenario.OpenObjects(context.Background(), "rollout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.CheckCluster(f, []string{"headless-rr"}); err != nil {
+		t.Errorf("rollout, variant headless-rr alone: %v, want it runnable", err)
+	}
 	demo, err := scenario.OpenObjects(context.Background(), "dns-demo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := scenario.CheckCluster(demo); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
+	if err := scenario.CheckCluster(demo, nil); err == nil || !strings.Contains(err.Error(), "no Scenario document") {
 		t.Errorf("dns-demo (no Scenario): %v, want a no-Scenario error", err)
 	}
 	for _, must := range []string{"scale-out", "not-ready", "restart-client"} {
