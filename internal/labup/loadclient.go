@@ -7,10 +7,10 @@ import (
 	"github.com/pinlab/pinlab/internal/loadpod"
 )
 
-// runLoadClient is the lab's kubelet.Config.LoadClient: the pinlab
+// LoadClient is the lab's kubelet.Config.LoadClient: the pinlab
 // image's load client (package loadpod, as the image's process runs it)
 // for the containers of it that `cluster run` puts on the lab's node.
-func runLoadClient(ctx context.Context, c kubelet.LoadContainer) int {
+func LoadClient(ctx context.Context, c kubelet.LoadContainer) int {
 	return loadpod.Main(ctx, c.Args, c.Getenv, loadpod.Host{
 		Source: c.Source, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
 		SetMinResolutionInterval: c.SetMinResolutionInterval, Stdout: c.Stdout, Stderr: c.Stderr,
