@@ -175,6 +175,15 @@ type Dialer struct {
 // DialContext connects to addr ("IP:port") over TCP after checking that addr
 // is inside Prefix. It never resolves names.
 func (d Dialer) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	return d.Dial(ctx, "tcp", addr)
+}
+
+// Dial is DialContext over network: "tcp", or "udp" (a connected UDP
+// socket, as a DNS client's query uses). Other networks are refused.
+func (d Dialer) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if network != "tcp" && network != "udp" {
+		return nil, fmt.Errorf("loopback: network %q, want tcp or udp", network)
+	}
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
@@ -183,10 +192,14 @@ func (d Dialer) DialContext(ctx context.Context, addr string) (net.Conn, error) 
 		if err := CheckIP(d.Source); err != nil {
 			return nil, err
 		}
-		nd.LocalAddr = &net.TCPAddr{IP: d.Source.AsSlice()}
-		nd.Control = bindNoPort
+		if network == "udp" {
+			nd.LocalAddr = &net.UDPAddr{IP: d.Source.AsSlice()}
+		} else {
+			nd.LocalAddr = &net.TCPAddr{IP: d.Source.AsSlice()}
+			nd.Control = bindNoPort
+		}
 	}
-	return nd.DialContext(ctx, "tcp", addr)
+	return nd.DialContext(ctx, network, addr)
 }
 
 // Listen opens a TCP listener on addr after checking it is inside Prefix.

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckAddr(t *testing.T) {
@@ -68,6 +69,41 @@ func TestListenAndDial(t *testing.T) {
 	c.Close()
 	if got := <-done; got.Addr() != src {
 		t.Fatalf("server saw peer %v, want source %v", got, src)
+	}
+}
+
+// TestDialUDP: a UDP socket from Source reaches a server inside Prefix;
+// other networks and addresses outside it are refused.
+func TestDialUDP(t *testing.T) {
+	pc, err := ListenPacket(context.Background(), "127.204.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	src := netip.MustParseAddr("127.204.0.9")
+	d := Dialer{Source: src}
+	c, err := d.Dial(context.Background(), "udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 8)
+	_, from, err := pc.ReadFrom(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AddrPort(from).Addr(); got != src {
+		t.Errorf("server saw peer %v, want source %v", got, src)
+	}
+	for _, tt := range []struct{ network, addr string }{{"udp", "192.0.2.1:53"}, {"ip4:icmp", "127.0.0.1"}, {"unix", "/tmp/x"}} {
+		if c, err := d.Dial(context.Background(), tt.network, tt.addr); err == nil {
+			c.Close()
+			t.Errorf("Dial(%s, %s) succeeded, want refusal", tt.network, tt.addr)
+		}
 	}
 }
 
