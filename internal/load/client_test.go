@@ -42,6 +42,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "cached resolver with a DNS server off loopback", mod: func(c *Config) {
 			c.Resolver, c.Target = ResolverCached, "dns://10.96.0.10:53/pricing:8471"
 		}},
+		{name: "dial in a cluster's pod", mod: func(c *Config) {
+			c.InCluster, c.Source, c.Target, c.Dial = true, netip.Addr{}, "dns:///pricing:8471", (&dialLog{}).Dial
+		}},
 		{name: "negative cache TTL", mod: func(c *Config) { c.CacheTTL = -2 * time.Second }},
 		{name: "negative timeout", mod: func(c *Config) { c.Timeout = -time.Second }},
 		{name: "negative connect timeout", mod: func(c *Config) { c.ConnectTimeout = -time.Second }},

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -55,6 +56,20 @@ type Config struct {
 	// required, inside 127.0.0.0/8. The "cached" and "once" resolvers send
 	// their DNS queries from it too.
 	Source netip.Addr
+	// Dial, if not nil, opens the client's sockets: its channel's TCP
+	// connections (network "tcp") and the DNS queries of its resolver
+	// ("udp", then "tcp" for an answer too long for UDP) to addr, an
+	// "IP:port" the client has checked is inside the lab's addresses
+	// (package loopback). It must open them from Source: the lab's node
+	// gives a client in a pod with its own network namespace one that
+	// dials inside that namespace, from the pod IP, as a process in the
+	// pod would. Nil: package loopback's Dialer from Source, in this
+	// process's namespace. The "grpc" resolver (grpc-go's, which dials
+	// its DNS server itself) then sends its queries to a relay on
+	// 127.0.0.1 that carries each one on through Dial; the "kubernetes"
+	// one watches through Kubernetes, not Dial. Not with InCluster. It is
+	// called from grpc-go's and the resolvers' goroutines, concurrently.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Target is the gRPC target, e.g.
 	// "dns://127.96.0.10:53/pricing.shop.svc.cluster.local:8471". The
 	// "cached" and "once" resolvers need this dns://<loopback IP:port>/
@@ -271,6 +286,8 @@ func checkAddresses(cfg Config) error {
 	switch {
 	case cfg.Source.IsValid():
 		return fmt.Errorf("source %v: a client in a cluster's pod dials from the pod's address", cfg.Source)
+	case cfg.Dial != nil:
+		return errors.New("dial: a client in a cluster's pod dials as its process does")
 	case cfg.Resolver != ResolverGRPC && cfg.Resolver != ResolverKubernetes:
 		return fmt.Errorf("resolver %q: a client in a cluster's pod takes %q or %q", cfg.Resolver, ResolverGRPC, ResolverKubernetes)
 	case cfg.Target == "":

@@ -33,7 +33,7 @@ func newChannel(cfg Config) (*channel, error) {
 	conns := newConnTable()
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(conns.dialer(dialerFor(cfg))),
+		grpc.WithContextDialer(conns.dialer(tcpDialer(dialFor(cfg)))),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithStatsHandler(statsHandler(cfg.Observer, conns)),
@@ -56,18 +56,35 @@ func newChannel(cfg Config) (*channel, error) {
 	return ch, nil
 }
 
-// dialerFor returns how cfg's channel opens TCP connections: from
-// cfg.Source to the lab's addresses only, or, InCluster, as any client.
-func dialerFor(cfg Config) func(context.Context, string) (net.Conn, error) {
-	if cfg.InCluster {
+// dialFor returns how cfg's client opens its sockets, the channel's TCP
+// connections and its resolver's DNS queries: through cfg.Dial, else with
+// package loopback's Dialer from cfg.Source, either way to the lab's
+// addresses only; or, InCluster, as any client of the process.
+func dialFor(cfg Config) cachedns.DialFunc {
+	switch {
+	case cfg.InCluster:
 		var d net.Dialer
-		return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		return d.DialContext
+	case cfg.Dial != nil:
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if err := loopback.CheckAddr(addr); err != nil {
+				return nil, err
+			}
+			return cfg.Dial(ctx, network, addr)
+		}
 	}
-	return loopback.Dialer{Source: cfg.Source}.DialContext
+	return loopback.Dialer{Source: cfg.Source}.Dial
+}
+
+// tcpDialer is dial's TCP, as grpc.WithContextDialer takes it.
+func tcpDialer(dial cachedns.DialFunc) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) }
 }
 
 // resolverFor returns the channel's own resolver (for the "dns" scheme, or
-// the "kubernetes" one), or nil for grpc-go's.
+// the "kubernetes" one), or nil for grpc-go's. With Config.Dial, the
+// "grpc" resolver is grpc-go's behind a relay (relayBuilder), so that its
+// queries leave through Dial too.
 func resolverFor(cfg Config) (resolver.Builder, error) {
 	switch cfg.Resolver {
 	case ResolverKubernetes:
@@ -80,14 +97,18 @@ func resolverFor(cfg Config) (resolver.Builder, error) {
 			return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
 		}
 		return cachedns.NewBuilder(cachedns.Config{
-			Source: cfg.Source, MinResolutionInterval: cfg.MinResolutionInterval, CacheTTL: cfg.CacheTTL,
+			Source: cfg.Source, Dial: dialFor(cfg), MinResolutionInterval: cfg.MinResolutionInterval, CacheTTL: cfg.CacheTTL,
 		})
 	case ResolverOnce:
 		t, err := cachedns.ParseTarget(cfg.Target)
 		if err != nil {
 			return nil, fmt.Errorf("resolver %q: %w", cfg.Resolver, err)
 		}
-		return onceBuilder{source: cfg.Source, target: t}, nil
+		return onceBuilder{dial: dialFor(cfg), target: t}, nil
+	case ResolverGRPC:
+		if cfg.Dial != nil {
+			return relayBuilder{dial: dialFor(cfg)}, nil
+		}
 	}
 	return nil, nil
 }

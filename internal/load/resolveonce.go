@@ -3,7 +3,6 @@ package load
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	"github.com/pinlab/pinlab/internal/load/cachedns"
 	"google.golang.org/grpc/resolver"
@@ -14,7 +13,7 @@ import (
 // Reconfigure, never New) and hands grpc-go that list, and nothing else,
 // for good, as a client configured with IPs rendered at start-up.
 type onceBuilder struct {
-	source netip.Addr
+	dial   cachedns.DialFunc // how the lookup is sent (dialFor)
 	target cachedns.Target
 }
 
@@ -30,7 +29,7 @@ func (b onceBuilder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver
 	go func() {
 		defer close(r.done)
 		defer cancel()
-		ips, err := cachedns.Lookup(ctx, b.target.Server, b.source, b.target.Host)
+		ips, err := cachedns.Lookup(ctx, b.target.Server, b.dial, b.target.Host)
 		if err != nil {
 			// An empty list first: grpc-go builds the channel's balancer
 			// on its first update and, without one, fails calls with the

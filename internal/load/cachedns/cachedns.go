@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/loopback"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/resolver"
 )
@@ -29,6 +30,12 @@ type Config struct {
 	// Source is the loopback IP DNS queries are sent from (a client pod's
 	// IP); the zero Addr lets the kernel choose.
 	Source netip.Addr
+	// Dial, if not nil, opens the queries' sockets in place of package
+	// loopback's Dialer from Source, e.g. inside a client pod's own
+	// network namespace (package load's Config.Dial); they must then
+	// come from Source. It is called from the resolvers' goroutines,
+	// concurrently.
+	Dial DialFunc
 	// MinResolutionInterval is the least time between two resolutions of
 	// one resolver; default 30 s (grpc-go's MinResolutionInterval).
 	MinResolutionInterval time.Duration
@@ -97,6 +104,15 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 	return r, nil
 }
 
+// dial is how the builder's queries are sent: Config.Dial, else from
+// Config.Source.
+func (b *Builder) dial() DialFunc {
+	if b.cfg.Dial != nil {
+		return b.cfg.Dial
+	}
+	return loopback.Dialer{Source: b.cfg.Source}.Dial
+}
+
 // lookup answers from the cache when a fresh entry exists, else asks DNS.
 func (b *Builder) lookup(ctx context.Context, t Target) ([]netip.Addr, error) {
 	now := time.Now()
@@ -110,7 +126,7 @@ func (b *Builder) lookup(ctx context.Context, t Target) ([]netip.Addr, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	addrs, err := Lookup(ctx, t.Server, b.cfg.Source, t.Host)
+	addrs, err := Lookup(ctx, t.Server, b.dial(), t.Host)
 	if err == nil && len(addrs) > 0 && b.cfg.CacheTTL != 0 {
 		b.mu.Lock()
 		b.cache[t.Host] = entry{addrs: addrs, at: now}

@@ -329,7 +329,7 @@ func TestLookup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			got, err := Lookup(ctx, tt.server, netip.Addr{}, tt.host)
+			got, err := Lookup(ctx, tt.server, nil, tt.host)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Lookup error %v, want error %v", err, tt.wantErr)
 			}

@@ -73,30 +73,33 @@ func parse(authority, endpoint string) (Target, error) {
 	return t, nil
 }
 
-// Lookup asks server for host's A records from source (zero: the kernel's
-// choice), over UDP with EDNS0 and again over TCP if the answer comes back
-// truncated. ctx bounds the whole lookup. NXDOMAIN and an empty answer both
-// return no addresses and no error (grpc-go's DNS resolver likewise turns a
-// "not found" into an empty list); a timeout, a network error or another
-// rcode is an error. An IP-literal host is returned as is.
-func Lookup(ctx context.Context, server netip.AddrPort, source netip.Addr, host string) ([]netip.Addr, error) {
+// DialFunc opens the socket of a DNS query: network "udp" or "tcp", addr
+// the server's "IP:port". Package loopback's Dialer.Dial is one.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Lookup asks server for host's A records, over UDP with EDNS0 and again
+// over TCP if the answer comes back truncated, on sockets dial opens (nil:
+// package loopback's Dialer, from the kernel's choice of source). ctx
+// bounds the whole lookup. NXDOMAIN and an empty answer both return no
+// addresses and no error (grpc-go's DNS resolver likewise turns a "not
+// found" into an empty list); a timeout, a network error or another rcode
+// is an error. An IP-literal host is returned as is.
+func Lookup(ctx context.Context, server netip.AddrPort, dial DialFunc, host string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
 	}
 	if err := loopback.CheckIP(server.Addr()); err != nil {
 		return nil, fmt.Errorf("cachedns: %w", err)
 	}
-	if source.IsValid() {
-		if err := loopback.CheckIP(source); err != nil {
-			return nil, fmt.Errorf("cachedns: source: %w", err)
-		}
+	if dial == nil {
+		dial = loopback.Dialer{}.Dial
 	}
 	q := new(dns.Msg)
 	q.SetQuestion(dns.Fqdn(host), dns.TypeA)
 	q.SetEdns0(udpSize, false)
-	r, err := exchange(ctx, "udp", q, server, source)
+	r, err := exchange(ctx, dial, "udp", q, server)
 	if err == nil && r.Truncated {
-		r, err = exchange(ctx, "tcp", q, server, source)
+		r, err = exchange(ctx, dial, "tcp", q, server)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cachedns: A record lookup error: %w", err)
@@ -117,16 +120,15 @@ func Lookup(ctx context.Context, server netip.AddrPort, source netip.Addr, host 
 	return addrs, nil
 }
 
-func exchange(ctx context.Context, network string, q *dns.Msg, server netip.AddrPort, source netip.Addr) (*dns.Msg, error) {
-	d := &net.Dialer{}
-	if source.IsValid() {
-		if network == "udp" {
-			d.LocalAddr = &net.UDPAddr{IP: source.AsSlice()}
-		} else {
-			d.LocalAddr = &net.TCPAddr{IP: source.AsSlice()}
-		}
+// exchange sends q to server over network on a socket of dial's and reads
+// its answer.
+func exchange(ctx context.Context, dial DialFunc, network string, q *dns.Msg, server netip.AddrPort) (*dns.Msg, error) {
+	conn, err := dial(ctx, network, server.String())
+	if err != nil {
+		return nil, err
 	}
-	c := &dns.Client{Net: network, Dialer: d, UDPSize: udpSize}
-	r, _, err := c.ExchangeContext(ctx, q, server.String())
+	defer conn.Close()
+	c := &dns.Client{Net: network, UDPSize: udpSize}
+	r, _, err := c.ExchangeWithConnContext(ctx, q, &dns.Conn{Conn: conn})
 	return r, err
 }
