@@ -46,7 +46,7 @@ const ListenIPEnv = "PINLAB_LISTEN_IP"
 type Options struct {
 	// Client is the client's config: name, target, policy, rate and the
 	// rest of the flags, with InCluster set, as the image runs it in a
-	// pod. Run sets Source, Kubernetes, Observer and Phase (and clears
+	// pod. Run sets Source, Dial, Kubernetes, Observer and Phase (and clears
 	// InCluster on the lab's node, see Host).
 	Client load.Config
 	// Duration is how long the client calls: above 0, at most MaxDuration.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,8 +134,18 @@ func TestHostTarget(t *testing.T) {
 
 // TestRunOnTheLab runs the client as the lab's node does: from a lab
 // address, through a DNS server of the lab's, its events on its own
-// address; it reads them back, then stops it.
+// address; it reads them back, then stops it. With Host.Dial (a pod with
+// its own network namespace), its connections and DNS queries go through
+// that.
 func TestRunOnTheLab(t *testing.T) {
+	for _, hooked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "the node's namespace", true: "Dial"}[hooked], func(t *testing.T) {
+			runOnTheLab(t, hooked)
+		})
+	}
+}
+
+func runOnTheLab(t *testing.T, hooked bool) {
 	const serverIP, clientIP = "127.212.0.2", "127.212.0.3"
 	podtest.Start(t, pod.Config{Name: "pricing-0", Namespace: "shop", Addr: netip.MustParseAddrPort(serverIP + ":8471")})
 	dns := dnstest.StartWith(t, dnstest.Options{IP: netip.MustParseAddr("127.212.0.1")})
@@ -147,6 +158,16 @@ func TestRunOnTheLab(t *testing.T) {
 	var out, errs labtest.Buffer
 	h := Host{Source: netip.MustParseAddr(clientIP), DNS: dns.Addr().String(), EventsIP: netip.MustParseAddr(clientIP),
 		Listen: loopback.Listen, Stdout: &out, Stderr: &errs}
+	var mu sync.Mutex
+	var dials []string
+	if hooked {
+		h.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			dials = append(dials, network+" "+addr)
+			mu.Unlock()
+			return loopback.Dialer{Source: h.Source}.Dial(ctx, network, addr)
+		}
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	code := make(chan int, 1)
@@ -189,6 +210,16 @@ func TestRunOnTheLab(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", clientIP+":9480", time.Second); err == nil {
 		t.Error("the events endpoint still listens after Run returned")
+	}
+	if !hooked {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"tcp " + serverIP + ":8471", "udp " + dns.Addr().String()} {
+		if !slices.Contains(dials, want) {
+			t.Errorf("Host.Dial opened %v, want %q among them", dials, want)
+		}
 	}
 }
 

@@ -29,7 +29,9 @@ import (
 
 // Host is where Run runs the client: what differs between the image's
 // container in a real cluster (the zero Host but for its writers) and the
-// lab's node, which runs it in-process.
+// lab's node, which runs it in-process, in the node's network namespace
+// or, for a pod with a namespace of its own, with its sockets opened in
+// the pod's (Dial, Listen).
 type Host struct {
 	// Source is the address the client dials from. The zero Addr is a
 	// real pod's: any address (the pod's own), any target, as a client in
@@ -38,6 +40,13 @@ type Host struct {
 	// targets load.CheckTarget takes (a DNS server of the lab's,
 	// passthrough to a lab address, or the Kubernetes resolver).
 	Source netip.Addr
+	// Dial, with a valid Source, opens the client's sockets (its
+	// connections and its DNS queries, load.Config.Dial) from Source:
+	// the lab's node gives one for a pod with its own network namespace,
+	// which dials inside it, as a process in the pod would. Nil: they
+	// are opened in this process's namespace, where Source is local (the
+	// lab's node when pods share its namespace). Unused without Source.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DNS is the DNS server ("IP:port") that resolves, on the lab's node
 	// (with Source), targets a pod resolves through its resolv.conf:
 	// dns:///NAME:PORT and a target without a scheme (grpc-go's default)
@@ -53,7 +62,10 @@ type Host struct {
 	// of the pod.
 	EventsIP netip.Addr
 	// Listen opens the events endpoint's listener on addr ("IP:port",
-	// ":port" for every address); nil: net.Listen over TCP.
+	// ":port" for every address); nil: net.Listen over TCP. The lab's
+	// node gives one that checks addr (package loopback) and, for a pod
+	// with its own network namespace, listens inside it, on the pod IP,
+	// where the kubelet API's port-forward dials it.
 	Listen func(ctx context.Context, addr string) (net.Listener, error)
 	// SetMinResolutionInterval applies --min-resolution-interval, which
 	// is grpc-go's process-wide setting; nil sets it, as the container's
@@ -82,7 +94,7 @@ func Run(ctx context.Context, o Options, h Host) int {
 	cfg.Observer = tee{feed, counts}
 	cfg.Phase = time.Duration(rand.Float64() * float64(time.Second) / cfg.Rate)
 	if h.Source.IsValid() {
-		cfg.InCluster, cfg.Source = false, h.Source
+		cfg.InCluster, cfg.Source, cfg.Dial = false, h.Source, h.Dial
 		cfg.Target = h.target(cfg.Target)
 	}
 	if err := h.minResolution(o.MinResolutionInterval); err != nil {
