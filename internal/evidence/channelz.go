@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/podforward"
 	"google.golang.org/grpc"
 	channelzpb "google.golang.org/grpc/channelz/grpc_channelz_v1"
 	"google.golang.org/grpc/codes"
@@ -67,8 +68,8 @@ type Channelz struct {
 	PageSize int
 	// Dialer connects to each pod's server. nil means a direct dial to
 	// addresses inside 127.0.0.0/8 only (package loopback: the lab's pods
-	// and the tests'); Direct dials any address; PortForward goes through
-	// the API server.
+	// and the tests'); Direct dials any address; PortForward (package
+	// podforward's) goes through the API server.
 	Dialer Dialer
 
 	mu    sync.Mutex
@@ -107,6 +108,21 @@ func (d Direct) DialContext(ctx context.Context, addr netip.AddrPort) (net.Conn,
 	nd := net.Dialer{Timeout: d.Timeout}
 	return nd.DialContext(ctx, "tcp", addr.String())
 }
+
+// PortForward is package podforward's dialer, which reaches the pods
+// through the API server's port-forward as kubectl port-forward does;
+// give it Kube's Config and PodByIP. It is named here too so that
+// internal/cli builds diagnose's dialers from evidence alone (the CLI's
+// import budget, internal/layout).
+type PortForward = podforward.PortForward
+
+// PortForward's connections come to the server from the kubelet's side:
+// it must say so as a Relay, or Sample would look for its own connection
+// by a local address the server never sees.
+var _ interface {
+	Dialer
+	Relay
+} = (*PortForward)(nil)
 
 // loopbackDialer is the default Dialer: package loopback's rule.
 type loopbackDialer struct{}

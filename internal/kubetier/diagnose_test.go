@@ -21,6 +21,7 @@ import (
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/loopback"
+	"github.com/pinlab/pinlab/internal/podforward"
 	"google.golang.org/grpc/codes"
 )
 
@@ -56,7 +57,7 @@ func TestDiagnoseThroughPortForward(t *testing.T) {
 	if _, err := k.Load(); err != nil {
 		t.Fatal(err)
 	}
-	pf := &recordingForward{PortForward: &evidence.PortForward{Config: k.Config(), Pod: k.PodByIP}}
+	pf := &recordingForward{PortForward: &podforward.PortForward{Config: k.Config(), Pod: k.PodByIP}}
 	cz := &evidence.Channelz{Dialer: pf}
 	defer cz.Close()
 	const window = 3 * time.Second
@@ -122,7 +123,7 @@ func (c *podCalls) pods() map[string]int {
 // recordingForward is a PortForward that records, for each pod address
 // the sampler dials, where the connection it got goes.
 type recordingForward struct {
-	*evidence.PortForward
+	*podforward.PortForward
 	mu     sync.Mutex
 	remote map[netip.AddrPort]netip.AddrPort
 }
@@ -194,7 +195,7 @@ func TestDiagnoseThroughAgent(t *testing.T) {
 
 	asked := 0
 	collect := func() evidence.Evidence {
-		cz := &evidence.Channelz{Dialer: &evidence.PortForward{Config: k.Config(), Pod: k.PodByIP}}
+		cz := &evidence.Channelz{Dialer: &podforward.PortForward{Config: k.Config(), Pod: k.PodByIP}}
 		defer cz.Close()
 		ag := &evidence.Agents{Config: k.Config(), Pod: k.PodByIP, Image: "registry.example/tools/pinlab-agent:test",
 			Confirm: func(string, []string, string) bool { asked++; return true }}

@@ -1,4 +1,7 @@
-package evidence
+// Package podforward dials pods' ports through the API server's
+// port-forward, as kubectl port-forward does: PortForward, by pod IP (a
+// Dialer of evidence's Channelz sampler).
+package podforward
 
 import (
 	"context"
@@ -31,7 +34,7 @@ import (
 // refuses that one, the SPDY upgrade's connect and TLS.
 const OpenTimeout = 10 * time.Second
 
-// PortForward is a Dialer that reaches pods through the API server's
+// PortForward is a dialer that reaches pods through the API server's
 // pods/portforward subresource, as kubectl port-forward does
 // (k8s.io/kubectl/pkg/cmd/portforward over client-go v0.37's
 // tools/portforward): SPDY tunnelled over a WebSocket, falling back to
@@ -47,12 +50,14 @@ const OpenTimeout = 10 * time.Second
 // port-forward (RBAC: create pods/portforward) or refuses the
 // credentials. The server sees the connection coming from the kubelet or
 // the container runtime, not from DialContext's local address: Relayed
-// reports true.
+// reports true. Safe for concurrent use.
 type PortForward struct {
-	// Config reaches the API server (Kube.Config); required.
+	// Config reaches the API server (evidence.Kube's Config, for one);
+	// required.
 	Config *rest.Config
 	// Pod returns the namespace and name of the pod whose IP is ip, ok
-	// false when no pod has it (Kube.PodByIP); required.
+	// false when no pod has it (evidence.Kube's PodByIP, for one);
+	// required.
 	Pod func(ip netip.Addr) (namespace, name string, ok bool)
 
 	mu       sync.Mutex
