@@ -1,6 +1,6 @@
 // Package podforward dials pods' ports through the API server's
 // port-forward, as kubectl port-forward does: PortForward, by pod IP (a
-// Dialer of evidence's Channelz sampler).
+// Dialer of evidence's Channelz sampler) or by namespace and name.
 package podforward
 
 import (
@@ -41,23 +41,28 @@ const OpenTimeout = 10 * time.Second
 // SPDY when the API server or a proxy refuses the WebSocket upgrade, with
 // Config's credentials (exec plugins included), proxy and TLS. Each
 // forward listens on 127.0.0.1, on a port the kernel picks, and
-// DialContext connects there.
+// DialContext (a pod by IP) and DialPod (a pod by namespace and name)
+// connect there.
 //
-// One forward per pod and port, opened at the first dial (within
-// OpenTimeout) and kept for later dials until Close; one that ended (its
-// pod gone, the API server's connection lost) is opened again at the next
-// dial. Errors name the pod and say when the API server forbids the
-// port-forward (RBAC: create pods/portforward) or refuses the
-// credentials. The server sees the connection coming from the kubelet or
-// the container runtime, not from DialContext's local address: Relayed
-// reports true. Safe for concurrent use.
+// One forward per pod and port, shared by both dials, opened at the first
+// dial (within OpenTimeout) and kept for later dials until Close; one that
+// ended (its pod gone, the API server's connection lost) is opened again
+// at the next dial. When DialContext finds another pod at an IP than it
+// found before, that pod gets a forward of its own and the previous pod's
+// forward to that port is ended. A pod deleted and created again under
+// the same name keeps the forward it had until that forward ends. Errors
+// name the pod and say when the API server forbids the port-forward (RBAC:
+// create pods/portforward) or refuses the credentials. The server sees
+// the connection coming from the kubelet or the container runtime, not
+// from the dial's local address: Relayed reports true. Safe for
+// concurrent use.
 type PortForward struct {
 	// Config reaches the API server (evidence.Kube's Config, for one);
 	// required.
 	Config *rest.Config
 	// Pod returns the namespace and name of the pod whose IP is ip, ok
 	// false when no pod has it (evidence.Kube's PodByIP, for one);
-	// required.
+	// required by DialContext, unused by DialPod.
 	Pod func(ip netip.Addr) (namespace, name string, ok bool)
 
 	mu       sync.Mutex
@@ -65,35 +70,57 @@ type PortForward struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	client   *corev1client.CoreV1Client
-	forwards map[netip.AddrPort]*forward
-	wg       sync.WaitGroup // the forwards' goroutines
+	forwards map[target]*forward
+	atIP     map[netip.AddrPort]target // the pod DialContext last found at each IP, with the port
+	wg       sync.WaitGroup            // the forwards' goroutines
+}
+
+// target is what a forward reaches: one pod's port.
+type target struct {
+	namespace, name string
+	port            uint16
 }
 
 // forward is one pod's port-forward, served by a goroutine of its
 // PortForward until ctx ends or its connection to the API server does.
 type forward struct {
-	namespace, name string
-	port            uint16
-	fw              *portforward.PortForwarder
-	dialer          *openDialer
-	ready           chan struct{} // closed once it listens
-	done            chan struct{} // closed when it ended, err set
-	err             error
-	cancel          context.CancelFunc
+	target
+	fw     *portforward.PortForwarder
+	dialer *openDialer
+	ready  chan struct{} // closed once it listens
+	done   chan struct{} // closed when it ended, err set
+	err    error
+	cancel context.CancelFunc
 }
 
 // Relayed reports true: the pod's server sees the kubelet's side.
 func (pf *PortForward) Relayed() bool { return true }
 
-// DialContext connects to the pod whose IP is addr's through its forward
-// to addr's port, opening the forward if need be (bounded by OpenTimeout
-// and ctx).
+// DialContext connects to the pod whose IP is addr's (Pod tells which)
+// through its forward to addr's port, opening the forward if need be
+// (bounded by OpenTimeout and ctx).
 func (pf *PortForward) DialContext(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
 	ns, name, ok := pf.Pod(addr.Addr())
 	if !ok {
 		return nil, fmt.Errorf("port-forward: no pod has the IP %s", addr.Addr())
 	}
-	f, err := pf.forward(addr, ns, name)
+	return pf.dial(ctx, target{namespace: ns, name: name, port: addr.Port()}, addr)
+}
+
+// DialPod connects to port of the pod namespace/name through its forward,
+// opening the forward if need be (bounded by OpenTimeout and ctx). The
+// namespace, the name and the port are required.
+func (pf *PortForward) DialPod(ctx context.Context, namespace, name string, port uint16) (net.Conn, error) {
+	if namespace == "" || name == "" || port == 0 {
+		return nil, fmt.Errorf("port-forward to pod %s/%s port %d: a namespace, a name and a port are required", namespace, name, port)
+	}
+	return pf.dial(ctx, target{namespace: namespace, name: name, port: port}, netip.AddrPort{})
+}
+
+// dial connects to t through its forward; addr is the pod's IP and port
+// when DialContext found t there, else invalid.
+func (pf *PortForward) dial(ctx context.Context, t target, addr netip.AddrPort) (net.Conn, error) {
+	f, err := pf.forward(t, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -104,31 +131,38 @@ func (pf *PortForward) DialContext(ctx context.Context, addr netip.AddrPort) (ne
 	return loopback.Dialer{}.DialContext(ctx, local.String())
 }
 
-// forward returns the running forward to addr's port of pod ns/name, or
-// starts one.
-func (pf *PortForward) forward(addr netip.AddrPort, ns, name string) (*forward, error) {
+// forward returns the running forward to t, or starts one. A valid addr
+// records t as the pod at addr, ending the forward to the pod found
+// there before if it was another.
+func (pf *PortForward) forward(t target, addr netip.AddrPort) (*forward, error) {
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
 	if pf.closed {
 		return nil, errors.New("port-forward: closed")
-	}
-	if f := pf.forwards[addr]; f != nil {
-		if !f.ended() && f.namespace == ns && f.name == name {
-			return f, nil
-		}
-		f.cancel() // another pod has the IP now
 	}
 	if pf.ctx == nil {
 		client, err := corev1client.NewForConfig(pf.Config)
 		if err != nil {
 			return nil, fmt.Errorf("port-forward: %w", err)
 		}
-		pf.client, pf.forwards = client, map[netip.AddrPort]*forward{}
+		pf.client, pf.forwards, pf.atIP = client, map[target]*forward{}, map[netip.AddrPort]target{}
 		pf.ctx, pf.cancel = context.WithCancel(context.Background())
 	}
+	if addr.IsValid() {
+		if before, ok := pf.atIP[addr]; ok && before != t {
+			if f := pf.forwards[before]; f != nil {
+				f.cancel() // another pod has the IP now
+				delete(pf.forwards, before)
+			}
+		}
+		pf.atIP[addr] = t
+	}
+	if f := pf.forwards[t]; f != nil && !f.ended() {
+		return f, nil
+	}
 	ctx, cancel := context.WithCancel(pf.ctx)
-	f := &forward{namespace: ns, name: name, port: addr.Port(), ready: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	u := pf.client.RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("portforward").URL()
+	f := &forward{target: t, ready: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	u := pf.client.RESTClient().Post().Resource("pods").Namespace(t.namespace).Name(t.name).SubResource("portforward").URL()
 	var err error
 	if f.dialer, err = newOpenDialer(ctx, pf.Config, u); err == nil {
 		f.fw, err = portforward.NewOnAddressesForStreamingWithContext(ctx, f.dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", f.port)}, f.ready, nil, nil)
@@ -137,7 +171,7 @@ func (pf *PortForward) forward(addr netip.AddrPort, ns, name string) (*forward, 
 		cancel()
 		return nil, f.errorf(err)
 	}
-	pf.forwards[addr] = f
+	pf.forwards[t] = f
 	pf.wg.Add(1)
 	go func() {
 		defer pf.wg.Done()

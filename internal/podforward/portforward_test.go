@@ -249,7 +249,7 @@ func onePod(ip netip.Addr) (string, string, bool) {
 	return "shop", "pricing-0", ip == podIP
 }
 
-// dialWay is a way to dial pod shop/pricing-0 at podIP.
+// dialWay is one of PortForward's dials, to pod shop/pricing-0 at podIP.
 type dialWay struct {
 	name string
 	dial func(ctx context.Context, pf *podforward.PortForward, port uint16) (net.Conn, error)
@@ -258,6 +258,9 @@ type dialWay struct {
 var dialWays = []dialWay{
 	{"by IP", func(ctx context.Context, pf *podforward.PortForward, port uint16) (net.Conn, error) {
 		return pf.DialContext(ctx, netip.AddrPortFrom(podIP, port))
+	}},
+	{"by pod", func(ctx context.Context, pf *podforward.PortForward, port uint16) (net.Conn, error) {
+		return pf.DialPod(ctx, "shop", "pricing-0", port)
 	}},
 }
 
@@ -280,7 +283,7 @@ func echoSoon(pf *podforward.PortForward, way dialWay, port uint16, retry bool) 
 	return remote, c, err
 }
 
-// TestPortForward: dials reach a pod's port through the API server's
+// TestPortForward: both dials reach a pod's port through the API server's
 // port-forward, one forward kept for every dial, the server seeing the
 // forwarder's side rather than the dial's local address; SPDY is used
 // when the API server refuses the WebSocket upgrade; a forward that ended
@@ -333,6 +336,62 @@ func TestPortForward(t *testing.T) {
 	}
 }
 
+// TestPortForwardShared: DialContext and DialPod share the forward to a
+// pod's port, another pod gets its own; when another pod has the IP
+// DialContext opens a forward to it and ends the previous pod's, which
+// DialPod then opens again.
+func TestPortForwardShared(t *testing.T) {
+	server := startEcho(t)
+	api := &forwardAPI{}
+	var (
+		mu    sync.Mutex
+		atPod = "pricing-0"
+	)
+	pf := &podforward.PortForward{Config: startForwardAPI(t, api), Pod: func(ip netip.Addr) (string, string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return "shop", atPod, ip == podIP
+	}}
+	defer pf.Close()
+	ctx := context.Background()
+	byIP := func() (net.Conn, error) { return pf.DialContext(ctx, netip.AddrPortFrom(podIP, server.Port())) }
+	byPod := func(name string) func() (net.Conn, error) {
+		return func() (net.Conn, error) { return pf.DialPod(ctx, "shop", name, server.Port()) }
+	}
+	steps := []struct {
+		name     string
+		dial     func() (net.Conn, error)
+		moveTo   string // the pod that has podIP from this step on
+		upgrades string // the upgrades after the step
+	}{
+		{name: "by IP", dial: byIP, upgrades: "GET shop/pricing-0"},
+		{name: "the same pod by name", dial: byPod("pricing-0"), upgrades: "GET shop/pricing-0"},
+		{name: "another pod by name", dial: byPod("pricing-1"), upgrades: "GET shop/pricing-0 GET shop/pricing-1"},
+		{name: "pricing-2 at the IP", dial: byIP, moveTo: "pricing-2", upgrades: "GET shop/pricing-0 GET shop/pricing-1 GET shop/pricing-2"},
+		{name: "pricing-0's forward ended", dial: byPod("pricing-0"), upgrades: "GET shop/pricing-0 GET shop/pricing-1 GET shop/pricing-2 GET shop/pricing-0"},
+		{name: "pricing-1's kept", dial: byPod("pricing-1"), upgrades: "GET shop/pricing-0 GET shop/pricing-1 GET shop/pricing-2 GET shop/pricing-0"},
+	}
+	for _, st := range steps {
+		if st.moveTo != "" {
+			mu.Lock()
+			atPod = st.moveTo
+			mu.Unlock()
+		}
+		c, err := st.dial()
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		_, err = echo(c)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if diff := cmp.Diff(st.upgrades, strings.Join(api.methods(), " ")); diff != "" {
+			t.Errorf("%s: upgrades (-want +got):\n%s", st.name, diff)
+		}
+	}
+}
+
 // TestPortForwardRefused: the dials PortForward refuses before any
 // upgrade.
 func TestPortForwardRefused(t *testing.T) {
@@ -348,7 +407,13 @@ func TestPortForwardRefused(t *testing.T) {
 	}{
 		{name: "no pod has the IP", dial: func() (net.Conn, error) { return pf.DialContext(ctx, netip.MustParseAddrPort("127.203.214.10:8471")) },
 			err: "port-forward: no pod has the IP 127.203.214.10"},
-		{name: "closed", dial: func() (net.Conn, error) { return closed.DialContext(ctx, netip.AddrPortFrom(podIP, 8471)) },
+		{name: "no name", dial: func() (net.Conn, error) { return pf.DialPod(ctx, "shop", "", 8471) },
+			err: "port-forward to pod shop/ port 8471: a namespace, a name and a port are required"},
+		{name: "no namespace", dial: func() (net.Conn, error) { return pf.DialPod(ctx, "", "pricing-0", 8471) },
+			err: "port-forward to pod /pricing-0 port 8471: a namespace, a name and a port are required"},
+		{name: "no port", dial: func() (net.Conn, error) { return pf.DialPod(ctx, "shop", "pricing-0", 0) },
+			err: "port-forward to pod shop/pricing-0 port 0: a namespace, a name and a port are required"},
+		{name: "closed", dial: func() (net.Conn, error) { return closed.DialPod(ctx, "shop", "pricing-0", 8471) },
 			err: "port-forward: closed"},
 	}
 	for _, tt := range tests {
