@@ -1,0 +1,231 @@
+// Package clusterrun is the engine behind `pinlab cluster run` and
+// `pinlab cluster clean`: it reads a scenario, refuses what a real
+// cluster cannot reproduce (scenario.CheckCluster) before anything is
+// created, checks the user's permissions, says what it will create and
+// waits for consent, runs each variant in a namespace of the user's
+// cluster (package remote, a runner.Backend), judges the run as `lab
+// run` does (package verdict) and returns the report. What it creates is
+// deleted when the run ends, fails or is interrupted; Clean deletes what
+// a killed run left, by label.
+package clusterrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/exit"
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/outcome"
+	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/remote"
+	"github.com/pinlab/pinlab/internal/report"
+	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/scenario"
+	"github.com/pinlab/pinlab/internal/verdict"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Options configure Run.
+type Options struct {
+	// Scenario is a scenario file's path, a built-in's name, or "-" for In.
+	Scenario string
+	In       io.Reader
+	// Kube names the cluster: kubeconfig, context, user, as kubectl.
+	Kube *evidence.Kube
+	// Image is the pinlab image the pods run (`pinlab image build
+	// --push` prints it, by digest). Required.
+	Image string
+	// Variants, if not empty, are the variants to run, in this order.
+	Variants []string
+	// Confirm is asked, with what the run will create, before the first
+	// write; false stops the run with nothing created. nil: consent is
+	// refused (the CLI passes one that reads --yes or asks).
+	Confirm func(summary string) (bool, error)
+	// Keep leaves the namespaces when the run ends (Clean removes them).
+	Keep bool
+	// Seed makes random picks repeatable; 0 picks one.
+	Seed uint64
+	// Logger receives what the backend does; nil discards it.
+	Logger *slog.Logger
+	// Progress, if not nil, is called about twice a second.
+	Progress func([]outcome.Progress)
+	// Notes, if not nil, is told the run's ID and namespaces.
+	Notes io.Writer
+}
+
+// ErrNoConsent is Run's and Clean's error when Confirm said no.
+var ErrNoConsent = errors.New("nothing created: not confirmed (give --yes, or answer y)")
+
+// setupTimeout bounds each variant's setup on the cluster: its pods
+// scheduled, the image pulled (remote.DefaultPullTimeout names a pod that
+// cannot pull it), its clients started.
+const setupTimeout = 3 * time.Minute
+
+// loadMargin is what a client pod's --duration adds to the plan's
+// duration: the variant's setup and room.
+const loadMargin = setupTimeout + time.Minute
+
+// Run runs the scenario opts names on the cluster and judges it. It
+// returns the result of every variant that started, with the run's error
+// (a failed variant, an interruption); nil when nothing ran.
+func Run(ctx context.Context, opts Options) (*report.Result, error) {
+	if opts.Image == "" {
+		return nil, exit.UsageError(errors.New("--image: required: the pinlab image the pods run (`pinlab image build --push REF` prints it)"))
+	}
+	p, err := prepare(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	k := opts.Kube
+	if k == nil {
+		k = &evidence.Kube{}
+	}
+	host, err := k.Load()
+	if err != nil {
+		return nil, exit.UsageError(err)
+	}
+	cs, err := kubernetes.NewForConfig(k.Config())
+	if err != nil {
+		return nil, err
+	}
+	if err := reachable(ctx, cs, host); err != nil {
+		return nil, err
+	}
+	run := remote.NewRunID()
+	if err := checkAccess(ctx, cs, host, remote.Namespace(run, 0)); err != nil {
+		return nil, err
+	}
+	p = inNamespaces(p, run)
+	if ok, err := confirm(opts, summary(p, host, run, opts)); err != nil || !ok {
+		return nil, errors.Join(err, exitNoConsent(ok))
+	}
+	b, err := remote.New(remote.Config{REST: rest.CopyConfig(k.Config()), Clientset: cs, Run: run, Image: opts.Image,
+		Token: remote.NewToken(), Keep: opts.Keep, LoadDuration: p.Duration + loadMargin, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	note(opts.Notes, "run %s on %s: namespaces %s-*; if this command is killed, `pinlab cluster clean --run %s` removes them", run, host, "pinlab-"+run, run)
+	out, err := runner.Run(ctx, p, runner.Options{Seed: opts.Seed, Logger: opts.Logger, Progress: opts.Progress, Backend: b,
+		OffMachine: true, SetupTimeout: setupTimeout})
+	if out == nil {
+		return nil, err
+	}
+	return report.New(p, out, verdict.JudgeRun(p, out)), err
+}
+
+func exitNoConsent(ok bool) error {
+	if ok {
+		return nil
+	}
+	return exit.UsageError(ErrNoConsent)
+}
+
+// prepare reads the scenario, refuses what a cluster cannot do, and picks
+// the variants, before any call to the cluster.
+func prepare(ctx context.Context, opts Options) (*plan.Plan, error) {
+	p, err := scenario.OpenForCluster(ctx, opts.Scenario, opts.In, opts.Variants)
+	if errors.Is(err, scenario.ErrNotFound) {
+		return nil, exit.UsageError(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p, err = p.Select(opts.Variants); err != nil {
+		return nil, exit.UsageError(fmt.Errorf("--variant: %w", err))
+	}
+	var errs []error
+	for _, v := range p.Variants {
+		errs = append(errs, fits(v))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, exit.UsageError(err)
+	}
+	return p, nil
+}
+
+// fits refuses a variant that this backend cannot run yet: objects in
+// more than one namespace (a run gives each variant one), and clients
+// with the kubernetes resolver (their pods would need RBAC to watch
+// EndpointSlices, which the run does not grant).
+func fits(v plan.Variant) error {
+	var namespaces []string
+	for _, o := range v.Objects {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return err
+		}
+		ns := m.GetNamespace()
+		if ns == "" {
+			ns = m.GetName() // a Namespace object (others are defaulted by the scenario)
+		}
+		if !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	if len(namespaces) > 1 {
+		return fmt.Errorf("variant %s: objects in namespaces %s: cluster run gives each variant one namespace", v.Name, strings.Join(namespaces, ", "))
+	}
+	for _, c := range v.Clients {
+		if c.Settings.Resolver == load.ResolverKubernetes {
+			return fmt.Errorf("variant %s: client %s: resolver kubernetes: not on a cluster yet (its pods would need a Role to watch EndpointSlices); run it on the lab", v.Name, c.Group)
+		}
+	}
+	return nil
+}
+
+// inNamespaces returns p with variant i in remote.Namespace(run, i).
+func inNamespaces(p *plan.Plan, run string) *plan.Plan {
+	q := *p
+	q.Variants = make([]plan.Variant, len(p.Variants))
+	for i, v := range p.Variants {
+		ns := remote.Namespace(run, i)
+		q.Variants[i] = v.InNamespaces(func(string) string { return ns })
+	}
+	return &q
+}
+
+// reachableTimeout bounds the first call: a context whose API server
+// does not answer fails within it.
+const reachableTimeout = 10 * time.Second
+
+func reachable(ctx context.Context, cs kubernetes.Interface, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, reachableTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := cs.Discovery().ServerVersion(); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("the API server at %s: %w", host, err)
+		}
+		return nil
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("the API server at %s did not answer within %v", host, reachableTimeout)
+		}
+		return ctx.Err()
+	}
+}
+
+func confirm(opts Options, summary string) (bool, error) {
+	if opts.Confirm == nil {
+		return false, nil
+	}
+	return opts.Confirm(summary)
+}
+
+// note writes one line on w, if not nil.
+func note(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}

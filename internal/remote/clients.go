@@ -1,0 +1,301 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/loadfeed"
+	"github.com/pinlab/pinlab/internal/plan"
+	"github.com/pinlab/pinlab/internal/runner"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// StartClients runs each client group of cs as a StatefulSet named after
+// the group, in the variant's namespace: its pods are named as the
+// plan names the group's clients ("GROUP-0" ... "GROUP-N-1"), so that
+// each pod is one client, also after a restart. Each pod runs the image's
+// load client with the group's settings (loadArgs) and serves its
+// events; StartClients returns once every pod is ready and its events
+// answer through port-forward.
+func (c *Cluster) StartClients(ctx context.Context, cs []plan.Client, obs []runner.HostedObserver) (runner.HostedClients, error) {
+	h := &hostedClients{c: c, events: &http.Client{Transport: &http.Transport{DialContext: podDialer(c.forward, EventsPort)}}}
+	var objs []runtime.Object
+	for _, g := range groups(cs) {
+		ss, err := c.clientSet(g)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, ss)
+	}
+	for i, cp := range cs {
+		r := &loadfeed.Reader{URL: "http://" + c.namespace + "." + cp.Name, Token: c.cfg.Token, Client: h.events}
+		h.clients = append(h.clients, &hostedClient{plan: cp, obs: obs[i], reader: r})
+	}
+	if err := c.api.Apply(ctx, objs); err != nil {
+		return nil, fmt.Errorf("load clients: %w", err)
+	}
+	if err := c.api.WaitWorkloads(ctx, nil); err != nil {
+		return nil, fmt.Errorf("load clients: %w", err)
+	}
+	for _, hc := range h.clients {
+		// The first Poll reads the pod's clock: the feed answers.
+		evs, err := hc.reader.Poll(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load client %s: its events: %w", hc.plan.Name, err)
+		}
+		hc.pending = evs
+	}
+	return h, nil
+}
+
+// groups returns cs's clients by group, in order of first appearance.
+func groups(cs []plan.Client) [][]plan.Client {
+	var out [][]plan.Client
+	for _, cp := range cs {
+		i := slices.IndexFunc(out, func(g []plan.Client) bool { return g[0].Group == cp.Group })
+		if i < 0 {
+			out = append(out, nil)
+			i = len(out) - 1
+		}
+		out[i] = append(out[i], cp)
+	}
+	return out
+}
+
+// clientSet is the StatefulSet of group g (its clients in order).
+func (c *Cluster) clientSet(g []plan.Client) (*appsv1.StatefulSet, error) {
+	name := g[0].Group
+	for i, cp := range g {
+		if want := name + "-" + strconv.Itoa(i); cp.Name != want {
+			return nil, fmt.Errorf("client group %s: client %q, want %q", name, cp.Name, want)
+		}
+	}
+	args, err := c.loadArgs(g[0])
+	if err != nil {
+		return nil, fmt.Errorf("client group %s: %w", name, err)
+	}
+	labels := map[string]string{ClientLabel: name, RunLabel: c.cfg.Run}
+	replicas := int32(len(g))
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.namespace, Labels: labels},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            &replicas,
+			ServiceName:         name,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{ClientLabel: name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "load", Image: c.cfg.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+					Args: args, Env: podEnv(), Resources: podResources(),
+					Ports: []corev1.ContainerPort{{Name: "events", ContainerPort: EventsPort}},
+				}}},
+			},
+		},
+	}, nil
+}
+
+// loadArgs are the image's load command line for client cp: the flags
+// of `pinlab-workload load`, from the settings runner.ClientConfig gives
+// a local client. The cluster DNS of the pod's resolv.conf resolves its
+// target.
+func (c *Cluster) loadArgs(cp plan.Client) ([]string, error) {
+	cfg := runner.ClientConfig(cp, "", nil)
+	if cfg.Resolver != load.ResolverGRPC {
+		return nil, fmt.Errorf("resolver %q: a load client pod resolves with grpc-go's DNS resolver only here", cfg.Resolver)
+	}
+	d := func(v time.Duration) string { return v.String() }
+	args := []string{"load", "--target", cfg.Target, "--policy", cfg.Policy,
+		"--rate", strconv.FormatFloat(cfg.Rate, 'g', -1, 64), "--timeout", d(cfg.Timeout),
+		"--duration", d(c.cfg.LoadDuration), "--events-port", strconv.Itoa(EventsPort)}
+	flag := func(on bool, f string) {
+		if on {
+			args = append(args, f)
+		}
+	}
+	flag(cfg.HealthCheck, "--health-check")
+	flag(cfg.WaitForReady, "--wait-for-ready")
+	if cfg.Stream {
+		args = append(args, "--stream", "--stream-length", d(cfg.StreamLength))
+	}
+	if cfg.MinResolutionInterval != 0 {
+		args = append(args, "--min-resolution-interval", d(cfg.MinResolutionInterval))
+	}
+	if r := cfg.Retry; r != nil {
+		args = append(args, "--retry-max-attempts", strconv.Itoa(r.MaxAttempts))
+		if r.InitialBackoff != 0 {
+			args = append(args, "--retry-initial-backoff", d(r.InitialBackoff))
+		}
+		if r.MaxBackoff != 0 {
+			args = append(args, "--retry-max-backoff", d(r.MaxBackoff))
+		}
+		if r.BackoffMultiplier != 0 {
+			args = append(args, "--retry-backoff-multiplier", strconv.FormatFloat(r.BackoffMultiplier, 'g', -1, 64))
+		}
+		if len(r.RetryableStatusCodes) > 0 {
+			var s []byte
+			for i, code := range r.RetryableStatusCodes {
+				if i > 0 {
+					s = append(s, ',')
+				}
+				s = strconv.AppendUint(s, uint64(code), 10)
+			}
+			args = append(args, "--retry-codes", string(s))
+		}
+	}
+	return args, nil
+}
+
+// hostedClients are a variant's client pods (runner.HostedClients).
+type hostedClients struct {
+	c       *Cluster
+	events  *http.Client
+	clients []*hostedClient
+}
+
+// hostedClient is one client pod and its reader; Relay's goroutine for
+// it owns reader and pending.
+type hostedClient struct {
+	plan    plan.Client
+	obs     runner.HostedObserver
+	reader  *loadfeed.Reader
+	pending []loadfeed.Event // read by StartClients, not relayed yet
+}
+
+// pollEvery is how often Relay reads each client's events.
+const pollEvery = time.Second
+
+// lastPoll bounds the read after the load ends.
+const lastPoll = 5 * time.Second
+
+// Relay reads each client's events every pollEvery, one goroutine each,
+// and reports them (runner.HostedClients).
+func (h *hostedClients) Relay(ctx context.Context, start time.Time) {
+	var wg sync.WaitGroup
+	for _, hc := range h.clients {
+		wg.Go(func() { h.relay(ctx, hc, start) })
+	}
+	wg.Wait()
+}
+
+func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.Time) {
+	hc.report(hc.pending, start)
+	hc.pending = nil
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	log := h.c.cfg.logger()
+	for {
+		select {
+		case <-ctx.Done():
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastPoll)
+			evs, err := hc.reader.Poll(last)
+			cancel()
+			hc.report(evs, start)
+			if err != nil {
+				log.Warn("load client: the last events were not read", "client", hc.plan.Name, "err", err)
+			}
+			return
+		case <-t.C:
+			evs, err := hc.reader.Poll(ctx)
+			hc.report(evs, start)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("load client: events not read", "client", hc.plan.Name, "err", err)
+			}
+		}
+	}
+}
+
+// report gives events to the client's observer: calls and launches due
+// from start on, every connection event.
+func (hc *hostedClient) report(evs []loadfeed.Event, start time.Time) {
+	for _, ev := range evs {
+		switch ev.Kind {
+		case loadfeed.KindCall:
+			if !ev.At.Before(start) {
+				hc.obs.Called(load.Result{Due: ev.At, Latency: time.Duration(ev.LatencyNs), Code: ev.Code, Cause: ev.Cause, Pod: ev.Pod, PodIP: ev.PodIP})
+			}
+		case loadfeed.KindSent:
+			if !ev.At.Before(start) {
+				hc.obs.Sent(ev.At, time.Duration(ev.LagNs))
+			}
+		case loadfeed.KindConn:
+			remote, err := netip.ParseAddrPort(ev.Remote)
+			if err != nil {
+				continue
+			}
+			ce := load.ConnEvent{Remote: remote, Open: ev.Open, Reason: ev.Reason}
+			if ev.GoAwayAt != nil {
+				ce.GoAwayAt = *ev.GoAwayAt
+			}
+			hc.obs.Conn(ce, ev.At)
+		}
+	}
+}
+
+// restartGrace is the grace period of a client pod deleted to restart
+// it: the load client stops at once.
+var restartGrace int64 = 1
+
+// Restart deletes the named clients' pods; their StatefulSets start them
+// again under the same names, with new channels (plan.Clients). Unlike a
+// lab's client, which replaces its channel at once, a pod takes the
+// cluster's time to come back.
+func (h *hostedClients) Restart(names []string) error {
+	var errs []error
+	for _, n := range names {
+		if !slices.ContainsFunc(h.clients, func(hc *hostedClient) bool { return hc.plan.Name == n }) {
+			errs = append(errs, fmt.Errorf("no client %q", n))
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		errs = append(errs, h.c.DeletePod(ctx, h.c.namespace, n, &restartGrace))
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// Configure gives a whole client group new settings: its StatefulSet's
+// args change and the StatefulSet replaces its pods one by one. A step
+// that selects part of a group cannot run on a cluster.
+func (h *hostedClients) Configure(next []plan.Client) error {
+	var errs []error
+	for _, g := range groups(next) {
+		all := 0
+		for _, hc := range h.clients {
+			if hc.plan.Group == g[0].Group {
+				all++
+			}
+		}
+		if len(g) != all {
+			errs = append(errs, fmt.Errorf("client group %s: %d of its %d clients changed; on a cluster a group's clients are one StatefulSet", g[0].Group, len(g), all))
+			continue
+		}
+		args, err := h.c.loadArgs(g[0])
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+			err = h.c.api.UpdateTemplate(ctx, "StatefulSet", h.c.namespace, g[0].Group, func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].Args = args
+			})
+			cancel()
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes the readers' connections; the pods go with the namespace.
+func (h *hostedClients) Close() error {
+	h.events.CloseIdleConnections()
+	return nil
+}
