@@ -59,7 +59,7 @@ func (w *podWorker) status(p *corev1.Pod) corev1.PodStatus {
 		HostIP:   w.k.cfg.NodeIP.String(),
 		HostIPs:  []corev1.HostIP{{IP: w.k.cfg.NodeIP.String()}},
 		Message:  w.statusMessage(),
-		QOSClass: corev1.PodQOSBestEffort,
+		QOSClass: qosClass(p),
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodScheduled, true),
 			cond(corev1.PodInitialized, true),
@@ -142,4 +142,36 @@ func (w *podWorker) statusMessage() string {
 		}
 	}
 	return msg
+}
+
+// qosClass is the pod's QoS class: the one the API server set when it
+// created the pod (status.qosClass is immutable after), else the class of
+// its containers' CPU and memory requests and limits as the API server's
+// GetPodQOS computes it: BestEffort without any, Guaranteed when every
+// container limits both and requests what it limits (a request left out
+// is its limit), Burstable otherwise.
+func qosClass(p *corev1.Pod) corev1.PodQOSClass {
+	if p.Status.QOSClass != "" {
+		return p.Status.QOSClass
+	}
+	some, guaranteed := false, true
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if hasReq && !req.IsZero() || hasLim && !lim.IsZero() {
+				some = true
+			}
+			if !hasLim || lim.IsZero() || hasReq && req.Cmp(lim) != 0 {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !some:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
 }
