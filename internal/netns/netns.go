@@ -18,6 +18,7 @@ package netns
 
 import (
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"syscall"
@@ -53,6 +54,10 @@ type Config struct {
 	// Started, when not nil, is called once with the child's pid after it
 	// started (for Command and for `lab exec`), from Run's goroutine.
 	Started func(pid int)
+	// Stdout and Stderr, when not nil, receive the child's output (a
+	// test that runs itself again in the namespace keeps its child's
+	// lines); nil: this process's, inherited.
+	Stdout, Stderr io.Writer
 	// Killed, when not nil, is called with the signal that killed the
 	// child, if one did (Run then returns 128 plus its number), from Run's
 	// goroutine before Run returns.

@@ -30,11 +30,12 @@ const killAfter = 10 * time.Second
 
 // Run re-executes the current program with cfg.Args in a new network
 // namespace, and a new user namespace mapping the caller's uid and gid to
-// 0 when the caller is not root, and waits for it. Stdio is inherited;
-// SIGINT, SIGTERM and SIGHUP are forwarded; when ctx ends the child gets
-// SIGTERM, then SIGKILL 10 s later. The child gets SIGTERM if Run's
-// process dies first (PR_SET_PDEATHSIG), so that it stops what it started
-// and removes its files as on Ctrl-C.
+// 0 when the caller is not root, and waits for it. Stdio is inherited
+// (but for Config.Stdout and Stderr); SIGINT, SIGTERM and SIGHUP are
+// forwarded; when ctx ends the child gets SIGTERM, then SIGKILL 10 s
+// later. The child gets SIGTERM if Run's process dies first
+// (PR_SET_PDEATHSIG), so that it stops what it started and removes its
+// files as on Ctrl-C.
 //
 // It returns the child's exit code (128+N when signal N killed it), or an
 // error if the child could not start: wrapping ErrUnavailable, with what to
@@ -47,6 +48,12 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	cmd := exec.Command(exe, cfg.Args...)
 	cmd.Env = withMarker(cfg.Env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if cfg.Stdout != nil {
+		cmd.Stdout = cfg.Stdout
+	}
+	if cfg.Stderr != nil {
+		cmd.Stderr = cfg.Stderr
+	}
 	cmd.ExtraFiles = cfg.ExtraFiles
 	uid, gid := os.Getuid(), os.Getgid()
 	cmd.SysProcAttr = sysProcAttr(uid, gid)
