@@ -85,18 +85,23 @@ func New(cfg Config) (*Network, error) {
 	}, nil
 }
 
-// podsConf is the pods' network: bridge (the gateway on it, hairpin on so
-// that a pod reaches itself through a Service) with host-local handing
-// out the address the runtime asks for (CNI_ARGS IP).
+// podsConf is the pods' network: bridge (the gateway on it and each pod's
+// default route through it, so that a pod reaches the node's addresses
+// outside Subnet, the Service range's among them, as a pod on a real
+// node's CNI does; hairpin on so that a pod reaches itself through a
+// Service) with host-local handing out the address the runtime asks for
+// (CNI_ARGS IP). The node's namespace has no route out, so neither has a
+// pod.
 func podsConf(cfg Config) []byte {
 	conf := map[string]any{
 		"cniVersion": cniVersion,
 		"name":       "pinlab-pods",
 		"plugins": []any{map[string]any{
-			"type":        "bridge",
-			"bridge":      cfg.Bridge,
-			"isGateway":   true,
-			"hairpinMode": true,
+			"type":             "bridge",
+			"bridge":           cfg.Bridge,
+			"isGateway":        true,
+			"isDefaultGateway": true,
+			"hairpinMode":      true,
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"ranges":  [][]map[string]string{{{"subnet": cfg.Subnet.String()}}},

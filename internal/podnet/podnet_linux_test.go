@@ -146,6 +146,22 @@ func TestSandboxes(t *testing.T) {
 	}); err != nil {
 		t.Errorf("pod a dialling the node at %v: %v", nodeLn.Addr(), err)
 	}
+	// So does an address of the node outside the range (a Service's),
+	// through the pod's default route.
+	svcLn, err := net.Listen("tcp", "10.96.0.5:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svcLn.Close()
+	if err := a.Do(func() error {
+		c, err := net.DialTimeout("tcp", svcLn.Addr().String(), 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Errorf("pod a dialling a Service address of the node at %v: %v", svcLn.Addr(), err)
+	}
 	if err := n.Remove(ctx, a); err != nil {
 		t.Fatal(err)
 	}
