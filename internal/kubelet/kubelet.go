@@ -83,8 +83,9 @@ type Config struct {
 	// PodNetwork, if not nil, gives each pod its own network namespace
 	// (a pod sandbox, package podnet) at the address PodIPs handed out,
 	// made before its first container starts and removed when its
-	// address is given up; the pod's servers listen there. Nil: pods
-	// share the node's namespace, their addresses local on lo.
+	// address is given up; the pod's servers listen there, and a load
+	// client's container dials from there (LoadContainer.Dial). Nil:
+	// pods share the node's namespace, their addresses local on lo.
 	PodNetwork PodNetwork
 	// Observe, if not nil, returns the observer for a pod's servers: the
 	// gRPC server and, for a pod with an HTTP port, the web server (HTTP

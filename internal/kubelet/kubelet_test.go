@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/cluster"
 	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/netns"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +23,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if netns.Inside() {
+		// A test run again in a private network namespace (inNetns):
+		// the pod and Service ranges are made local there, as on the
+		// real control plane tier.
+		if err := netns.Setup(netns.PodPrefix, netns.ServicePrefix); err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testRanges hands each test its own pod range inside 127.205.0.0/16,
 // outside the ranges labs use, so tests run in parallel and beside a lab.

@@ -20,6 +20,7 @@ import (
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podlog"
+	"github.com/pinlab/pinlab/internal/podnet"
 	"github.com/pinlab/pinlab/internal/workload"
 )
 
@@ -43,12 +44,21 @@ type LoadContainer struct {
 	// Source is the pod IP, which the client dials from; EventsIP the
 	// same, where it serves its events.
 	Source, EventsIP netip.Addr
+	// Dial, for a pod with its own network namespace (Config.PodNetwork),
+	// opens the client's sockets (network "tcp" or "udp") inside it, from
+	// the pod IP, to the lab's addresses only (package loopback), as a
+	// process in the pod would: its connections and its DNS queries
+	// leave from the pod's eth0 (loadpod.Host.Dial). Nil when the pod
+	// shares the node's namespace, where the pod IP is local.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DNS is the cluster DNS ("IP:port", Kubelet.clusterDNS) for dns:///
 	// targets; "" when the node has none.
 	DNS string
 	// Kubernetes is the kubelet's client, for the "kubernetes" resolver.
 	Kubernetes kubernetes.Interface
-	// Listen opens the events listener (package loopback's checks).
+	// Listen opens the events listener (package loopback's checks),
+	// inside the pod's own network namespace when it has one, where the
+	// kubelet API's port-forward reaches it at the pod IP.
 	Listen func(ctx context.Context, addr string) (net.Listener, error)
 	// SetMinResolutionInterval refuses --min-resolution-interval:
 	// grpc-go's setting is process-wide, and the node runs every pod's
@@ -118,18 +128,14 @@ func (l *loadProcess) Err() error {
 }
 
 // loadProcess returns the process of pod p's load client container, on
-// the pod IP, writing to out (see LoadContainer). It errs (the container
-// cannot start) when the node runs no load clients (no
-// Config.LoadClient), when the env cannot be read, or when the pod has a
-// network namespace of its own: the client's connections would have to be
-// opened inside it.
+// the pod IP, writing to out (see LoadContainer): in the pod's own network
+// namespace when it has one (w.sandbox), else in the node's. It errs (the
+// container cannot start) when the node runs no load clients (no
+// Config.LoadClient) or when the env cannot be read.
 func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.Log) (process, error) {
 	run := w.k.cfg.LoadClient
-	switch {
-	case run == nil:
+	if run == nil {
 		return nil, errors.New("this node runs no load clients (kubelet.Config.LoadClient)")
-	case w.sandbox != nil:
-		return nil, errors.New("a load client's container runs in the node's network namespace only (Config.PodNetwork gives this pod its own)")
 	}
 	spec, _ := w.k.pinlabSpec(&p.Spec) // image pinlab, when pinned by a digest the node holds
 	args, err := workload.ContainerArgs(&spec.Containers[0])
@@ -141,7 +147,7 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 		return nil, err
 	}
 	errs := &tailWriter{out: out}
-	return &loadProcess{run: run, errs: errs, c: LoadContainer{
+	c := LoadContainer{
 		Args: args, Getenv: func(k string) string { return env[k] },
 		Source: w.ip, EventsIP: w.ip, DNS: w.k.clusterDNS(ctx), Kubernetes: w.k.client,
 		Listen: loopback.Listen,
@@ -149,7 +155,40 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 			return errors.New("grpc-go's least time between resolutions is process-wide, and the lab's node runs every pod's client in one process")
 		},
 		Stdout: &tailWriter{out: out}, Stderr: errs,
-	}}, nil
+	}
+	if sb := w.sandbox; sb != nil {
+		c.Dial, c.Listen = sandboxDial(sb), sandboxListen(sb)
+	}
+	return &loadProcess{run: run, errs: errs, c: c}, nil
+}
+
+// sandboxDial opens sockets as a process in sb's pod does: inside its
+// network namespace, from its address, after package loopback's checks.
+// Each socket is made on a thread inside the namespace (Sandbox.Do) and
+// keeps it; once the sandbox is gone it fails (podnet.ErrGone).
+func sandboxDial(sb *podnet.Sandbox) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := loopback.Dialer{Source: sb.IP}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := sb.Do(func() (err error) {
+			c, err = d.Dial(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// sandboxListen opens listeners inside sb's network namespace, after
+// package loopback's checks, as the pod's servers do.
+func sandboxListen(sb *podnet.Sandbox) func(ctx context.Context, addr string) (net.Listener, error) {
+	return func(ctx context.Context, addr string) (net.Listener, error) {
+		var ln net.Listener
+		err := sb.Do(func() (err error) {
+			ln, err = loopback.Listen(ctx, addr)
+			return err
+		})
+		return ln, err
+	}
 }
 
 // containerEnv is the environment of p's container as a container runtime

@@ -55,7 +55,7 @@ func loadPod(args ...string) func(*corev1.Pod) {
 // package loadpod's Main on the node's host.
 func runLoad(ctx context.Context, c LoadContainer) int {
 	return loadpod.Main(ctx, c.Args, c.Getenv, loadpod.Host{
-		Source: c.Source, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
+		Source: c.Source, Dial: c.Dial, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
 		SetMinResolutionInterval: c.SetMinResolutionInterval, Stdout: c.Stdout, Stderr: c.Stderr,
 	})
 }
@@ -65,8 +65,13 @@ func runLoad(ctx context.Context, c LoadContainer) int {
 // publishes the port its DNS bound), with Secret run-token.
 func loadNode(t *testing.T, cfg Config) (*cluster.Cluster, *Kubelet, *dnstest.Server) {
 	t.Helper()
-	cc := cluster.Config{ServiceCIDR: loadServices}
-	cc.DNSIP = netip.MustParseAddr("127.213.0.10")
+	return loadNodeOn(t, cluster.Config{ServiceCIDR: loadServices, DNSIP: netip.MustParseAddr("127.213.0.10")}, cfg)
+}
+
+// loadNodeOn is loadNode on a cluster of cc, whose DNSIP is the cluster
+// DNS's.
+func loadNodeOn(t *testing.T, cc cluster.Config, cfg Config) (*cluster.Cluster, *Kubelet, *dnstest.Server) {
+	t.Helper()
 	cfg.ClusterDNS, cfg.Images, cfg.LoadClient = cc.DNSIP, []string{heldDigest}, runLoad
 	c, k, _ := nodeOn(t, cc, cfg)
 	dns := dnstest.StartWith(t, dnstest.Options{IP: cc.DNSIP})

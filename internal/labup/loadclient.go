@@ -12,7 +12,7 @@ import (
 // for the containers of it that `cluster run` puts on the lab's node.
 func LoadClient(ctx context.Context, c kubelet.LoadContainer) int {
 	return loadpod.Main(ctx, c.Args, c.Getenv, loadpod.Host{
-		Source: c.Source, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
+		Source: c.Source, Dial: c.Dial, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
 		SetMinResolutionInterval: c.SetMinResolutionInterval, Stdout: c.Stdout, Stderr: c.Stderr,
 	})
 }
