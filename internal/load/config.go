@@ -64,8 +64,8 @@ type Config struct {
 	// gives a client in a pod with its own network namespace one that
 	// dials inside that namespace, from the pod IP, as a process in the
 	// pod would. Nil: package loopback's Dialer from Source, in this
-	// process's namespace. The "grpc" resolver (grpc-go's, which dials
-	// its DNS server itself) then sends its queries to a relay on
+	// process's namespace. With Dial, the "grpc" resolver (grpc-go's,
+	// which dials its DNS server itself) sends its queries to a relay on
 	// 127.0.0.1 that carries each one on through Dial; the "kubernetes"
 	// one watches through Kubernetes, not Dial. Not with InCluster. It is
 	// called from grpc-go's and the resolvers' goroutines, concurrently.
