@@ -16,6 +16,7 @@ import (
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 )
 
 func newCmdCluster(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -168,7 +169,7 @@ func consent(yes bool, answer io.Reader, w io.Writer) func(string) (bool, error)
 		if yes {
 			return true, nil
 		}
-		if f, ok := answer.(*os.File); !ok || !isTerminal(f) {
+		if f, ok := answer.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 			return false, exit.UsageError(errors.New("not confirmed: standard input is not a terminal to ask on; give --yes"))
 		}
 		fmt.Fprint(w, "Go on? [y/N] ")

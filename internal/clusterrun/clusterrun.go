@@ -10,6 +10,7 @@
 package clusterrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +107,7 @@ func Run(ctx context.Context, opts Options) (*report.Result, error) {
 	}
 	p = inNamespaces(p, run)
 	if ok, err := confirm(opts, summary(p, host, run, opts)); err != nil || !ok {
-		return nil, errors.Join(err, exitNoConsent(ok))
+		return nil, cmp.Or(err, exit.UsageError(ErrNoConsent))
 	}
 	b, err := remote.New(remote.Config{REST: rest.CopyConfig(k.Config()), Clientset: cs, Run: run, Image: opts.Image,
 		Token: remote.NewToken(), Keep: opts.Keep, LoadDuration: p.Duration + loadMargin, Logger: opts.Logger})
@@ -119,14 +120,9 @@ func Run(ctx context.Context, opts Options) (*report.Result, error) {
 	if out == nil {
 		return nil, err
 	}
-	return report.New(p, out, verdict.JudgeRun(p, out)), err
-}
-
-func exitNoConsent(ok bool) error {
-	if ok {
-		return nil
-	}
-	return exit.UsageError(ErrNoConsent)
+	res := report.New(p, out, verdict.JudgeRun(p, out))
+	res.Cluster = host
+	return res, err
 }
 
 // prepare reads the scenario, refuses what a cluster cannot do, and picks

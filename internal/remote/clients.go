@@ -15,6 +15,7 @@ import (
 	"github.com/pinlab/pinlab/internal/loadfeed"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/runner"
+	"google.golang.org/grpc/codes"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,14 +50,47 @@ func (c *Cluster) StartClients(ctx context.Context, cs []plan.Client, obs []runn
 		return nil, fmt.Errorf("load clients: %w", err)
 	}
 	for _, hc := range h.clients {
-		// The first Poll reads the pod's clock: the feed answers.
-		evs, err := hc.reader.Poll(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("load client %s: its events: %w", hc.plan.Name, err)
+		if err := h.warmUp(ctx, hc); err != nil {
+			return nil, err
 		}
-		hc.pending = evs
 	}
 	return h, nil
+}
+
+// warmUp waits until client hc's events answer and it saw a call
+// answered: the cluster's dataplane (kube-proxy, which the API does not
+// show) serves its target. What it read waits in hc.pending.
+func (h *hostedClients) warmUp(ctx context.Context, hc *hostedClient) error {
+	h.refreshIP(hc)
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		evs, err := hc.reader.Poll(ctx)
+		hc.pending = append(hc.pending, evs...)
+		if slices.ContainsFunc(evs, func(ev loadfeed.Event) bool { return ev.Kind == loadfeed.KindCall && ev.Code == codes.OK }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("no call answered yet")
+			}
+			return fmt.Errorf("load client %s: %w: %w", hc.plan.Name, context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
+
+// refreshIP tells the client's observer its pod's address when it is new.
+func (h *hostedClients) refreshIP(hc *hostedClient) {
+	p, err := h.c.factory.Core().V1().Pods().Lister().Pods(h.c.namespace).Get(hc.plan.Name)
+	if err != nil || p.DeletionTimestamp != nil {
+		return
+	}
+	if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && ip != hc.ip {
+		hc.ip = ip
+		hc.obs.Started(ip)
+	}
 }
 
 // groups returns cs's clients by group, in order of first appearance.
@@ -171,6 +205,7 @@ type hostedClient struct {
 	obs     runner.HostedObserver
 	reader  *loadfeed.Reader
 	pending []loadfeed.Event // read by StartClients, not relayed yet
+	ip      netip.Addr       // its pod's, as last told to obs
 }
 
 // pollEvery is how often Relay reads each client's events.
@@ -207,6 +242,7 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			}
 			return
 		case <-t.C:
+			h.refreshIP(hc)
 			evs, err := hc.reader.Poll(ctx)
 			hc.report(evs, start)
 			if err != nil && ctx.Err() == nil {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"net/netip"
 	"reflect"
 	"testing"
 	"time"
@@ -65,6 +66,7 @@ type recorded struct {
 	conns       []time.Time
 }
 
+func (r *recorded) Started(netip.Addr)                  {}
 func (r *recorded) Called(load.Result)                  { r.calls++ }
 func (r *recorded) Sent(time.Time, time.Duration)       { r.sent++ }
 func (r *recorded) Conn(_ load.ConnEvent, at time.Time) { r.conns = append(r.conns, at) }

@@ -134,13 +134,17 @@ func setEnv(env, vars []corev1.EnvVar) []corev1.EnvVar {
 	return env
 }
 
-// podResources are the requests and limits of every pod of the run: what
-// a pricing pod or a load client uses at the built-ins' rates (about 0.1
-// CPU and 30 MiB at 250 calls/s), with room. No CPU limit is set below
-// one CPU: CFS throttling would add its own latency to the figures.
+// podResources are the requests and limits of every pod of the run.
+// Requests are small (10m CPU, 32 MiB) so that a scenario's peak pods fit
+// a small cluster: on the real control plane tier (one node of 2 CPUs)
+// requests of 100m left 8 of 16 pods added by scale-out's two variants
+// side by side unschedulable. Memory is limited (256 MiB, about 8 times
+// what a pricing pod or a load client uses at the built-ins' rates); CPU
+// at one CPU, above what they use, so that CFS throttling does not add
+// its own latency to the figures.
 func podResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 	}
 }

@@ -13,7 +13,10 @@ import (
 
 // Result is everything a run measured.
 type Result struct {
-	Scenario    string  `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Cluster, for a cluster run, is the API server it ran on; empty for
+	// a lab's run.
+	Cluster     string  `json:"cluster,omitempty"`
 	Description string  `json:"description,omitempty"`
 	Source      string  `json:"source"`
 	Duration    float64 `json:"duration_s"`

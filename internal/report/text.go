@@ -127,17 +127,24 @@ func runHow(r *Result) string {
 }
 
 func (p *printer) header(r *Result) {
-	p.f("pinlab lab run: %s (%s)\n", r.Scenario, r.Source)
+	if r.Cluster != "" {
+		p.f("pinlab cluster run: %s (%s) on %s\n", r.Scenario, r.Source, r.Cluster)
+	} else {
+		p.f("pinlab lab run: %s (%s)\n", r.Scenario, r.Source)
+	}
 	if r.Description != "" {
 		p.f("  %s\n", r.Description)
 	}
 	how := runHow(r)
-	dnsCache := ""
+	dns := fmt.Sprintf("DNS TTL %gs", r.DNSTTL)
 	if r.DNSCache != "" {
-		dnsCache = " behind " + r.DNSCache
+		dns += " behind " + r.DNSCache
 	}
-	p.f("  %gs per variant, %d variant(s) %s, seed %d; grpc-go min re-resolution %gs; DNS TTL %gs%s\n",
-		r.Duration, len(r.Variants), how, r.Seed, r.MinResolve, r.DNSTTL, dnsCache)
+	if r.Cluster != "" {
+		dns = "the cluster's DNS"
+	}
+	p.f("  %gs per variant, %d variant(s) %s, seed %d; grpc-go min re-resolution %gs; %s\n",
+		r.Duration, len(r.Variants), how, r.Seed, r.MinResolve, dns)
 	if len(r.Steps) > 0 {
 		p.f("  timeline: %s\n", strings.Join(r.Steps, "; "))
 	}

@@ -142,9 +142,12 @@ func TestTextDataplane(t *testing.T) {
 	tests := []struct {
 		name      string
 		dataplane string
+		cluster   string
 		want      []string
 		wantNot   []string
 	}{
+		{name: "a cluster run", cluster: "https://10.0.0.1:6443", want: []string{"pinlab cluster run: ", " on https://10.0.0.1:6443\n", "; the cluster's DNS\n"},
+			wantNot: []string{"pinlab lab run", "DNS TTL"}},
 		{name: "embedded", dataplane: "", wantNot: []string{"dataplane", "conntrack table"},
 			want: []string{"kube-proxy connections open when load stopped (client -> VIP -> pod):"}},
 		{name: "pinlab on a real control plane", dataplane: "pinlab", want: []string{"   dataplane pinlab (pinlab's kube-proxy emulation and DNS)\n"}, wantNot: []string{"conntrack table"}},
@@ -158,6 +161,7 @@ func TestTextDataplane(t *testing.T) {
 			r := sample()
 			r.Variants = r.Variants[:1]
 			r.Variants[0].Dataplane = tt.dataplane
+			r.Cluster = tt.cluster
 			var buf bytes.Buffer
 			if err := Text(&buf, r); err != nil {
 				t.Fatal(err)

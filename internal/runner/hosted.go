@@ -2,8 +2,11 @@ package runner
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/plan"
@@ -38,19 +41,41 @@ type HostedClients interface {
 }
 
 // HostedObserver receives one hosted client's events, with the times
-// they happened on the runner's clock. Its methods are called from
-// Relay's goroutines, never concurrently for one client.
+// they happened on the runner's clock. Its methods are called from one
+// goroutine at a time for one client (StartClients', then Relay's).
 type HostedObserver interface {
+	// Started says the client runs at ip (its pod's address), before its
+	// first events and again whenever that address changes (its pod was
+	// replaced).
+	Started(ip netip.Addr)
 	Called(load.Result)
 	Sent(due time.Time, lag time.Duration)
 	Conn(ev load.ConnEvent, at time.Time)
 }
 
 // hostedObserver records a hosted client's events as clientObserver does
-// a local one's, at the times the client saw them.
-type hostedObserver struct{ clientObserver }
+// a local one's, at the times the client saw them. The pods' side is not
+// observed: each call the client saw answered counts as served by the
+// pod that answered, for the client's address, when it ended.
+type hostedObserver struct {
+	clientObserver
+	info stats.ClientInfo
+	ip   netip.Addr
+}
 
-func (o hostedObserver) Conn(ev load.ConnEvent, at time.Time) {
+func (o *hostedObserver) Started(ip netip.Addr) {
+	o.ip, o.info.IP = ip, ip
+	o.rec.Client(o.info)
+}
+
+func (o *hostedObserver) Called(r load.Result) {
+	o.clientObserver.Called(r)
+	if r.Code == codes.OK && r.Pod != "" {
+		o.rec.Served(r.Pod, o.ip, r.Due.Add(r.Latency))
+	}
+}
+
+func (o *hostedObserver) Conn(ev load.ConnEvent, at time.Time) {
 	if !ev.GoAwayAt.IsZero() {
 		o.rec.ClientGoAway(o.name, ev.Remote, ev.GoAwayAt)
 	}
@@ -108,8 +133,9 @@ func (h hosted) close()                                   { _ = h.Close() }
 func startHosted(ctx context.Context, host ClientHost, rec *stats.Recorder, t tap, v plan.Variant) (loadClients, error) {
 	obs := make([]HostedObserver, len(v.Clients))
 	for i, cp := range v.Clients {
-		rec.Client(stats.ClientInfo{Name: cp.Name, Group: cp.Group, Service: cp.Target.Key()})
-		obs[i] = hostedObserver{clientObserver{rec: rec, name: cp.Name, tap: t}}
+		info := stats.ClientInfo{Name: cp.Name, Group: cp.Group, Service: cp.Target.Key()}
+		rec.Client(info)
+		obs[i] = &hostedObserver{clientObserver: clientObserver{rec: rec, name: cp.Name, tap: t}, info: info}
 	}
 	h, err := host.StartClients(ctx, v.Clients, obs)
 	if err != nil {
