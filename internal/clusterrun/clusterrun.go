@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -200,7 +201,11 @@ func reachable(ctx context.Context, cs kubernetes.Interface, host string) error 
 	go func() { _, err := cs.Discovery().ServerVersion(); done <- err }()
 	select {
 	case err := <-done:
-		if err != nil {
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			return fmt.Errorf("the API server at %s did not answer within %v: %w", host, reachableTimeout, err)
+		case err != nil:
 			return fmt.Errorf("the API server at %s: %w", host, err)
 		}
 		return nil

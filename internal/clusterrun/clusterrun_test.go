@@ -2,6 +2,7 @@ package clusterrun
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,29 +38,58 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// TestDeadContext: an API server that does not answer fails the run
-// within reachableTimeout, saying so, with nothing created.
+// TestDeadContext: an API server that refuses connections, or accepts
+// them and never answers, fails the run within reachableTimeout, saying
+// so, before consent and with nothing created.
 func TestDeadContext(t *testing.T) {
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "config")
-	// 127.0.0.1:9 (discard) refuses connections: no server there.
-	cfg := `apiVersion: v1
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		var held []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	defer func() { ln.Close(); <-accepted }()
+	for _, tt := range []struct {
+		name, server, want string
+	}{
+		// 127.0.0.1:9 (discard) refuses connections: no server there.
+		{"refused", "https://127.0.0.1:9", "connection refused"},
+		{"silent", "https://" + ln.Addr().String(), "did not answer within 10s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kubeconfig := filepath.Join(t.TempDir(), "config")
+			cfg := `apiVersion: v1
 kind: Config
-clusters: [{name: dead, cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+clusters: [{name: dead, cluster: {server: "` + tt.server + `", insecure-skip-tls-verify: true}}]
 users: [{name: u, user: {token: t}}]
 contexts: [{name: dead, context: {cluster: dead, user: u}}]
 current-context: dead
 `
-	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	_, err := Run(context.Background(), Options{Scenario: "scale-out", Image: "x@sha256:00", Kube: &evidence.Kube{Kubeconfig: kubeconfig},
-		Confirm: func(string) (bool, error) { t.Error("asked for consent"); return false, nil }})
-	if err == nil || !strings.Contains(err.Error(), "https://127.0.0.1:9") {
-		t.Errorf("Run: %v, want an error naming the API server", err)
-	}
-	if d := time.Since(start); d > reachableTimeout+5*time.Second {
-		t.Errorf("Run took %v, want at most %v", d, reachableTimeout)
+			if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err := Run(context.Background(), Options{Scenario: "scale-out", Image: "x@sha256:00", Kube: &evidence.Kube{Kubeconfig: kubeconfig},
+				Confirm: func(string) (bool, error) { t.Error("asked for consent"); return false, nil }})
+			if err == nil || !strings.Contains(err.Error(), tt.server) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Run: %v, want an error naming the API server and saying %q", err, tt.want)
+			}
+			if d := time.Since(start); d > reachableTimeout+5*time.Second {
+				t.Errorf("Run took %v, want at most %v", d, reachableTimeout)
+			}
+		})
 	}
 }

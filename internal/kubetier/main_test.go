@@ -11,7 +11,9 @@ import (
 
 	"github.com/pinlab/pinlab/internal/controlplane"
 	"github.com/pinlab/pinlab/internal/kubelab"
+	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/labup"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/pinlab/pinlab/internal/netns/netnstest"
 	"github.com/pinlab/pinlab/internal/podnet"
@@ -104,7 +106,9 @@ func startTier(bin string) (stop func() error, err error) {
 		if podNet != nil {
 			api.PodNetwork = podNet
 		}
-		theLab, err = lab.Start(ctx, lab.Config{API: api})
+		// The node holds the pinlab image cluster run names (tierImage)
+		// and runs its load client containers, as lab up's node does.
+		theLab, err = lab.Start(ctx, lab.Config{API: api, Kubelet: kubelet.Config{Images: []string{tierDigest}, LoadClient: labup.LoadClient}})
 	}
 	closeNet := func() error {
 		if podNet == nil {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -119,15 +120,29 @@ func startLoad(t testing.TB, ns string, source netip.Addr) func() error {
 // runOnUserMachine runs job in a new network namespace joined to the
 // lab's (this process's) by a veth pair: the child sets its end up with
 // Self and one route, to NodeIP; this end gets a route back to Self. It
-// returns the child's exit code and output; the link goes with the child.
+// returns the child's exit code and output, within 2 min; the link goes
+// with the child.
 func runOnUserMachine(t *testing.T, ctx context.Context, job userJob) (int, string, string) {
+	t.Helper()
+	return startOnUserMachine(t, ctx, job, 2*time.Minute).wait(t)
+}
+
+// userRun is a job running on the user's machine.
+type userRun struct {
+	cmd            *exec.Cmd
+	cancel         context.CancelFunc
+	stdout, stderr *lockedBuffer
+}
+
+// startOnUserMachine starts job as runOnUserMachine does, killed after
+// timeout; wait for it with wait.
+func startOnUserMachine(t *testing.T, ctx context.Context, job userJob, timeout time.Duration) *userRun {
 	t.Helper()
 	spec, err := json.Marshal(job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^$")
 	// Not the lab's marker: the user's machine is not inside a lab.
 	var env []string
@@ -138,34 +153,65 @@ func runOnUserMachine(t *testing.T, ctx context.Context, job userJob) (int, stri
 	}
 	cmd.Env = append(env, userEnv+"="+string(spec))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	r := &userRun{cmd: cmd, cancel: cancel, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
+		cancel()
 		t.Skipf("a network namespace for the user's machine: %v", err)
 	}
-	defer cmd.Wait()
-	defer in.Close()
-	if err := joinUserMachine(cmd.Process.Pid); err != nil {
-		cmd.Process.Kill()
-		t.Fatalf("joining the user's machine to the lab: %v", err)
-	}
 	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
 		if l, err := netlink.LinkByName(userLink); err == nil {
 			netlink.LinkDel(l)
 		}
 	})
+	if err := joinUserMachine(cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("joining the user's machine to the lab: %v", err)
+	}
 	fmt.Fprintln(in, "go")
-	err = cmd.Wait()
-	code := cmd.ProcessState.ExitCode()
+	in.Close()
+	return r
+}
+
+// wait returns the job's exit code and output once it ended.
+func (r *userRun) wait(t *testing.T) (int, string, string) {
+	t.Helper()
+	err := r.cmd.Wait()
+	r.cancel()
+	code := r.cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("the user's machine: %v\n%s", err, stderr.String())
+		t.Fatalf("the user's machine: %v\n%s", err, r.stderr.String())
 	}
-	return code, stdout.String(), stderr.String()
+	if l, err := netlink.LinkByName(userLink); err == nil {
+		netlink.LinkDel(l)
+	}
+	return code, r.stdout.String(), r.stderr.String()
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // joinUserMachine makes the veth pair, moves its peer into the
@@ -210,12 +256,14 @@ func userMain(spec string) int {
 		fmt.Fprintf(os.Stderr, "user machine: %v\n", err)
 		return 1
 	}
-	conn, err := net.DialTimeout("tcp", job.Pod, 2*time.Second)
-	if err == nil {
-		conn.Close()
-		err = errors.New("connected")
+	if job.Pod != "" {
+		conn, err := net.DialTimeout("tcp", job.Pod, 2*time.Second)
+		if err == nil {
+			conn.Close()
+			err = errors.New("connected")
+		}
+		fmt.Fprintf(os.Stderr, "user machine: dialling pod %s: %v\n", job.Pod, err)
 	}
-	fmt.Fprintf(os.Stderr, "user machine: dialling pod %s: %v\n", job.Pod, err)
 	return cli.Main(job.Args, os.Stdout, os.Stderr)
 }
 

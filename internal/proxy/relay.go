@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/pinlab/pinlab/internal/loopback"
@@ -63,12 +64,20 @@ func (p *Proxier) choose(sp *servicePort, t *table, client netip.Addr) (Endpoint
 
 // forward dials conn.Endpoint from the client's own IP (DNAT, no SNAT: the
 // pod sees the real client address) and relays until both directions end.
+// A client whose address is not this namespace's (a pod with a network
+// namespace of its own, calling the ClusterIP through its default route)
+// cannot be dialled from: then the relay dials from the node's address,
+// as kube-proxy masquerades what it cannot return through itself.
 // A failed dial resets the client: modern kube-proxy modes do not retry.
 // hold, if not nil, is released when the connection is over, before the
 // ConnClosed hook.
 func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn, hold releaser) {
 	d := loopback.Dialer{Source: conn.Client.Addr(), Timeout: p.dialTimeout}
 	nc, err := d.DialContext(ctx, conn.Endpoint.String())
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		d.Source = netip.Addr{}
+		nc, err = d.DialContext(ctx, conn.Endpoint.String())
+	}
 	if err != nil {
 		p.log.Debug("dial to endpoint failed; resetting client", "vip", conn.VIP, "endpoint", conn.Endpoint, "err", err)
 		reset(client)

@@ -94,6 +94,9 @@ func (r *variantRun) execute(ctx context.Context) error {
 		return fmt.Errorf("variant %s: the cluster's API rejected the objects: %w", r.v.Name, err)
 	}
 	if err := c.WaitReady(setupCtx); err != nil {
+		if setupCtx.Err() == nil { // a pod that will never be ready
+			return fmt.Errorf("variant %s: pods not ready: %w", r.v.Name, err)
+		}
 		return fmt.Errorf("variant %s: pods not ready within %v: %w", r.v.Name, r.opts.SetupTimeout, err)
 	}
 	r.outcome.ClusterIPs = clusterIPs(c, r.v)

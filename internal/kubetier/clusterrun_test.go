@@ -1,0 +1,213 @@
+package kubetier
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinlab/pinlab/internal/lab"
+	"github.com/pinlab/pinlab/internal/labtest"
+	"github.com/pinlab/pinlab/internal/netns"
+	"github.com/pinlab/pinlab/internal/remote"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The pinlab image as cluster run names it on the tier: the tier's node
+// holds its digest (startTier), as a node that pulled it would; the
+// repository is never dialled.
+const (
+	tierDigest = "sha256:5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0f"
+	tierImage  = "registry.example/acme/pinlab@" + tierDigest
+)
+
+// userKubeconfig writes a kubeconfig that names the API server at the
+// node's address, as a real cluster's, for the user's machine.
+func userKubeconfig(t *testing.T) (path string, job userJob) {
+	t.Helper()
+	node := lab.NodeIP(netns.PodPrefix)
+	u, err := url.Parse(cp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(path, "https://"+net.JoinHostPort(node.String(), u.Port())); err != nil {
+		t.Fatal(err)
+	}
+	return path, userJob{NodeIP: node.String(), Link: userPeer, Self: userSelfIP}
+}
+
+// leftovers lists the namespaces cluster runs left.
+func leftovers(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names, err := remote.Leftovers(ctx, theLab.Cluster.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestClusterRunFromUserMachine: pinlab cluster run, from a machine whose
+// only route leads to the API server at the node's address, runs
+// scale-out and rollout on the tier with the expectations that lab run
+// meets (exit 0: every expectation passed), and leaves nothing.
+func TestClusterRunFromUserMachine(t *testing.T) {
+	needTier(t)
+	ctx := labtest.Context(t, 8*time.Minute)
+	kc, job := userKubeconfig(t)
+	for _, tt := range []struct {
+		scenario string
+		variants string
+	}{
+		{"scale-out", "clusterip,headless-rr-age"},
+		{"rollout", "stock,clusterip"},
+	} {
+		t.Run(tt.scenario, func(t *testing.T) {
+			job.Args = []string{"cluster", "run", tt.scenario, "--variant", tt.variants, "--image", tierImage, "--yes",
+				"--kubeconfig", kc, "--progress", "off"}
+			began := time.Now()
+			code, stdout, stderr := startOnUserMachine(t, ctx, job, 4*time.Minute).wait(t)
+			t.Logf("cluster run %s (%v, load %s): exit %d\nstderr:\n%s\nstdout:\n%s", tt.scenario, time.Since(began).Round(time.Second), loadAvg(), code, stderr, stdout)
+			if code != 0 || !strings.Contains(stdout, "PASS") {
+				t.Errorf("cluster run %s: exit %d, want 0 with every expectation passed", tt.scenario, code)
+			}
+			if left := leftovers(t); len(left) > 0 {
+				t.Errorf("cluster run %s left namespaces %q", tt.scenario, left)
+			}
+		})
+	}
+}
+
+// TestClusterRunInterrupted: a run stopped by Ctrl-C while its load runs
+// deletes what it created; one killed (SIGKILL) leaves its namespaces,
+// which cluster clean then deletes.
+func TestClusterRunInterrupted(t *testing.T) {
+	needTier(t)
+	ctx := labtest.Context(t, 6*time.Minute)
+	kc, job := userKubeconfig(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			job.Args = []string{"cluster", "run", "scale-out", "--variant", "clusterip", "--image", tierImage, "--yes",
+				"--kubeconfig", kc, "--progress", "off"}
+			run := startOnUserMachine(t, ctx, job, 3*time.Minute)
+			// Once a client pod serves, the load runs.
+			labtest.WaitFor(t, 2*time.Minute, "a load client pod running", func() bool {
+				pods, err := theLab.Cluster.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: remote.ClientLabel})
+				return err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == "Running"
+			})
+			run.cmd.Process.Signal(sig)
+			code, _, stderr := run.wait(t)
+			left := leftovers(t)
+			switch sig {
+			case syscall.SIGINT:
+				if code != 130 || len(left) > 0 {
+					t.Errorf("after Ctrl-C: exit %d (want 130), namespaces left %q (want none)\nstderr:\n%s", code, left, stderr)
+				}
+			case syscall.SIGKILL:
+				if len(left) != 1 {
+					t.Fatalf("after kill -9: namespaces left %q, want the run's one", left)
+				}
+				job.Args = []string{"cluster", "clean", "--yes", "--kubeconfig", kc}
+				code, stdout, stderr := runOnUserMachine(t, ctx, job)
+				if code != 0 || !strings.Contains(stdout, "deleted namespace "+left[0]) || len(leftovers(t)) > 0 {
+					t.Errorf("cluster clean: exit %d, left %q\nstdout:\n%s\nstderr:\n%s", code, leftovers(t), stdout, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterRunRefused: what cluster run refuses, it refuses before
+// anything is created, naming why: a user without the permissions (each
+// one named), an image the node cannot pull (the pod named, within the
+// pull bound), a context whose API server does not answer.
+func TestClusterRunRefused(t *testing.T) {
+	needTier(t)
+	ctx := labtest.Context(t, 4*time.Minute)
+	kc, job := userKubeconfig(t)
+	unreachable, silent := kubeconfigAt(t, "https://10.250.0.9:6443"), kubeconfigAt(t, silentServer(t))
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"no permission", []string{"--as", "nobody"}, 2, []string{"denies", "create namespaces", "create pods/portforward"}},
+		{"unpullable image", []string{"--image", "registry.example/acme/other@sha256:" + strings.Repeat("e", 64)}, 1, []string{"ErrImagePull", "pricing-"}},
+		{"unreachable context", []string{"--kubeconfig", unreachable}, 1, []string{"10.250.0.9", "unreachable"}},
+		{"silent context", []string{"--kubeconfig", silent}, 1, []string{"did not answer within 10s"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job.Args = append([]string{"cluster", "run", "scale-out", "--variant", "clusterip", "--image", tierImage, "--yes",
+				"--kubeconfig", kc, "--progress", "off"}, tt.args...)
+			began := time.Now()
+			code, stdout, stderr := runOnUserMachine(t, ctx, job)
+			t.Logf("%s: exit %d after %v\nstderr:\n%s", tt.name, code, time.Since(began).Round(time.Second), stderr)
+			out := stdout + stderr
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s: output does not say %q", tt.name, w)
+				}
+			}
+			if code != tt.code {
+				t.Errorf("%s: exit %d, want %d", tt.name, code, tt.code)
+			}
+			if left := leftovers(t); len(left) > 0 {
+				t.Errorf("%s: namespaces left %q", tt.name, left)
+			}
+		})
+	}
+}
+
+// kubeconfigAt is a kubeconfig of the tier's credentials that names the
+// API server at url.
+func kubeconfigAt(t *testing.T, url string) string {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(path, url); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// silentServer listens at the node's address, where the user's machine
+// has a route, accepts connections and never answers: an API server that
+// hangs. It stops with the test.
+func silentServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", net.JoinHostPort(lab.NodeIP(netns.PodPrefix).String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return "https://" + ln.Addr().String()
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 min.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
