@@ -162,9 +162,11 @@ func clusterRun(ctx context.Context, o *ClusterRunOptions) error {
 
 // consent returns the engine's Confirm: yes answers at once; otherwise
 // the summary is printed on w and a line read from answer, "y" or "yes"
-// consenting. Without a terminal to ask, --yes is needed.
-func consent(yes bool, answer io.Reader, w io.Writer) func(string) (bool, error) {
-	return func(summary string) (bool, error) {
+// consenting. Without a terminal to ask on, --yes is needed. Ctrl-C while
+// it asks ends the wait (the read goes on until the process exits: a
+// terminal read cannot be cancelled).
+func consent(yes bool, answer io.Reader, w io.Writer) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, summary string) (bool, error) {
 		fmt.Fprintln(w, summary)
 		if yes {
 			return true, nil
@@ -173,11 +175,25 @@ func consent(yes bool, answer io.Reader, w io.Writer) func(string) (bool, error)
 			return false, exit.UsageError(errors.New("not confirmed: standard input is not a terminal to ask on; give --yes"))
 		}
 		fmt.Fprint(w, "Go on? [y/N] ")
-		line, err := bufio.NewReader(io.LimitReader(answer, 64)).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, err
+		type read struct {
+			line string
+			err  error
 		}
-		return slices.Contains([]string{"y", "yes"}, strings.ToLower(strings.TrimSpace(line))), nil
+		got := make(chan read, 1)
+		go func() {
+			line, err := bufio.NewReader(io.LimitReader(answer, 64)).ReadString('\n')
+			got <- read{line, err}
+		}()
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return false, ctx.Err()
+		case r := <-got:
+			if r.err != nil && !errors.Is(r.err, io.EOF) {
+				return false, r.err
+			}
+			return slices.Contains([]string{"y", "yes"}, strings.ToLower(strings.TrimSpace(r.line))), nil
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package clusterrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ type CleanOptions struct {
 	Run string
 	// Confirm is asked with the namespaces before they are deleted; nil
 	// refuses.
-	Confirm func(summary string) (bool, error)
+	Confirm func(ctx context.Context, summary string) (bool, error)
 	// Out is told what was deleted.
 	Out io.Writer
 }
@@ -53,8 +54,8 @@ func Clean(ctx context.Context, opts CleanOptions) error {
 		return nil
 	}
 	s := fmt.Sprintf("cluster clean deletes on the API server %s: namespace %s", host, strings.Join(names, ", namespace "))
-	ok, err := confirm(Options{Confirm: opts.Confirm}, s)
-	if err != nil {
+	ok, err := confirm(ctx, opts.Confirm, s)
+	if err = cmp.Or(ctx.Err(), err); err != nil {
 		return err
 	}
 	if !ok {

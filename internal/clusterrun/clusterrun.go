@@ -49,9 +49,10 @@ type Options struct {
 	// Variants, if not empty, are the variants to run, in this order.
 	Variants []string
 	// Confirm is asked, with what the run will create, before the first
-	// write; false stops the run with nothing created. nil: consent is
-	// refused (the CLI passes one that reads --yes or asks).
-	Confirm func(summary string) (bool, error)
+	// write; false stops the run with nothing created. It must return
+	// once ctx ends. nil: consent is refused (the CLI passes one that
+	// reads --yes or asks).
+	Confirm func(ctx context.Context, summary string) (bool, error)
 	// Keep leaves the namespaces when the run ends (Clean removes them).
 	Keep bool
 	// Seed makes random picks repeatable; 0 picks one.
@@ -107,7 +108,8 @@ func Run(ctx context.Context, opts Options) (*report.Result, error) {
 		return nil, err
 	}
 	p = inNamespaces(p, run)
-	if ok, err := confirm(opts, summary(p, host, run, opts)); err != nil || !ok {
+	ok, err := confirm(ctx, opts.Confirm, summary(p, host, run, opts))
+	if err = cmp.Or(ctx.Err(), err); err != nil || !ok {
 		return nil, cmp.Or(err, exit.UsageError(ErrNoConsent))
 	}
 	b, err := remote.New(remote.Config{REST: rest.CopyConfig(k.Config()), Clientset: cs, Run: run, Image: opts.Image,
@@ -118,6 +120,7 @@ func Run(ctx context.Context, opts Options) (*report.Result, error) {
 	note(opts.Notes, "run %s on %s: namespaces %s-*; if this command is killed, `pinlab cluster clean --run %s` removes them", run, host, "pinlab-"+run, run)
 	out, err := runner.Run(ctx, p, runner.Options{Seed: opts.Seed, Logger: opts.Logger, Progress: opts.Progress, Backend: b,
 		OffMachine: true, SetupTimeout: setupTimeout})
+	err = errors.Join(err, leftBehind(cs, run, opts))
 	if out == nil {
 		return nil, err
 	}
@@ -171,6 +174,11 @@ func fits(v plan.Variant) error {
 	if len(namespaces) > 1 {
 		return fmt.Errorf("variant %s: objects in namespaces %s: cluster run gives each variant one namespace", v.Name, strings.Join(namespaces, ", "))
 	}
+	for _, st := range v.Steps {
+		if u, ok := st.Action.(plan.Update); ok && u.Image != "" {
+			return fmt.Errorf("variant %s: step at %v changes %s's image to %q: on a cluster every pinlab pod runs the one image --image names; run it on the lab", v.Name, st.At, u.Workload, u.Image)
+		}
+	}
 	for _, c := range v.Clients {
 		if c.Settings.Resolver == load.ResolverKubernetes {
 			return fmt.Errorf("variant %s: client %s: resolver kubernetes: not on a cluster yet (its pods would need a Role to watch EndpointSlices); run it on the lab", v.Name, c.Group)
@@ -197,31 +205,46 @@ const reachableTimeout = 10 * time.Second
 func reachable(ctx context.Context, cs kubernetes.Interface, host string) error {
 	ctx, cancel := context.WithTimeout(ctx, reachableTimeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { _, err := cs.Discovery().ServerVersion(); done <- err }()
-	select {
-	case err := <-done:
-		var ne net.Error
-		switch {
-		case errors.As(err, &ne) && ne.Timeout():
-			return fmt.Errorf("the API server at %s did not answer within %v: %w", host, reachableTimeout, err)
-		case err != nil:
-			return fmt.Errorf("the API server at %s: %w", host, err)
-		}
+	err := cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+	var ne net.Error
+	switch {
+	case err == nil:
 		return nil
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("the API server at %s did not answer within %v", host, reachableTimeout)
-		}
-		return ctx.Err()
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("the API server at %s did not answer within %v: %w", host, reachableTimeout, err)
 	}
+	return fmt.Errorf("the API server at %s: %w", host, err)
 }
 
-func confirm(opts Options, summary string) (bool, error) {
-	if opts.Confirm == nil {
+func confirm(ctx context.Context, f func(context.Context, string) (bool, error), summary string) (bool, error) {
+	if f == nil {
 		return false, nil
 	}
-	return opts.Confirm(summary)
+	return f(ctx, summary)
+}
+
+// leftTimeout bounds the check of what a run left.
+const leftTimeout = 10 * time.Second
+
+// leftBehind says which of the run's namespaces are still there after it
+// (none unless the cleanup failed: an API server that stopped answering,
+// a namespace stuck terminating), or, with Keep, which it left on
+// purpose (a note); nil when none.
+func leftBehind(cs kubernetes.Interface, run string, opts Options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), leftTimeout)
+	defer cancel()
+	left, err := remote.Leftovers(ctx, cs, run)
+	switch {
+	case err != nil:
+		return fmt.Errorf("could not check what the run left (%w): `pinlab cluster clean --run %s` deletes it", err, run)
+	case len(left) > 0 && opts.Keep:
+		note(opts.Notes, "--keep: left namespace %s; `pinlab cluster clean --run %s` deletes them", strings.Join(left, ", "), run)
+	case len(left) > 0:
+		return fmt.Errorf("namespace %s still there after the run: `pinlab cluster clean --run %s` deletes them", strings.Join(left, ", "), run)
+	}
+	return nil
 }
 
 // note writes one line on w, if not nil.

@@ -83,7 +83,7 @@ current-context: dead
 			}
 			start := time.Now()
 			_, err := Run(context.Background(), Options{Scenario: "scale-out", Image: "x@sha256:00", Kube: &evidence.Kube{Kubeconfig: kubeconfig},
-				Confirm: func(string) (bool, error) { t.Error("asked for consent"); return false, nil }})
+				Confirm: func(context.Context, string) (bool, error) { t.Error("asked for consent"); return false, nil }})
 			if err == nil || !strings.Contains(err.Error(), tt.server) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run: %v, want an error naming the API server and saying %q", err, tt.want)
 			}

@@ -12,8 +12,9 @@ import (
 // objects' (a Namespace object's name, every other object's namespace;
 // "" is "default"), the clients' targets (namespace and DNS name), and
 // the timeline's workloads and pods. A remote cluster runs each variant
-// in namespaces of its own this way. to must be one-to-one over v's
-// namespaces. v is not changed.
+// in a namespace of its own this way. to may map several namespaces to
+// one only when their objects' names do not meet there. v is not
+// changed.
 func (v Variant) InNamespaces(to func(string) string) Variant {
 	out := v
 	out.Objects = v.CopyObjects()

@@ -86,11 +86,16 @@ func (b *Backend) Start(ctx context.Context, s runner.Setup) (_ runner.Cluster, 
 		c.factory.Discovery().V1().EndpointSlices().Informer().HasSynced,
 	}
 	c.factory.Start(c.stop)
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, fmt.Errorf("namespace %s: informers not synced: %w", ns, context.Cause(ctx))
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(sctx.Done(), synced...) {
+		return nil, fmt.Errorf("namespace %s: its Services, pods, Deployments, StatefulSets and EndpointSlices not listed within %v: %w", ns, syncTimeout, context.Cause(sctx))
 	}
 	return c, nil
 }
+
+// syncTimeout bounds the first listing of a variant's namespace.
+const syncTimeout = time.Minute
 
 // inNamespace checks that every object of v is in namespace ns.
 func inNamespace(v plan.Variant, ns string) error {

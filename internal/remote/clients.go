@@ -65,7 +65,7 @@ func (h *hostedClients) warmUp(ctx context.Context, hc *hostedClient) error {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
-		evs, err := hc.reader.Poll(ctx)
+		evs, err := poll(ctx, hc.reader)
 		hc.pending = append(hc.pending, evs...)
 		if slices.ContainsFunc(evs, func(ev loadfeed.Event) bool { return ev.Kind == loadfeed.KindCall && ev.Code == codes.OK }) {
 			return nil
@@ -130,9 +130,9 @@ func (c *Cluster) clientSet(g []plan.Client) (*appsv1.StatefulSet, error) {
 			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{ClientLabel: name}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr(false), SecurityContext: podSecurity(), Containers: []corev1.Container{{
 					Name: "load", Image: c.cfg.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-					Args: args, Env: podEnv(), Resources: podResources(),
+					Args: args, Env: podEnv(), Resources: podResources(), SecurityContext: containerSecurity(),
 					Ports: []corev1.ContainerPort{{Name: "events", ContainerPort: EventsPort}},
 				}}},
 			},
@@ -243,13 +243,23 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			return
 		case <-t.C:
 			h.refreshIP(hc)
-			evs, err := hc.reader.Poll(ctx)
+			evs, err := poll(ctx, hc.reader)
 			hc.report(evs, start)
 			if err != nil && ctx.Err() == nil {
 				log.Warn("load client: events not read", "client", hc.plan.Name, "err", err)
 			}
 		}
 	}
+}
+
+// pollTimeout bounds one read of a client's events, so that a stalled
+// port-forward stream costs a read, not the client's figures.
+const pollTimeout = adminTimeout
+
+func poll(ctx context.Context, r *loadfeed.Reader) ([]loadfeed.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	return r.Poll(ctx)
 }
 
 // report gives events to the client's observer: calls and launches due

@@ -273,16 +273,15 @@ func (c *Cluster) Close() error {
 // grace periods (30 s by default) and the namespace controller's sweep.
 const deleteTimeout = 3 * time.Minute
 
-// deleteNamespaces deletes the namespaces (foreground: their pods go
-// first) and waits until each is gone, at most deleteTimeout; the error
-// names those still there.
+// deleteNamespaces deletes the namespaces (the namespace controller
+// empties each before it goes) and waits until each is gone, at most
+// deleteTimeout; the error names those still there.
 func deleteNamespaces(cs kubernetes.Interface, names []string, log interface{ Info(string, ...any) }) error {
 	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 	defer cancel()
-	policy := metav1.DeletePropagationForeground
 	var errs []error
 	for _, n := range names {
-		err := cs.CoreV1().Namespaces().Delete(ctx, n, metav1.DeleteOptions{PropagationPolicy: &policy})
+		err := cs.CoreV1().Namespaces().Delete(ctx, n, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete namespace %s: %w", n, err))
 		}
@@ -294,7 +293,7 @@ func deleteNamespaces(cs kubernetes.Interface, names []string, log interface{ In
 			return apierrors.IsNotFound(err), nil
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("namespace %s: still there after %v (`pinlab cluster clean` removes it)", n, deleteTimeout))
+			errs = append(errs, fmt.Errorf("namespace %s: still there after %v", n, deleteTimeout))
 		}
 	}
 	return errors.Join(errs...)

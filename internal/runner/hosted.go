@@ -36,7 +36,8 @@ type HostedClients interface {
 	// set up) are dropped; connection events are all reported, as a
 	// local client's connect before the load is.
 	Relay(ctx context.Context, start time.Time)
-	// Close stops the clients and releases what StartClients took.
+	// Close releases what the runner's side of the clients holds (their
+	// connections); the clients' pods go with the cluster's Close.
 	Close() error
 }
 
