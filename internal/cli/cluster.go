@@ -144,20 +144,7 @@ func clusterRun(ctx context.Context, o *ClusterRunOptions) error {
 		return err
 	}
 	res, err := clusterrun.Run(ctx, eo)
-	if res == nil {
-		html.discard()
-		return err
-	}
-	if werr := write(lo, res); werr != nil {
-		return werr
-	}
-	if werr := html.write(res); werr != nil {
-		return werr
-	}
-	if err == nil {
-		err = runError(lo, res)
-	}
-	return err
+	return finishRun(lo, html, res, err)
 }
 
 // consent returns the engine's Confirm: yes answers at once; otherwise

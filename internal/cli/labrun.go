@@ -151,6 +151,13 @@ func labRun(ctx context.Context, opts *LabRunOptions) error {
 		return err
 	}
 	res, err := labrun.Run(ctx, eo)
+	return finishRun(opts, html, res, err)
+}
+
+// finishRun prints a run's result as opts asks (Out, the HTML file) and
+// returns the command's error: the run's, else what the result says
+// failed (runError). Without a result, the HTML file is discarded.
+func finishRun(opts *LabRunOptions, html *htmlFile, res *report.Result, err error) error {
 	if res == nil {
 		html.discard()
 		return err
