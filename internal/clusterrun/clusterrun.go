@@ -31,6 +31,8 @@ import (
 	"github.com/pinlab/pinlab/internal/runner"
 	"github.com/pinlab/pinlab/internal/scenario"
 	"github.com/pinlab/pinlab/internal/verdict"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -175,8 +177,15 @@ func fits(v plan.Variant) error {
 		return fmt.Errorf("variant %s: objects in namespaces %s: cluster run gives each variant one namespace", v.Name, strings.Join(namespaces, ", "))
 	}
 	for _, st := range v.Steps {
-		if u, ok := st.Action.(plan.Update); ok && u.Image != "" {
-			return fmt.Errorf("variant %s: step at %v changes %s's image to %q: on a cluster every pinlab pod runs the one image --image names; run it on the lab", v.Name, st.At, u.Workload, u.Image)
+		if err := stepFits(v, st); err != nil {
+			return fmt.Errorf("variant %s: step at %v: %w", v.Name, st.At, err)
+		}
+	}
+	for _, g := range v.Groups {
+		for _, o := range v.Objects {
+			if s, ok := o.(*appsv1.StatefulSet); ok && s.Name == g.Name {
+				return fmt.Errorf("variant %s: client group %s: its clients run as a StatefulSet named after it, and the scenario has StatefulSet %s; rename the group", v.Name, g.Name, s.Name)
+			}
 		}
 	}
 	for _, c := range v.Clients {
@@ -185,6 +194,58 @@ func fits(v plan.Variant) error {
 		}
 	}
 	return nil
+}
+
+// stepFits refuses a step that a cluster would not carry out as the lab
+// does.
+func stepFits(v plan.Variant, st plan.Step) error {
+	switch a := st.Action.(type) {
+	case plan.Update:
+		if a.Image != "" {
+			return fmt.Errorf("it changes %s's image to %q: on a cluster every pinlab pod runs the one image --image names; run it on the lab", a.Workload, a.Image)
+		}
+	case plan.ConfigureClients:
+		for _, g := range v.Groups {
+			n := 0
+			for _, c := range a.Clients {
+				if c.Group == g.Name {
+					n++
+				}
+			}
+			if n > 0 && n < g.Clients {
+				return fmt.Errorf("it changes %d of client group %s's %d clients: on a cluster a group is one StatefulSet, changed whole", n, g.Name, g.Clients)
+			}
+		}
+	case plan.PodAction:
+		if (a.Verb == plan.PodNotReady || a.Verb == plan.PodReady) && a.Pod.Workload.Kind != "" && !grpcReadiness(v, a.Pod.Workload) {
+			return fmt.Errorf("%s: %s has no gRPC readiness probe of the whole server, the one a cluster's pod can be made to fail (through its admin endpoint)", a.Verb, a.Pod.Workload)
+		}
+	}
+	return nil
+}
+
+// grpcReadiness reports whether workload w's pods have a gRPC readiness
+// probe without a service name, which the run points at the pod's
+// readiness service.
+func grpcReadiness(v plan.Variant, w plan.Workload) bool {
+	for _, o := range v.Objects {
+		var t *corev1.PodTemplateSpec
+		switch x := o.(type) {
+		case *appsv1.Deployment:
+			if w.Kind == "Deployment" && x.Name == w.Name {
+				t = &x.Spec.Template
+			}
+		case *appsv1.StatefulSet:
+			if w.Kind == "StatefulSet" && x.Name == w.Name {
+				t = &x.Spec.Template
+			}
+		}
+		if t != nil && len(t.Spec.Containers) == 1 {
+			p := t.Spec.Containers[0].ReadinessProbe
+			return p != nil && p.GRPC != nil && (p.GRPC.Service == nil || *p.GRPC.Service == "")
+		}
+	}
+	return false
 }
 
 // inNamespaces returns p with variant i in remote.Namespace(run, i).

@@ -10,6 +10,11 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/plan"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TestRefused: what a cluster run cannot do is refused, naming it, before
@@ -25,6 +30,7 @@ func TestRefused(t *testing.T) {
 		{"kubernetes-resolver", nil, "resolver kubernetes: not on a cluster yet"},
 		{"coredns-cache", nil, "spec.dns"},
 		{"l7-proxy", nil, "l7Proxy"},
+		{"not-ready", nil, "kubeconfig"}, // checked, then no cluster
 		{"scale-out", []string{"nope"}, "--variant"},
 		{"no-such-scenario", nil, "no-such-scenario"},
 	} {
@@ -89,6 +95,42 @@ current-context: dead
 			}
 			if d := time.Since(start); d > reachableTimeout+5*time.Second {
 				t.Errorf("Run took %v, want at most %v", d, reachableTimeout)
+			}
+		})
+	}
+}
+
+// TestStepFits: steps a cluster would not carry out as the lab does are
+// refused, naming why.
+func TestStepFits(t *testing.T) {
+	probe := func(p *corev1.Probe) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pricing"}, Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "p", ReadinessProbe: p}}}}}}
+	}
+	grpcProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8471}}}
+	httpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/"}}}
+	w := plan.Workload{Kind: "Deployment", Name: "pricing"}
+	notReady := plan.PodAction{Verb: plan.PodNotReady, Pod: plan.PodRef{Workload: w, Pick: "busiest"}}
+	groups := []plan.Group{{Name: "order", Clients: 2}}
+	for _, tt := range []struct {
+		name   string
+		obj    *appsv1.Deployment
+		action plan.Action
+		want   string
+	}{
+		{"image update", probe(grpcProbe), plan.Update{Workload: w, Image: "pinlab:v2"}, "changes Deployment /pricing's image"},
+		{"args update", probe(grpcProbe), plan.Update{Workload: w, Args: []string{"pod", "pricing"}}, ""},
+		{"part of a group", probe(grpcProbe), plan.ConfigureClients{Clients: []plan.Client{{Name: "order-0", Group: "order"}}}, "changes 1 of client group order's 2 clients"},
+		{"a whole group", probe(grpcProbe), plan.ConfigureClients{Clients: []plan.Client{{Name: "order-0", Group: "order"}, {Name: "order-1", Group: "order"}}}, ""},
+		{"not ready, gRPC probe", probe(grpcProbe), notReady, ""},
+		{"not ready, HTTP probe", probe(httpProbe), notReady, "has no gRPC readiness probe"},
+		{"not ready, no probe", probe(nil), notReady, "has no gRPC readiness probe"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := plan.Variant{Objects: []runtime.Object{tt.obj}, Groups: groups}
+			err := stepFits(v, plan.Step{Action: tt.action})
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("stepFits: %v, want %q", err, tt.want)
 			}
 		})
 	}
