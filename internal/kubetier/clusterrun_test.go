@@ -72,14 +72,26 @@ func TestClusterRunFromUserMachine(t *testing.T) {
 		t.Run(tt.scenario, func(t *testing.T) {
 			job.Args = []string{"cluster", "run", tt.scenario, "--variant", tt.variants, "--image", tierImage, "--yes",
 				"--kubeconfig", kc, "--progress", "off"}
-			began := time.Now()
-			code, stdout, stderr := startOnUserMachine(t, ctx, job, 4*time.Minute).wait(t)
-			t.Logf("cluster run %s (%v, load %s): exit %d\nstderr:\n%s\nstdout:\n%s", tt.scenario, time.Since(began).Round(time.Second), loadAvg(), code, stderr, stdout)
-			if code != 0 || !strings.Contains(stdout, "PASS") {
-				t.Errorf("cluster run %s: exit %d, want 0 with every expectation passed", tt.scenario, code)
+			var code int
+			var stdout, stderr string
+			// Exit 3: the machine put the load generator behind, so some
+			// expectations could not be judged (INVALID): not a measurement.
+			for attempt := 1; attempt <= 2; attempt++ {
+				began := time.Now()
+				code, stdout, stderr = startOnUserMachine(t, ctx, job, 4*time.Minute).wait(t)
+				t.Logf("cluster run %s (%v, load %s): exit %d\nstderr:\n%s\nstdout:\n%s", tt.scenario, time.Since(began).Round(time.Second), loadAvg(), code, stderr, stdout)
+				if code != 3 {
+					break
+				}
 			}
 			if left := leftovers(t); len(left) > 0 {
 				t.Errorf("cluster run %s left namespaces %q", tt.scenario, left)
+			}
+			if code == 3 {
+				t.Skipf("cluster run %s: overloaded twice (exit 3), not judged", tt.scenario)
+			}
+			if code != 0 || !strings.Contains(stdout, "PASS") {
+				t.Errorf("cluster run %s: exit %d, want 0 with every expectation passed", tt.scenario, code)
 			}
 		})
 	}

@@ -46,7 +46,8 @@ type Options struct {
 	// OffMachine says that the clusters and their load clients run
 	// elsewhere (a user's cluster, ClientHost): the checks of what one
 	// machine measures faithfully (ErrTooMuch, ErrTooManyFiles) are then
-	// skipped.
+	// skipped, and this machine's CPU is not sampled (its load does not
+	// judge the figures; the clients' schedule lag still does).
 	OffMachine bool
 	// SetupTimeout bounds each variant's setup once its cluster started
 	// (its initial pods, its clients); 0 is SetupTimeout. A real

@@ -156,7 +156,11 @@ func (r *variantRun) drive(ctx context.Context, l Cluster, rec *stats.Recorder, 
 		}
 	})
 	wg.Go(func() { cl.run(loadCtx, start) })
-	wg.Go(func() { sampleCPU(loadCtx, rec) })
+	if !r.opts.OffMachine {
+		// This machine's CPU is the load's only when the load runs here;
+		// a cluster's clients report their own schedule lag.
+		wg.Go(func() { sampleCPU(loadCtx, rec) })
+	}
 	var diag sync.WaitGroup
 	if r.opts.Diagnose != nil {
 		diag.Go(func() { r.outcome.Diagnoses = r.diagnose(loadCtx, l, start) })
