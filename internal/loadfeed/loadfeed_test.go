@@ -213,8 +213,24 @@ func TestReaderRestart(t *testing.T) {
 			t.Errorf("a new feed of %d: read %d events (%v), want all from 1", n, len(evs), err)
 		}
 	}
-	if r.Restarts() != 2 {
-		t.Errorf("Restarts = %d, want 2", r.Restarts())
+	// A restart on a node whose clock is an hour ahead: the new feed's
+	// times are moved by its own clock, not the old one's.
+	const skew = time.Hour
+	mu.Lock()
+	feed = NewFeed(0)
+	feed.now = func() time.Time { return time.Now().Add(skew) }
+	at := time.Now()
+	feed.Sent(at.Add(skew), 0)
+	mu.Unlock()
+	evs, err := r.Poll(t.Context())
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("a new feed an hour ahead: %d events, %v", len(evs), err)
+	}
+	if _, rtt := r.Offset(); evs[0].At.Sub(at).Abs() > rtt+time.Millisecond {
+		t.Errorf("an event at %v on the reader's clock read as %v (round trip %v): the old feed's clock offset was kept", at, evs[0].At, rtt)
+	}
+	if r.Restarts() != 3 {
+		t.Errorf("Restarts = %d, want 3", r.Restarts())
 	}
 }
 

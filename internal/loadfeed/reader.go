@@ -52,24 +52,26 @@ func (r *Reader) Offset() (offset, rtt time.Duration) { return r.offset, r.bestR
 // reader's clock. It returns what it read before an error, with the
 // error; the next Poll goes on from there.
 func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
-	if r.bestRTT == 0 {
-		for range clockReadings {
-			if _, err := r.page(ctx, 0); err != nil {
-				return nil, err
-			}
-		}
+	if err := r.readClock(ctx); err != nil {
+		return nil, err
 	}
-	var out []Event
+	var done, out []Event // done: read from an earlier feed, on the reader's clock
 	for {
 		asked := r.next
 		p, err := r.page(ctx, MaxPage)
 		if err != nil {
-			return r.shift(out), err
+			return append(done, r.shift(out)...), err
 		}
 		if (r.id != "" && p.ID != r.id) || p.Next < asked {
-			// A new feed: its client restarted. Read it from its start.
-			r.id, r.next = p.ID, 0
+			// A new feed: its client restarted, maybe on another node
+			// with another clock. Read it from its start, its clock
+			// read again.
+			done, out = append(done, r.shift(out)...), nil
+			r.id, r.next, r.bestRTT = p.ID, 0, 0
 			r.restarts++
+			if err := r.readClock(ctx); err != nil {
+				return done, err
+			}
 			continue
 		}
 		r.id = p.ID
@@ -77,9 +79,23 @@ func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
 		r.next = p.Next
 		out = append(out, p.Events...)
 		if len(p.Events) < MaxPage {
-			return r.shift(out), nil
+			return append(done, r.shift(out)...), nil
 		}
 	}
+}
+
+// readClock takes clockReadings readings of the feed's clock alone when
+// none was taken since the reader or its feed started.
+func (r *Reader) readClock(ctx context.Context) error {
+	if r.bestRTT != 0 {
+		return nil
+	}
+	for range clockReadings {
+		if _, err := r.page(ctx, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // page asks for up to n events after r.next and takes a clock reading.
