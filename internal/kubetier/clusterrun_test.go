@@ -97,30 +97,54 @@ func TestClusterRunFromUserMachine(t *testing.T) {
 	}
 }
 
-// TestClusterRunInterrupted: a run stopped by Ctrl-C while its load runs
-// deletes what it created; one killed (SIGKILL) leaves its namespaces,
-// which cluster clean then deletes.
+// TestClusterRunInterrupted: a run stopped by Ctrl-C as soon as its
+// namespace exists (while it is set up) or while its load runs deletes
+// what it created; one killed (SIGKILL) leaves its namespace, which
+// cluster clean then deletes.
 func TestClusterRunInterrupted(t *testing.T) {
 	needTier(t)
-	ctx := labtest.Context(t, 6*time.Minute)
+	ctx := labtest.Context(t, 8*time.Minute)
 	kc, job := userKubeconfig(t)
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
-		t.Run(sig.String(), func(t *testing.T) {
+	list := func(selector string) int {
+		ns, err := theLab.Cluster.Client().CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(ns.Items) == 0 {
+			return 0
+		}
+		pods, err := theLab.Cluster.Client().CoreV1().Pods(ns.Items[0].Name).List(ctx, metav1.ListOptions{LabelSelector: remote.ClientLabel})
+		if err != nil {
+			return 1
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == "Running" {
+				running++
+			}
+		}
+		return 1 + running
+	}
+	for _, tt := range []struct {
+		name string
+		sig  syscall.Signal
+		// when says when to signal: the namespace (1) or a client pod
+		// running as well (2).
+		when int
+	}{
+		{"Ctrl-C in setup", syscall.SIGINT, 1},
+		{"Ctrl-C in load", syscall.SIGINT, 2},
+		{"kill -9 in load", syscall.SIGKILL, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			job.Args = []string{"cluster", "run", "scale-out", "--variant", "clusterip", "--image", tierImage, "--yes",
 				"--kubeconfig", kc, "--progress", "off"}
 			run := startOnUserMachine(t, ctx, job, 3*time.Minute)
-			// Once a client pod serves, the load runs.
-			labtest.WaitFor(t, 2*time.Minute, "a load client pod running", func() bool {
-				pods, err := theLab.Cluster.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: remote.ClientLabel})
-				return err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == "Running"
-			})
-			run.cmd.Process.Signal(sig)
+			labtest.WaitFor(t, 2*time.Minute, tt.name, func() bool { return list(remote.RunLabel) >= tt.when })
+			run.cmd.Process.Signal(tt.sig)
 			code, _, stderr := run.wait(t)
 			left := leftovers(t)
-			switch sig {
+			switch tt.sig {
 			case syscall.SIGINT:
 				if code != 130 || len(left) > 0 {
-					t.Errorf("after Ctrl-C: exit %d (want 130), namespaces left %q (want none)\nstderr:\n%s", code, left, stderr)
+					t.Errorf("after %s: exit %d (want 130), namespaces left %q (want none)\nstderr:\n%s", tt.name, code, left, stderr)
 				}
 			case syscall.SIGKILL:
 				if len(left) != 1 {
