@@ -206,6 +206,27 @@ type hostedClient struct {
 	reader  *loadfeed.Reader
 	pending []loadfeed.Event // read by StartClients, not relayed yet
 	ip      netip.Addr       // its pod's, as last told to obs
+	// open counts the connections the client reported open, by remote;
+	// restarts is how many new feeds the reader had found.
+	open     map[netip.AddrPort]int
+	restarts int
+}
+
+// closeRestarted reports, once the reader found the client's feed new
+// (its pod was replaced: a restart step, a crash), every connection the
+// old pod had open as closed by the client at at: their close events died
+// with the pod, and the client's figures would count them open for ever.
+func (hc *hostedClient) closeRestarted(at time.Time) {
+	if hc.reader.Restarts() == hc.restarts {
+		return
+	}
+	hc.restarts = hc.reader.Restarts()
+	for remote, n := range hc.open {
+		for range n {
+			hc.obs.Conn(load.ConnEvent{Remote: remote, Reason: load.ReasonClient}, at)
+		}
+	}
+	clear(hc.open)
 }
 
 // pollEvery is how often Relay reads each client's events.
@@ -236,6 +257,7 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastPoll)
 			evs, err := hc.reader.Poll(last)
 			cancel()
+			hc.closeRestarted(time.Now())
 			hc.report(evs, start)
 			if err != nil {
 				log.Warn("load client: the last events were not read", "client", hc.plan.Name, "err", err)
@@ -244,6 +266,7 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 		case <-t.C:
 			h.refreshIP(hc)
 			evs, err := poll(ctx, hc.reader)
+			hc.closeRestarted(time.Now())
 			hc.report(evs, start)
 			if err != nil && ctx.Err() == nil {
 				log.Warn("load client: events not read", "client", hc.plan.Name, "err", err)
@@ -279,6 +302,14 @@ func (hc *hostedClient) report(evs []loadfeed.Event, start time.Time) {
 			remote, err := netip.ParseAddrPort(ev.Remote)
 			if err != nil {
 				continue
+			}
+			if hc.open == nil {
+				hc.open = map[netip.AddrPort]int{}
+			}
+			if ev.Open {
+				hc.open[remote]++
+			} else if hc.open[remote] > 0 {
+				hc.open[remote]--
 			}
 			ce := load.ConnEvent{Remote: remote, Open: ev.Open, Reason: ev.Reason}
 			if ev.GoAwayAt != nil {

@@ -1,8 +1,11 @@
 package remote
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,14 +65,19 @@ func TestLoadArgs(t *testing.T) {
 }
 
 type recorded struct {
-	calls, sent int
-	conns       []time.Time
+	calls, sent, closed int
+	conns               []time.Time
 }
 
-func (r *recorded) Started(netip.Addr)                  {}
-func (r *recorded) Called(load.Result)                  { r.calls++ }
-func (r *recorded) Sent(time.Time, time.Duration)       { r.sent++ }
-func (r *recorded) Conn(_ load.ConnEvent, at time.Time) { r.conns = append(r.conns, at) }
+func (r *recorded) Started(netip.Addr)            {}
+func (r *recorded) Called(load.Result)            { r.calls++ }
+func (r *recorded) Sent(time.Time, time.Duration) { r.sent++ }
+func (r *recorded) Conn(ev load.ConnEvent, at time.Time) {
+	r.conns = append(r.conns, at)
+	if !ev.Open {
+		r.closed++
+	}
+}
 
 // TestReport: calls and launches due before the start are dropped,
 // connection events are all reported at their times.
@@ -89,5 +97,47 @@ func TestReport(t *testing.T) {
 	}, start)
 	if r.calls != 1 || r.sent != 1 || !reflect.DeepEqual(r.conns, []time.Time{before, after}) {
 		t.Errorf("reported %d calls, %d launches, connections at %v; want 1, 1, [%v %v]", r.calls, r.sent, r.conns, before, after)
+	}
+}
+
+// TestRestartClosesConnections: when a client's pod is replaced, the
+// connections its old pod had open are reported closed (their own close
+// events died with it).
+func TestRestartClosesConnections(t *testing.T) {
+	var mu sync.Mutex
+	feed := loadfeed.NewFeed(0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		f := feed
+		mu.Unlock()
+		loadfeed.Handler(f, "s3cret-token-1234").ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	remote := netip.MustParseAddrPort("10.0.0.1:8471")
+	feed.Conn(load.ConnEvent{Remote: remote, Open: true})
+	r := &recorded{}
+	hc := &hostedClient{obs: r, reader: &loadfeed.Reader{URL: srv.URL, Token: "s3cret-token-1234", Client: srv.Client()}}
+	poll := func() {
+		evs, err := hc.reader.Poll(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc.closeRestarted(time.Now())
+		hc.report(evs, time.Now())
+	}
+	poll()
+	if len(r.conns) != 1 {
+		t.Fatalf("%d connection events, want the open", len(r.conns))
+	}
+	mu.Lock()
+	feed = loadfeed.NewFeed(0) // the pod was replaced
+	mu.Unlock()
+	poll()
+	if len(r.conns) != 2 || r.closed != 1 {
+		t.Errorf("after the restart: %d connection events, %d closes; want the old one closed", len(r.conns), r.closed)
+	}
+	poll()
+	if r.closed != 1 {
+		t.Errorf("closed %d times, want once", r.closed)
 	}
 }
