@@ -68,6 +68,7 @@ func TestClusterRunFromUserMachine(t *testing.T) {
 	}{
 		{"scale-out", "clusterip,headless-rr-age"},
 		{"rollout", "stock,clusterip"},
+		{"restart-client", "base"},
 	} {
 		t.Run(tt.scenario, func(t *testing.T) {
 			job.Args = []string{"cluster", "run", tt.scenario, "--variant", tt.variants, "--image", tierImage, "--yes",

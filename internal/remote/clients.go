@@ -210,15 +210,21 @@ type hostedClient struct {
 	// restarts is how many new feeds the reader had found.
 	open     map[netip.AddrPort]int
 	restarts int
+	lastAt   time.Time // the newest event's time reported so far
 }
 
 // closeRestarted reports, once the reader found the client's feed new
 // (its pod was replaced: a restart step, a crash), every connection the
-// old pod had open as closed by the client at at: their close events died
-// with the pod, and the client's figures would count them open for ever.
+// old pod had open as closed by the client: their close events died with
+// the pod, and the client's figures would count them open for ever. They
+// are closed at the old pod's last event read (at, if none was), within
+// a poll of its end, not at the time the new pod was found.
 func (hc *hostedClient) closeRestarted(at time.Time) {
 	if hc.reader.Restarts() == hc.restarts {
 		return
+	}
+	if !hc.lastAt.IsZero() {
+		at = hc.lastAt
 	}
 	hc.restarts = hc.reader.Restarts()
 	for remote, n := range hc.open {
@@ -289,6 +295,9 @@ func poll(ctx context.Context, r *loadfeed.Reader) ([]loadfeed.Event, error) {
 // from start on, every connection event.
 func (hc *hostedClient) report(evs []loadfeed.Event, start time.Time) {
 	for _, ev := range evs {
+		if ev.At.After(hc.lastAt) {
+			hc.lastAt = ev.At
+		}
 		switch ev.Kind {
 		case loadfeed.KindCall:
 			if !ev.At.Before(start) {
