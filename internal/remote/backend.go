@@ -59,7 +59,7 @@ func (b *Backend) Start(ctx context.Context, s runner.Setup) (_ runner.Cluster, 
 		}
 		return nil, fmt.Errorf("create namespace %s: %w", ns, err)
 	}
-	c := &Cluster{cfg: b.cfg, namespace: ns, stop: make(chan struct{})}
+	c := &Cluster{cfg: b.cfg, namespace: ns, stop: make(chan struct{}), failed: make(chan struct{})}
 	c.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	c.forward = &podforward.PortForward{Config: b.cfg.REST, Pod: c.podByIP}
 	defer func() {

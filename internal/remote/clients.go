@@ -235,6 +235,11 @@ func (hc *hostedClient) closeRestarted(at time.Time) {
 	clear(hc.open)
 }
 
+// feedLost is how long a client's events may go unread (a client pod
+// restarting takes some seconds) before the variant fails: its figures
+// would miss the client's calls.
+const feedLost = 30 * time.Second
+
 // pollEvery is how often Relay reads each client's events.
 const pollEvery = time.Second
 
@@ -257,6 +262,7 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	log := h.c.cfg.logger()
+	read := time.Now() // the last successful read
 	for {
 		select {
 		case <-ctx.Done():
@@ -274,8 +280,14 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			evs, err := poll(ctx, hc.reader)
 			hc.closeRestarted(time.Now())
 			hc.report(evs, start)
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil:
+				read = time.Now()
+			case ctx.Err() == nil:
 				log.Warn("load client: events not read", "client", hc.plan.Name, "err", err)
+				if lost := time.Since(read); lost > feedLost {
+					h.c.fail(fmt.Errorf("load client %s: its events could not be read for %v, so the figures would miss its calls: %w", hc.plan.Name, lost.Round(time.Second), err))
+				}
 			}
 		}
 	}

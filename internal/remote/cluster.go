@@ -36,6 +36,9 @@ type Cluster struct {
 	forward   *podforward.PortForward
 	admin     *http.Client // to pods' admin endpoints, through forward
 	stop      chan struct{}
+	failed    chan struct{} // closed by fail
+	failOnce  sync.Once
+	failErr   error
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -168,12 +171,30 @@ func (c *Cluster) DNSAddr() string { return "" }
 // SyncDNSLog returns at once: the cluster DNS's answers are not logged.
 func (c *Cluster) SyncDNSLog(context.Context) error { return nil }
 
-// Failed never closes before Close: the namespace's objects are the
-// cluster's to keep; a pod that fails shows in the figures.
-func (c *Cluster) Failed() <-chan struct{} { return c.stop }
+// Failed is closed when the run can no longer measure the variant: a
+// load client's events could not be read for feedLost (its pod gone for
+// good, the API server or its port-forward no longer answering). A pod
+// that fails otherwise shows in the figures.
+func (c *Cluster) Failed() <-chan struct{} { return c.failed }
 
-// Err is nil: see Failed.
-func (c *Cluster) Err() error { return nil }
+// Err says why Failed closed; nil before.
+func (c *Cluster) Err() error {
+	select {
+	case <-c.failed:
+		return c.failErr
+	default:
+		return nil
+	}
+}
+
+// fail records the first reason the variant cannot be measured and
+// closes Failed.
+func (c *Cluster) fail(err error) {
+	c.failOnce.Do(func() {
+		c.failErr = err
+		close(c.failed)
+	})
+}
 
 // KillPod, HangPod, SetPodReady and SetPodHealthy ask the pod's admin
 // endpoint (pod.AdminHandler) through port-forward.
