@@ -71,9 +71,10 @@ asks before the first write (--yes answers for you). It deletes its
 namespaces when it ends, fails or is interrupted (--keep leaves them);
 pinlab cluster clean removes what a killed run left.
 
-Exit codes as lab run's: 0 done; 1 a failed expectation, step or variant,
-or an error; 2 bad flags or input, missing permissions, no consent; 130
-interrupted.`,
+Exit codes: 0 done; 1 a failed expectation, step or variant, an error, or
+a scenario field a cluster cannot reproduce; 2 bad flags, an unknown
+variant or scenario, missing permissions, no consent; 3 some expectations
+could not be judged (the clients fell behind); 130 interrupted.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exit.UsageError(fmt.Errorf("cluster run takes one scenario, got %d", len(args)))
