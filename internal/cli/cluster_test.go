@@ -13,18 +13,19 @@ import (
 // what is wrong, before any call to a cluster (the kubeconfig names none).
 func TestClusterRunBadInput(t *testing.T) {
 	none := filepath.Join(t.TempDir(), "no-kubeconfig")
+	img := "registry.example/acme/pinlab@sha256:" + strings.Repeat("0", 64)
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
-		{name: "no scenario", args: []string{"--image", "x@sha256:00"}, want: "cluster run takes one scenario, got 0"},
+		{name: "no scenario", args: []string{"--image", img}, want: "cluster run takes one scenario, got 0"},
 		{name: "no image", args: []string{"scale-out"}, want: "--image: required"},
-		{name: "bad output", args: []string{"scale-out", "--image", "x", "-o", "yaml"}, want: `-o "yaml": expected table or json`},
-		{name: "empty variant", args: []string{"scale-out", "--image", "x", "--variant", ""}, want: "--variant: an empty variant name"},
-		{name: "unknown variant", args: []string{"scale-out", "--image", "x", "--variant", "nope", "--kubeconfig", none}, want: "--variant"},
-		{name: "a lab-only scenario", args: []string{"l7-proxy", "--image", "x", "--kubeconfig", none}, want: "l7Proxy"},
-		{name: "no such scenario", args: []string{"no-such", "--image", "x", "--kubeconfig", none}, want: "no-such"},
+		{name: "bad output", args: []string{"scale-out", "--image", img, "-o", "yaml"}, want: `-o "yaml": expected table or json`},
+		{name: "empty variant", args: []string{"scale-out", "--image", img, "--variant", ""}, want: "--variant: an empty variant name"},
+		{name: "unknown variant", args: []string{"scale-out", "--image", img, "--variant", "nope", "--kubeconfig", none}, want: "--variant"},
+		{name: "a lab-only scenario", args: []string{"l7-proxy", "--image", img, "--kubeconfig", none}, want: "l7Proxy"},
+		{name: "no such scenario", args: []string{"no-such", "--image", img, "--kubeconfig", none}, want: "no-such"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

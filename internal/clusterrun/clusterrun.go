@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/load"
@@ -85,6 +86,13 @@ const loadMargin = setupTimeout + time.Minute
 func Run(ctx context.Context, opts Options) (*report.Result, error) {
 	if opts.Image == "" {
 		return nil, exit.UsageError(errors.New("--image: required: the pinlab image the pods run (`pinlab image build --push REF` prints it)"))
+	}
+	ref, err := name.ParseReference(opts.Image, name.StrictValidation)
+	if err != nil {
+		return nil, exit.UsageError(fmt.Errorf("--image %q: not an image reference (REPOSITORY@sha256:..., as `pinlab image build --push` prints it): %w", opts.Image, err))
+	}
+	if _, ok := ref.(name.Digest); !ok {
+		note(opts.Notes, "--image %s names a tag: pods started at different times may run different builds; pin it by the digest `pinlab image build --push` prints", opts.Image)
 	}
 	p, err := prepare(ctx, opts)
 	if err != nil {

@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// testImage is a well-formed image reference pinned by digest.
+const testImage = "registry.example/acme/pinlab@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
 // TestRefused: what a cluster run cannot do is refused, naming it, before
 // any call to a cluster (the kubeconfig here names none).
 func TestRefused(t *testing.T) {
@@ -35,7 +38,7 @@ func TestRefused(t *testing.T) {
 		{"no-such-scenario", nil, "no-such-scenario"},
 	} {
 		t.Run(tt.scenario, func(t *testing.T) {
-			_, err := Run(context.Background(), Options{Scenario: tt.scenario, Image: "x@sha256:00", Variants: tt.variants,
+			_, err := Run(context.Background(), Options{Scenario: tt.scenario, Image: testImage, Variants: tt.variants,
 				Kube: &evidence.Kube{Kubeconfig: filepath.Join(t.TempDir(), "none")}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run(%s): %v, want an error naming %q", tt.scenario, err, tt.want)
@@ -88,7 +91,7 @@ current-context: dead
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err := Run(context.Background(), Options{Scenario: "scale-out", Image: "x@sha256:00", Kube: &evidence.Kube{Kubeconfig: kubeconfig},
+			_, err := Run(context.Background(), Options{Scenario: "scale-out", Image: testImage, Kube: &evidence.Kube{Kubeconfig: kubeconfig},
 				Confirm: func(context.Context, string) (bool, error) { t.Error("asked for consent"); return false, nil }})
 			if err == nil || !strings.Contains(err.Error(), tt.server) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run: %v, want an error naming the API server and saying %q", err, tt.want)
@@ -133,5 +136,15 @@ func TestStepFits(t *testing.T) {
 				t.Errorf("stepFits: %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestBadImage: a malformed --image is refused before any call.
+func TestBadImage(t *testing.T) {
+	for _, image := range []string{"UPPER/Case@sha256:abc", "http://registry.example/acme/pinlab:dev", " registry.example/p", "@sha256:abc"} {
+		_, err := Run(context.Background(), Options{Scenario: "scale-out", Image: image, Kube: &evidence.Kube{Kubeconfig: filepath.Join(t.TempDir(), "none")}})
+		if err == nil || !strings.Contains(err.Error(), "--image") || !strings.Contains(err.Error(), "not an image reference") {
+			t.Errorf("--image %q: %v, want it refused", image, err)
+		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 // holds its digest (startTier), as a node that pulled it would; the
 // repository is never dialled.
 const (
-	tierDigest = "sha256:5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0f"
+	tierDigest = "sha256:5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ffee5f1e0c0ff"
 	tierImage  = "registry.example/acme/pinlab@" + tierDigest
 )
 
