@@ -57,14 +57,5 @@ func serveHTTP(addr string, h http.Handler) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := pod.EndpointServer(h)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(ln)
-	}()
-	return func() {
-		srv.Close()
-		<-done
-	}, nil
+	return pod.ServeEndpoint(ln, h), nil
 }

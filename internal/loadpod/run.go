@@ -226,16 +226,7 @@ func (h Host) serveEvents(ctx context.Context, addr string, handler http.Handler
 	if err != nil {
 		return nil, err
 	}
-	srv := pod.EndpointServer(handler)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(ln)
-	}()
-	return func() {
-		srv.Close()
-		<-done
-	}, nil
+	return pod.ServeEndpoint(ln, handler), nil
 }
 
 // tee is two observers as one.

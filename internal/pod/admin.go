@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -52,6 +53,22 @@ func AdminPort(value, token string) (int, error) {
 func EndpointServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+}
+
+// ServeEndpoint serves h on ln with EndpointServer's limits, in a
+// goroutine it owns, until the returned stop is called; stop closes the
+// server (and ln) and waits for that goroutine.
+func ServeEndpoint(ln net.Listener, h http.Handler) (stop func()) {
+	srv := EndpointServer(h)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	return func() {
+		srv.Close()
+		<-done
+	}
 }
 
 // Admin is what the admin endpoint acts on: a Process, or the lab's
