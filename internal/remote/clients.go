@@ -237,11 +237,12 @@ func (hc *hostedClient) closeRestarted(at time.Time) {
 
 // feedLost is how long a client's events may go unread (a client pod
 // restarting takes some seconds) before the variant fails: its figures
-// would miss the client's calls.
-const feedLost = 30 * time.Second
+// would miss the client's calls. A variable for tests.
+var feedLost = 30 * time.Second
 
-// pollEvery is how often Relay reads each client's events.
-const pollEvery = time.Second
+// pollEvery is how often Relay reads each client's events. A variable
+// for tests.
+var pollEvery = time.Second
 
 // lastPoll bounds the read after the load ends.
 const lastPoll = 5 * time.Second

@@ -1,10 +1,12 @@
 package remote
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/runner"
 	"google.golang.org/grpc/codes"
+	"k8s.io/client-go/informers"
 )
 
 // TestLoadArgs: the args a client pod gets parse, in the image's load
@@ -139,5 +142,57 @@ func TestRestartClosesConnections(t *testing.T) {
 	poll()
 	if r.closed != 1 {
 		t.Errorf("closed %d times, want once", r.closed)
+	}
+}
+
+// TestFeedLost: a client whose events cannot be read for feedLost fails
+// the variant (Failed closes, Err names the client); one whose events
+// are read does not.
+func TestFeedLost(t *testing.T) {
+	defer func(l, p time.Duration) { feedLost, pollEvery = l, p }(feedLost, pollEvery)
+	feedLost, pollEvery = 300*time.Millisecond, 20*time.Millisecond
+	for _, tt := range []struct {
+		name     string
+		answers  bool
+		wantFail bool
+	}{
+		{"read", true, false},
+		{"unread", false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			feed := loadfeed.NewFeed(0)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if !tt.answers {
+					http.Error(w, "pod gone", http.StatusBadGateway)
+					return
+				}
+				loadfeed.Handler(feed, "s3cret-token-1234").ServeHTTP(w, req)
+			}))
+			defer srv.Close()
+			cfg, cs := testConfig(t)
+			c := &Cluster{cfg: cfg, namespace: "pinlab-ab12cd34-0", failed: make(chan struct{}),
+				factory: informers.NewSharedInformerFactory(cs, 0)}
+			c.factory.Core().V1().Pods().Lister() // refreshIP's lister, never started: no pod known
+			hc := &hostedClient{plan: plan.Client{Name: "order-0"}, obs: &recorded{},
+				reader: &loadfeed.Reader{URL: srv.URL, Token: "s3cret-token-1234", Client: srv.Client()}}
+			h := &hostedClients{c: c, events: srv.Client(), clients: []*hostedClient{hc}}
+			ctx, cancel := context.WithTimeout(t.Context(), 4*feedLost)
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); h.Relay(ctx, time.Now()) }()
+			select {
+			case <-c.Failed():
+			case <-ctx.Done():
+			}
+			cancel()
+			<-done
+			err := c.Err()
+			if (err != nil) != tt.wantFail {
+				t.Fatalf("Err() = %v after %v of a feed that answers=%v; want failed=%v", err, 4*feedLost, tt.answers, tt.wantFail)
+			}
+			if err != nil && !strings.Contains(err.Error(), "order-0") {
+				t.Errorf("Err() = %v; want the client named", err)
+			}
+		})
 	}
 }
