@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/exit"
@@ -17,8 +18,8 @@ import (
 // CleanOptions configure Clean.
 type CleanOptions struct {
 	Kube *evidence.Kube
-	// Run, if not empty, is the one run whose namespaces to delete;
-	// empty: every run's.
+	// Run, if not empty, is the one run whose namespaces to delete, even
+	// if it is in progress; empty: every run's that is not.
 	Run string
 	// Confirm is asked with the namespaces before they are deleted; nil
 	// refuses.
@@ -28,7 +29,9 @@ type CleanOptions struct {
 }
 
 // Clean deletes the namespaces runs left (a killed run, --keep), found by
-// remote.RunLabel, and waits until they are gone.
+// remote.RunLabel, and waits until they are gone. Without Run, it leaves
+// (and names) the namespaces of runs in progress: their Lease is held
+// (remote.LeaseName). A killed run's lease lapses 30 s after it.
 func Clean(ctx context.Context, opts CleanOptions) error {
 	k := opts.Kube
 	if k == nil {
@@ -45,15 +48,34 @@ func Clean(ctx context.Context, opts CleanOptions) error {
 	if err := reachable(ctx, cs, host); err != nil {
 		return err
 	}
-	names, err := remote.Leftovers(ctx, cs, opts.Run)
+	return clean(ctx, cs, host, opts)
+}
+
+// clean is Clean on an API server that answered.
+func clean(ctx context.Context, cs kubernetes.Interface, host string, opts CleanOptions) error {
+	left, err := remote.Leftovers(ctx, cs, opts.Run)
 	if err != nil {
 		return fmt.Errorf("the API server at %s: %w", host, err)
+	}
+	var names, lines []string
+	for _, l := range left {
+		age := time.Since(l.Created).Round(time.Second)
+		if l.InUse() && opts.Run == "" {
+			note(opts.Out, "left namespace %s: run %s is in progress (its lease renewed %v ago); `pinlab cluster clean --run %s` deletes it anyway",
+				l.Namespace, l.Run, time.Since(l.Renewed).Round(time.Second), l.Run)
+			continue
+		}
+		line := fmt.Sprintf("  namespace %s (run %s, created %v ago)", l.Namespace, l.Run, age)
+		if l.InUse() {
+			line = fmt.Sprintf("  namespace %s (run %s, created %v ago, IN PROGRESS: its lease renewed %v ago)", l.Namespace, l.Run, age, time.Since(l.Renewed).Round(time.Second))
+		}
+		names, lines = append(names, l.Namespace), append(lines, line)
 	}
 	if len(names) == 0 {
 		note(opts.Out, "nothing to clean on %s", host)
 		return nil
 	}
-	s := fmt.Sprintf("cluster clean deletes on the API server %s: namespace %s", host, strings.Join(names, ", namespace "))
+	s := fmt.Sprintf("cluster clean deletes on the API server %s:\n%s", host, strings.Join(lines, "\n"))
 	ok, err := confirm(ctx, opts.Confirm, s)
 	if err = cmp.Or(ctx.Err(), err); err != nil {
 		return err

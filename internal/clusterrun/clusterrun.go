@@ -304,7 +304,11 @@ const leftTimeout = 10 * time.Second
 func leftBehind(cs kubernetes.Interface, run string, opts Options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), leftTimeout)
 	defer cancel()
-	left, err := remote.Leftovers(ctx, cs, run)
+	ls, err := remote.Leftovers(ctx, cs, run)
+	var left []string
+	for _, l := range ls {
+		left = append(left, l.Namespace)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("could not check what the run left (%w): `pinlab cluster clean --run %s` deletes it", err, run)

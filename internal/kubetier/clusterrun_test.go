@@ -47,9 +47,13 @@ func leftovers(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	names, err := remote.Leftovers(ctx, theLab.Cluster.Client(), "")
+	left, err := remote.Leftovers(ctx, theLab.Cluster.Client(), "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range left {
+		names = append(names, l.Namespace)
 	}
 	return names
 }
@@ -101,7 +105,8 @@ func TestClusterRunFromUserMachine(t *testing.T) {
 // TestClusterRunInterrupted: a run stopped by Ctrl-C as soon as its
 // namespace exists (while it is set up) or while its load runs deletes
 // what it created; one killed (SIGKILL) leaves its namespace, which
-// cluster clean then deletes.
+// cluster clean leaves while the run's lease holds and deletes when told
+// the run.
 func TestClusterRunInterrupted(t *testing.T) {
 	needTier(t)
 	ctx := labtest.Context(t, 8*time.Minute)
@@ -151,10 +156,18 @@ func TestClusterRunInterrupted(t *testing.T) {
 				if len(left) != 1 {
 					t.Fatalf("after kill -9: namespaces left %q, want the run's one", left)
 				}
+				// Its lease is held for 30 s after the last renewal: clean
+				// leaves it unless the run is named.
 				job.Args = []string{"cluster", "clean", "--yes", "--kubeconfig", kc}
 				code, stdout, stderr := runOnUserMachine(t, ctx, job)
+				if code != 0 || !strings.Contains(stdout, "is in progress") || len(leftovers(t)) != 1 {
+					t.Errorf("cluster clean just after the kill: exit %d, left %q (want the run's, in progress)\nstdout:\n%s\nstderr:\n%s", code, leftovers(t), stdout, stderr)
+				}
+				run := strings.TrimSuffix(strings.TrimPrefix(left[0], "pinlab-"), "-0")
+				job.Args = []string{"cluster", "clean", "--run", run, "--yes", "--kubeconfig", kc}
+				code, stdout, stderr = runOnUserMachine(t, ctx, job)
 				if code != 0 || !strings.Contains(stdout, "deleted namespace "+left[0]) || len(leftovers(t)) > 0 {
-					t.Errorf("cluster clean: exit %d, left %q\nstdout:\n%s\nstderr:\n%s", code, leftovers(t), stdout, stderr)
+					t.Errorf("cluster clean --run %s: exit %d, left %q\nstdout:\n%s\nstderr:\n%s", run, code, leftovers(t), stdout, stderr)
 				}
 			}
 		})

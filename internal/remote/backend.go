@@ -42,7 +42,8 @@ func (b *Backend) MaxClusters() int { return 0 }
 
 // Start creates the variant's namespace (Namespace(Run, Index), labelled
 // RunLabel and VariantLabel) and the run's token Secret in it, and
-// returns once the namespace's informers have synced. The variant's
+// returns once the namespace's informers have synced. It holds the
+// namespace's Lease (LeaseName) until Close. The variant's
 // objects must all be in that namespace (plan.Variant.InNamespaces). On an
 // error, or when ctx ends, what it created is deleted again.
 func (b *Backend) Start(ctx context.Context, s runner.Setup) (_ runner.Cluster, err error) {
@@ -73,6 +74,9 @@ func (b *Backend) Start(ctx context.Context, s runner.Setup) (_ runner.Cluster, 
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create secret %s/%s: %w", ns, TokenSecret, err)
+	}
+	if err := c.holdLease(ctx); err != nil {
+		return nil, err
 	}
 	c.api = kubeapi.Client{Clientset: cs, Factory: c.factory, Permanent: b.pullFailed, Namespaces: []string{ns}}
 	c.admin = &http.Client{Transport: &http.Transport{DialContext: podDialer(c.forward, AdminPort), DisableKeepAlives: true}, Timeout: adminTimeout}

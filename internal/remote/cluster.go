@@ -39,6 +39,7 @@ type Cluster struct {
 	failed    chan struct{} // closed by fail
 	failOnce  sync.Once
 	failErr   error
+	leaseDone chan struct{} // closed when renewLease returns; nil before holdLease
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -275,16 +276,24 @@ func (c *Cluster) AllocateIP() (netip.Addr, error) {
 	return netip.Addr{}, errors.New("remote: a cluster's pod addresses are its network's")
 }
 
-// Close stops the informers and port-forwards and, unless Config.Keep,
-// deletes the namespace and waits until it is gone (at most
-// deleteTimeout).
+// Close stops the informers, port-forwards and the Lease's renewal and,
+// unless Config.Keep, deletes the namespace and waits until it is gone
+// (at most deleteTimeout); with Keep, it releases the Lease.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		c.factory.Shutdown()
 		c.closeErr = c.forward.Close()
-		if !c.cfg.Keep {
+		if c.leaseDone != nil {
+			<-c.leaseDone
+		}
+		switch {
+		case !c.cfg.Keep:
 			c.closeErr = errors.Join(c.closeErr, deleteNamespaces(c.cfg.Clientset, []string{c.namespace}, c.cfg.logger()))
+		case c.leaseDone != nil:
+			if err := c.releaseLease(); err != nil {
+				c.closeErr = errors.Join(c.closeErr, fmt.Errorf("release lease %s/%s: %w", c.namespace, LeaseName, err))
+			}
 		}
 	})
 	return c.closeErr

@@ -119,8 +119,8 @@ func TestStartClose(t *testing.T) {
 	if err != nil || string(s.Data[TokenKey]) != cfg.Token {
 		t.Errorf("token secret %v, %v", s, err)
 	}
-	if left, err := Leftovers(ctx, cs, cfg.Run); err != nil || !slices.Equal(left, []string{ns}) {
-		t.Errorf("Leftovers = %q, %v; want [%s]", left, err, ns)
+	if left, err := Leftovers(ctx, cs, cfg.Run); err != nil || len(left) != 1 || left[0].Namespace != ns || left[0].Run != cfg.Run || !left[0].InUse() {
+		t.Errorf("Leftovers = %+v, %v; want %s in use by %s", left, err, ns, cfg.Run)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
