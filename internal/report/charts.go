@@ -53,7 +53,7 @@ func charts(r *Result) ([]variantCharts, comparisonCharts) {
 		vc := &vcs[i]
 		id := fmt.Sprintf("v%d", i)
 		for j, w := range v.Summary.Windows {
-			vc.Windows = append(vc.Windows, windowChart(fmt.Sprintf("%s-w%d", id, j), fmt.Sprintf("Window %s (%s to %s): calls/s per pod", w.Name, secs(w.From), secs(w.To)), w))
+			vc.Windows = append(vc.Windows, windowChart(fmt.Sprintf("%s-w%d", id, j), fmt.Sprintf("Window %s (%s to %s): calls/s per pod", w.Name, secs(w.From), secs(w.To)), w, r))
 		}
 		if len(v.Summary.Timeline) == 0 {
 			continue // no pod served a call: nothing over time to draw
@@ -220,7 +220,7 @@ func timelineChart(id string, v Variant, r *Result) chart.Chart {
 
 // windowChart is one window's calls/s per pod: the bars that show pinning. Pods
 // that were never Ready in the window and served nothing have no bar.
-func windowChart(id, title string, w stats.WindowStats) chart.Chart {
+func windowChart(id, title string, w stats.WindowStats, r *Result) chart.Chart {
 	pods := append(slices.Clone(w.Pods), w.OtherPods...)
 	slices.SortStableFunc(pods, func(a, b stats.PodStats) int { return a.Ordinal - b.Ordinal })
 	c := chart.Chart{ID: id, Kind: chart.Bars, Title: title, XLabel: "pod", YLabel: "calls/s", Unit: "calls/s", X: secondsAxis(len(pods))}
@@ -236,7 +236,7 @@ func windowChart(id, title string, w stats.WindowStats) chart.Chart {
 		}
 		vals[i] = round1(p.Rate)
 		top = max(top, vals[i])
-		c.Notes = append(c.Notes, podNote(p, w))
+		c.Notes = append(c.Notes, podNote(p, w, r))
 	}
 	c.Series = []chart.Series{{Label: "rate", Values: vals}}
 	c.XMax = float64(max(len(pods)-1, 0))
@@ -245,8 +245,9 @@ func windowChart(id, title string, w stats.WindowStats) chart.Chart {
 }
 
 // podNote is a pod's line in a window: who it is, when it became Ready,
-// its share, calls, connections and state.
-func podNote(p stats.PodStats, w stats.WindowStats) string {
+// its share, calls, connections (unless a cluster run, whose pods are not
+// asked) and state.
+func podNote(p stats.PodStats, w stats.WindowStats, r *Result) string {
 	ready := "never Ready"
 	if p.ReadyAt != nil {
 		ready = "Ready at " + seconds(*p.ReadyAt)
@@ -254,8 +255,12 @@ func podNote(p stats.PodStats, w stats.WindowStats) string {
 			ready += " (added during the run)"
 		}
 	}
-	return fmt.Sprintf("%s %s; %s; %.1f%% of calls, %d calls in %s; %.1f client connections; %s",
-		p.Name, p.IP, ready, 100*p.Share, p.Calls, secs(w.To-w.From), p.Conns, podState(p))
+	conns := fmt.Sprintf("%.1f client connections", p.Conns)
+	if !podConnsSeen(r) {
+		conns = "client connections not observed on a cluster"
+	}
+	return fmt.Sprintf("%s %s; %s; %.1f%% of calls, %d calls in %s; %s; %s",
+		p.Name, p.IP, ready, 100*p.Share, p.Calls, secs(w.To-w.From), conns, podState(p))
 }
 
 // failedChart is failed calls per second, error windows shaded.
@@ -304,7 +309,8 @@ func perSecond(n int, offsets []float64) chart.Values {
 }
 
 // connsChart is client connections opened per second, connections open at
-// each second's start, and cluster DNS lookups per second.
+// each second's start, and cluster DNS lookups per second (not on a
+// cluster run: its DNS is not logged).
 func connsChart(id string, v Variant, r *Result) chart.Chart {
 	n := runSeconds(v, r)
 	var opened, dns []float64
@@ -339,8 +345,12 @@ func connsChart(id string, v Variant, r *Result) chart.Chart {
 		Series: []chart.Series{
 			{Label: "open", Name: "client connections open at the second's start", Values: open},
 			{Label: "opened/s", Name: "client connections opened", Values: perSecond(n, opened)},
-			{Label: "DNS/s", Name: "cluster DNS lookups answered", Values: perSecond(n, dns)},
 		},
+	}
+	if r.Cluster == "" {
+		c.Series = append(c.Series, chart.Series{Label: "DNS/s", Name: "cluster DNS lookups answered", Values: perSecond(n, dns)})
+	} else {
+		c.Title = "Client connections"
 	}
 	var top float64
 	for _, s := range c.Series {
@@ -402,7 +412,7 @@ func comparison(r *Result) comparisonCharts {
 		wc := windowCharts{Window: ws}
 		for i, v := range r.Variants {
 			if w, ok := windowNamed(v, ws.Name); ok && v.Error == "" {
-				wc.Charts = append(wc.Charts, windowChart(fmt.Sprintf("cmp-w%d-v%d", j, i), v.Name, w))
+				wc.Charts = append(wc.Charts, windowChart(fmt.Sprintf("cmp-w%d-v%d", j, i), v.Name, w, r))
 			}
 		}
 		var xmax, ymax float64

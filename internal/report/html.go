@@ -112,6 +112,10 @@ func newView(r *Result) view {
 		{"run", fmt.Sprintf("%gs per variant, %d variant(s) %s, seed %d", r.Duration, len(r.Variants), how, r.Seed)},
 		{"settings", fmt.Sprintf("grpc-go minimum re-resolution %gs; DNS TTL %gs", r.MinResolve, r.DNSTTL)},
 	}
+	if r.Cluster != "" {
+		v.Header = append([]term{{"cluster", "the API server " + r.Cluster}}, v.Header...)
+		v.Header[len(v.Header)-1].Value = fmt.Sprintf("grpc-go minimum re-resolution %gs; the cluster's DNS", r.MinResolve)
+	}
 	if len(r.Variants) > 1 {
 		v.CmpRows, v.RunRows = comparisonRows(r), runRows(r)
 	}

@@ -224,3 +224,36 @@ func TestRunSeconds(t *testing.T) {
 		})
 	}
 }
+
+// TestHTMLClusterRun: a cluster run's page says so and names its API
+// server, and claims neither the lab's DNS settings and log nor the pods'
+// own connection counts, which a cluster run does not observe.
+func TestHTMLClusterRun(t *testing.T) {
+	for _, tt := range []struct {
+		cluster   string
+		want, not []string
+	}{
+		{"", []string{"pinlab lab run: ", "DNS TTL", "cluster DNS lookups answered", " client connections; "}, []string{"pinlab cluster run"}},
+		{"https://10.0.0.1:6443", []string{"pinlab cluster run: ", "the API server https://10.0.0.1:6443", "the cluster&#39;s DNS", "client connections not observed on a cluster"},
+			[]string{"pinlab lab run", "DNS TTL", "cluster DNS lookups answered", " client connections; "}},
+	} {
+		t.Run("cluster="+tt.cluster, func(t *testing.T) {
+			r := htmlSample()
+			r.Cluster = tt.cluster
+			var buf bytes.Buffer
+			if err := HTML(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("the page lacks %q", w)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(buf.String(), w) {
+					t.Errorf("the page has %q", w)
+				}
+			}
+		})
+	}
+}

@@ -19,7 +19,7 @@ const MaxPodRows = 24
 // Text writes the terminal report: a header, then per variant its windows'
 // pod tables and the line saying why, then a comparison across variants.
 func Text(w io.Writer, r *Result) error {
-	p := &printer{w: w}
+	p := &printer{w: w, cluster: !podConnsSeen(r)}
 	p.header(r)
 	p.overloaded(r)
 	for _, v := range r.Variants {
@@ -106,7 +106,14 @@ func overloadLines(r *Result) []overloadLine {
 type printer struct {
 	w   io.Writer
 	err error
+	// cluster: a cluster run's report, whose pods' own connection counts
+	// are not observed.
+	cluster bool
 }
+
+// podConnsSeen says whether r's pods' connection counts were observed:
+// a lab's pods are; a cluster's pods are not asked (docs/cluster.md).
+func podConnsSeen(r *Result) bool { return r.Cluster == "" }
 
 func (p *printer) f(format string, args ...any) {
 	if p.err == nil {
@@ -345,7 +352,11 @@ func (p *printer) window(w stats.WindowStats) {
 				ready = "+" + ready
 			}
 		}
-		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8.1f\t%5.1f%%\t%5.1f\t%s\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, ps.Conns, podState(ps))
+		conns := fmt.Sprintf("%5.1f", ps.Conns)
+		if p.cluster {
+			conns = "-"
+		}
+		fmt.Fprintf(tw, "   %3d\t%s\t%-15s\t%7s\t%8.1f\t%5.1f%%\t%5s\t%s\n", ps.Ordinal, ps.Name, ps.IP, ready, ps.Rate, 100*ps.Share, conns, podState(ps))
 	}
 	for i, ps := range w.OtherPods {
 		if i == MaxPodRows {

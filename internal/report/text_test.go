@@ -146,8 +146,8 @@ func TestTextDataplane(t *testing.T) {
 		want      []string
 		wantNot   []string
 	}{
-		{name: "a cluster run", cluster: "https://10.0.0.1:6443", want: []string{"pinlab cluster run: ", " on https://10.0.0.1:6443\n", "; the cluster's DNS\n"},
-			wantNot: []string{"pinlab lab run", "DNS TTL"}},
+		{name: "a cluster run", cluster: "https://10.0.0.1:6443", want: []string{"pinlab cluster run: ", " on https://10.0.0.1:6443\n", "; the cluster's DNS\n", "%      -  ready\n"},
+			wantNot: []string{"pinlab lab run", "DNS TTL", "%    1.0  ready\n"}},
 		{name: "embedded", dataplane: "", wantNot: []string{"dataplane", "conntrack table"},
 			want: []string{"kube-proxy connections open when load stopped (client -> VIP -> pod):"}},
 		{name: "pinlab on a real control plane", dataplane: "pinlab", want: []string{"   dataplane pinlab (pinlab's kube-proxy emulation and DNS)\n"}, wantNot: []string{"conntrack table"}},
