@@ -96,11 +96,8 @@ could not be judged (the clients fell behind); 130 interrupted.`,
 	f.StringVar(&o.Image, "image", "", "the pinlab image the pods run, best by digest (pinlab image build --push REF prints it); required")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "create what the run needs without asking")
 	f.BoolVar(&o.Keep, "keep", false, "leave the namespaces when the run ends, for inspection (pinlab cluster clean removes them)")
-	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json (the full result)")
-	f.StringSliceVar(&o.Variants, "variant", nil, "run only these variants (repeat or comma-separate)")
+	reportFlags(f, &o.Output, &o.HTML, &o.Progress, &o.Variants)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed for random picks (0: random, reported)")
-	f.StringVar(&o.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
-	f.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto, on or off")
 	f.StringVar(&o.LogLevel, "log-level", "off", "what the run does on the cluster, on stderr: off, info or debug")
 	kubeFlags(f, o.Kube)
 	return cmd

@@ -113,13 +113,10 @@ own bursts: the field scripts check); 6 with
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.Output, "output", "o", "table", "output format: table or json (the full result)")
-	f.StringSliceVar(&opts.Variants, "variant", nil, "run only these variants (repeat or comma-separate)")
+	reportFlags(f, &opts.Output, &opts.HTML, &opts.Progress, &opts.Variants)
 	f.BoolVar(&opts.Sequential, "sequential", false, "run variants one after another instead of side by side")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed for pod names, ClusterIPs and random picks (0: random, reported)")
-	f.StringVar(&opts.Progress, "progress", "auto", "progress line on stderr: auto, on or off")
 	f.StringVar(&opts.LogLevel, "log-level", "off", "component logs on stderr: off, info or debug")
-	f.StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page to this file")
 	f.BoolVar(&opts.UI, "ui", false, "serve a live dashboard on loopback while the run goes; its address, with a new token, is printed on stderr")
 	f.StringVar(&opts.ControlPlane, "control-plane", controlPlaneEmbedded, "embedded (in-process API and controllers) or kubernetes (each variant on its own real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, in a private network namespace; build them first with build/controlplane/build.sh)")
 	f.StringVar(&opts.Dataplane, "dataplane", labrun.DataplanePinlab, dataplaneUsage)
@@ -341,4 +338,13 @@ func (p *progressLine) finish() {
 	if p.live && p.wrote {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+// reportFlags are the flags that lab run and cluster run share: which
+// variants run and how the report is written.
+func reportFlags(f *pflag.FlagSet, output, html, progress *string, variants *[]string) {
+	f.StringVarP(output, "output", "o", "table", "output format: table or json (the full result)")
+	f.StringSliceVar(variants, "variant", nil, "run only these variants (repeat or comma-separate)")
+	f.StringVar(progress, "progress", "auto", "progress line on stderr: auto, on or off")
+	f.StringVar(html, "html", "", "also write the report as one self-contained HTML page to this file")
 }
