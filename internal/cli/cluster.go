@@ -69,7 +69,8 @@ field, before anything is created. cluster run checks your permissions
 (deploy/rbac/cluster-run.yaml grants them), prints what it will create and
 asks before the first write (--yes answers for you). It deletes its
 namespaces when it ends, fails or is interrupted (--keep leaves them);
-pinlab cluster clean removes what a killed run left.
+pinlab cluster clean removes what a killed run left, once the run's lease
+on them has lapsed (within 30 s of its last renewal).
 
 Exit codes: 0 done; 1 a failed expectation, step or variant, an error, or
 a scenario field a cluster cannot reproduce; 2 bad flags, an unknown
@@ -197,14 +198,21 @@ func NewCmdClusterClean(stdin io.Reader, stdout, stderr io.Writer) *cobra.Comman
 		Short: "Delete the namespaces that cluster runs left (killed, or --keep)",
 		Long: `Delete the namespaces that pinlab cluster run created and did not delete (the
 run was killed, or given --keep), found by their label pinlab.dev/run, and
-wait until they are gone. --run limits it to one run's.`,
+wait until they are gone.
+
+A run in progress renews a lease in each of its namespaces every 10 s;
+clean leaves those namespaces and names them. A killed run's lease lapses
+within 30 s of its last renewal. A lease that looks lapsed is watched for
+up to 15 s for a renewal first, in case this machine's clock is ahead of
+the runner's. --run RUN takes only that run's namespaces, even while it
+is in progress.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return clusterrun.Clean(cmd.Context(), clusterrun.CleanOptions{Kube: o.Kube, Run: o.Run, Out: stdout, Confirm: consent(o.Yes, stdin, stderr)})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Run, "run", "", "only this run's namespaces (its ID, as cluster run printed it)")
+	f.StringVar(&o.Run, "run", "", "only this run's namespaces (its ID, as cluster run printed it), even while it is in progress")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "delete without asking")
 	kubeFlags(f, o.Kube)
 	return cmd

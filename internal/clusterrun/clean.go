@@ -31,7 +31,9 @@ type CleanOptions struct {
 // Clean deletes the namespaces runs left (a killed run, --keep), found by
 // remote.RunLabel, and waits until they are gone. Without Run, it leaves
 // (and names) the namespaces of runs in progress: their Lease is held
-// (remote.LeaseName). A killed run's lease lapses 30 s after it.
+// (remote.LeaseName). A killed run's lease lapses within 30 s of its
+// last renewal; a lease that looks lapsed is watched for up to 15 s for
+// a renewal first, in case this machine's clock is ahead.
 func Clean(ctx context.Context, opts CleanOptions) error {
 	k := opts.Kube
 	if k == nil {
@@ -53,21 +55,23 @@ func Clean(ctx context.Context, opts CleanOptions) error {
 
 // clean is Clean on an API server that answered.
 func clean(ctx context.Context, cs kubernetes.Interface, host string, opts CleanOptions) error {
-	left, err := remote.Leftovers(ctx, cs, opts.Run)
+	// Without a run named, watch the leases that look lapsed for a
+	// renewal: this machine's clock may be ahead of the runner's.
+	left, err := remote.Leftovers(ctx, cs, opts.Run, opts.Run == "")
 	if err != nil {
 		return fmt.Errorf("the API server at %s: %w", host, err)
 	}
 	var names, lines []string
 	for _, l := range left {
 		age := time.Since(l.Created).Round(time.Second)
-		if l.InUse() && opts.Run == "" {
-			note(opts.Out, "left namespace %s: run %s is in progress (its lease renewed %v ago); `pinlab cluster clean --run %s` deletes it anyway",
-				l.Namespace, l.Run, time.Since(l.Renewed).Round(time.Second), l.Run)
+		if l.InUse && opts.Run == "" {
+			note(opts.Out, "left namespace %s: run %s is in progress (it holds the namespace's lease); `pinlab cluster clean --run %s` deletes it anyway",
+				l.Namespace, l.Run, l.Run)
 			continue
 		}
 		line := fmt.Sprintf("  namespace %s (run %s, created %v ago)", l.Namespace, l.Run, age)
-		if l.InUse() {
-			line = fmt.Sprintf("  namespace %s (run %s, created %v ago, IN PROGRESS: its lease renewed %v ago)", l.Namespace, l.Run, age, time.Since(l.Renewed).Round(time.Second))
+		if l.InUse {
+			line = fmt.Sprintf("  namespace %s (run %s, created %v ago, IN PROGRESS: it holds the namespace's lease)", l.Namespace, l.Run, age)
 		}
 		names, lines = append(names, l.Namespace), append(lines, line)
 	}

@@ -27,15 +27,16 @@ func TestClean(t *testing.T) {
 		want      []string // namespaces left after clean
 		wantOut   string
 		wantAsked string
+		notAsked  string
 	}{
-		{"every run", "", true, []string{"pinlab-live0001-0"}, "run live0001 is in progress", "pinlab-dead0001-0 (run dead0001"},
-		{"the live run by name", "live0001", true, []string{"pinlab-dead0001-0"}, "deleted namespace pinlab-live0001-0", "IN PROGRESS"},
-		{"not confirmed", "", false, []string{"pinlab-dead0001-0", "pinlab-live0001-0"}, "", "pinlab-dead0001-0"},
+		{"every run", "", true, []string{"pinlab-live0001-0"}, "run live0001 is in progress", "pinlab-dead0001-0 (run dead0001", "live0001"},
+		{"the live run by name", "live0001", true, []string{"pinlab-dead0001-0"}, "deleted namespace pinlab-live0001-0", "IN PROGRESS", "dead0001"},
+		{"not confirmed", "", false, []string{"pinlab-dead0001-0", "pinlab-live0001-0"}, "run live0001 is in progress", "pinlab-dead0001-0", "live0001"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := fake.NewClientset()
 			thirty := int32(30)
-			for run, renewed := range map[string]time.Duration{"live0001": 2 * time.Second, "dead0001": time.Minute} {
+			for run, renewed := range map[string]time.Duration{"live0001": 2 * time.Second, "dead0001": 10 * time.Minute} {
 				ns := remote.Namespace(run, 0)
 				renew := metav1.NewMicroTime(time.Now().Add(-renewed))
 				for _, o := range []runtime.Object{
@@ -67,8 +68,8 @@ func TestClean(t *testing.T) {
 			if !slices.Equal(left, tt.want) {
 				t.Errorf("left %q, want %q", left, tt.want)
 			}
-			if !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(asked, tt.wantAsked) {
-				t.Errorf("said %q and asked %q; want %q and %q in them", out.String(), asked, tt.wantOut, tt.wantAsked)
+			if !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(asked, tt.wantAsked) || strings.Contains(asked, tt.notAsked) {
+				t.Errorf("said %q and asked %q; want %q and %q in them, and not %q", out.String(), asked, tt.wantOut, tt.wantAsked, tt.notAsked)
 			}
 		})
 	}

@@ -304,7 +304,7 @@ const leftTimeout = 10 * time.Second
 func leftBehind(cs kubernetes.Interface, run string, opts Options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), leftTimeout)
 	defer cancel()
-	ls, err := remote.Leftovers(ctx, cs, run)
+	ls, err := remote.Leftovers(ctx, cs, run, false)
 	var left []string
 	for _, l := range ls {
 		left = append(left, l.Namespace)

@@ -2,6 +2,7 @@ package clusterrun
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -47,8 +49,11 @@ func TestPermissionsSuffice(t *testing.T) {
 		}
 		return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", nil)
 	})
+	// Keep and a short renewal: the lease is renewed, then released at
+	// Close, and cluster clean's calls follow.
 	b, err := remote.New(remote.Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}, Clientset: cs, Run: "ab12cd34",
-		Image: "registry.example/pinlab@sha256:00", Token: remote.NewToken(), LoadDuration: time.Minute})
+		Image: "registry.example/pinlab@sha256:00", Token: remote.NewToken(), LoadDuration: time.Minute,
+		Keep: true, LeaseRenew: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +96,16 @@ func TestPermissionsSuffice(t *testing.T) {
 			}
 			return c.DeletePod(ctx, ns, "p", nil)
 		}},
-		{"close", c.Close},
+		{"renew the lease", func() error {
+			return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, false, func(ctx context.Context) (bool, error) {
+				return len(cs.Actions()) > 0 && slices.ContainsFunc(cs.Actions(), func(a k8stesting.Action) bool {
+					return a.GetVerb() == "update" && a.GetResource().Resource == "leases"
+				}), nil
+			})
+		}},
+		{"close, releasing the lease", c.Close},
+		{"find what is left", func() error { _, err := remote.Leftovers(ctx, cs, "", true); return err }},
+		{"delete it", func() error { return remote.DeleteNamespaces(cs, []string{ns}, nil) }},
 	}
 	for _, st := range steps {
 		if err := st.do(); err != nil {

@@ -47,7 +47,7 @@ func leftovers(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	left, err := remote.Leftovers(ctx, theLab.Cluster.Client(), "")
+	left, err := remote.Leftovers(ctx, theLab.Cluster.Client(), "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,9 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.PullTimeout == 0 {
 		cfg.PullTimeout = DefaultPullTimeout
 	}
+	if cfg.LeaseRenew == 0 {
+		cfg.LeaseRenew = DefaultLeaseRenew
+	}
 	return &Backend{cfg: cfg}, nil
 }
 
@@ -68,15 +71,15 @@ func (b *Backend) Start(ctx context.Context, s runner.Setup) (_ runner.Cluster, 
 			c.Close()
 		}
 	}()
+	if err := c.holdLease(ctx); err != nil {
+		return nil, err
+	}
 	_, err = cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: TokenSecret, Labels: map[string]string{RunLabel: b.cfg.Run}},
 		Data:       map[string][]byte{TokenKey: []byte(b.cfg.Token)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create secret %s/%s: %w", ns, TokenSecret, err)
-	}
-	if err := c.holdLease(ctx); err != nil {
-		return nil, err
 	}
 	c.api = kubeapi.Client{Clientset: cs, Factory: c.factory, Permanent: b.pullFailed, Namespaces: []string{ns}}
 	c.admin = &http.Client{Transport: &http.Transport{DialContext: podDialer(c.forward, AdminPort), DisableKeepAlives: true}, Timeout: adminTimeout}

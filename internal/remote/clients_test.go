@@ -149,7 +149,8 @@ func TestRestartClosesConnections(t *testing.T) {
 // the variant (Failed closes, Err names the client); one whose events
 // are read does not.
 func TestFeedLost(t *testing.T) {
-	defer func(l, p time.Duration) { feedLost, pollEvery = l, p }(feedLost, pollEvery)
+	l, p := feedLost, pollEvery
+	t.Cleanup(func() { feedLost, pollEvery = l, p })
 	feedLost, pollEvery = 300*time.Millisecond, 20*time.Millisecond
 	for _, tt := range []struct {
 		name     string

@@ -74,6 +74,10 @@ type Config struct {
 	// --duration): the variant's setup and the plan's duration, with
 	// room. Required.
 	LoadDuration time.Duration
+	// LeaseRenew is how often the run renews each namespace's Lease
+	// (LeaseName); a renewal holds for three of them. 0 is
+	// DefaultLeaseRenew.
+	LeaseRenew time.Duration
 	// Logger receives what the backend does; nil discards it.
 	Logger *slog.Logger
 }

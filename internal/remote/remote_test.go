@@ -119,7 +119,7 @@ func TestStartClose(t *testing.T) {
 	if err != nil || string(s.Data[TokenKey]) != cfg.Token {
 		t.Errorf("token secret %v, %v", s, err)
 	}
-	if left, err := Leftovers(ctx, cs, cfg.Run); err != nil || len(left) != 1 || left[0].Namespace != ns || left[0].Run != cfg.Run || !left[0].InUse() {
+	if left, err := Leftovers(ctx, cs, cfg.Run, false); err != nil || len(left) != 1 || left[0].Namespace != ns || left[0].Run != cfg.Run || !left[0].InUse {
 		t.Errorf("Leftovers = %+v, %v; want %s in use by %s", left, err, ns, cfg.Run)
 	}
 	if err := c.Close(); err != nil {
