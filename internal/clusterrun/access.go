@@ -25,6 +25,7 @@ var Permissions = []evidence.Permission{
 	{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", For: "renew that lease"},
 	{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", For: "renew that lease"},
 	{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", For: "leave the namespaces of runs in progress (cluster clean)"},
+	{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", For: "see whether a lease that looks lapsed is still renewed (cluster clean)"},
 	{Verb: "create", Group: "apps", Resource: "deployments", For: "apply the scenario's Deployments"},
 	{Verb: "get", Group: "apps", Resource: "deployments", For: "read one before scaling or changing it"},
 	{Verb: "update", Group: "apps", Resource: "deployments", For: "scale and roll them out"},
@@ -49,10 +50,21 @@ var Permissions = []evidence.Permission{
 	{Verb: "watch", Group: "discovery.k8s.io", Resource: "endpointslices", For: "wait until Services list their ready pods"},
 }
 
-// checkAccess reports every permission the user lacks, by name, before
-// anything is created.
-func checkAccess(ctx context.Context, cs kubernetes.Interface, host, namespace string) error {
-	denied, err := evidence.CheckAccess(ctx, cs, namespace, Permissions)
+// cleanPermissions are the Permissions cluster clean uses.
+func cleanPermissions() []evidence.Permission {
+	var out []evidence.Permission
+	for _, p := range Permissions {
+		if p.Resource == "namespaces" && p.Verb != "create" || p.Resource == "leases" && (p.Verb == "list" || p.Verb == "watch") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkAccess reports every permission of perms the user lacks, by name,
+// before anything is created or deleted; what names the command.
+func checkAccess(ctx context.Context, cs kubernetes.Interface, host, namespace, what string, perms []evidence.Permission) error {
+	denied, err := evidence.CheckAccess(ctx, cs, namespace, perms)
 	if err != nil {
 		return fmt.Errorf("the API server at %s: checking permissions: %w", host, err)
 	}
@@ -60,7 +72,7 @@ func checkAccess(ctx context.Context, cs kubernetes.Interface, host, namespace s
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "the API server at %s denies %d of the permissions cluster run needs (nothing was created; deploy/rbac/cluster-run.yaml grants them):", host, len(denied))
+	fmt.Fprintf(&b, "the API server at %s denies %d of the permissions %s needs (nothing was changed; deploy/rbac/cluster-run.yaml grants them):", host, len(denied), what)
 	for _, p := range denied {
 		res := p.Resource
 		if p.Subresource != "" {

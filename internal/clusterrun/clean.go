@@ -12,6 +12,7 @@ import (
 	"github.com/pinlab/pinlab/internal/evidence"
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/remote"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -35,6 +36,11 @@ type CleanOptions struct {
 // last renewal; a lease that looks lapsed is watched for up to 15 s for
 // a renewal first, in case this machine's clock is ahead.
 func Clean(ctx context.Context, opts CleanOptions) error {
+	if opts.Run != "" {
+		if errs := validation.IsValidLabelValue(opts.Run); len(errs) > 0 {
+			return exit.UsageError(fmt.Errorf("--run %q: not a run ID (cluster run printed it: 8 hex digits): %s", opts.Run, strings.Join(errs, "; ")))
+		}
+	}
 	k := opts.Kube
 	if k == nil {
 		k = &evidence.Kube{}
@@ -48,6 +54,9 @@ func Clean(ctx context.Context, opts CleanOptions) error {
 		return err
 	}
 	if err := reachable(ctx, cs, host); err != nil {
+		return err
+	}
+	if err := checkAccess(ctx, cs, host, "", "cluster clean", cleanPermissions()); err != nil {
 		return err
 	}
 	return clean(ctx, cs, host, opts)

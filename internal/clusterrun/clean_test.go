@@ -3,11 +3,15 @@ package clusterrun
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/remote"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,5 +76,14 @@ func TestClean(t *testing.T) {
 				t.Errorf("said %q and asked %q; want %q and %q in them, and not %q", out.String(), asked, tt.wantOut, tt.wantAsked, tt.notAsked)
 			}
 		})
+	}
+}
+
+// TestCleanBadRun: a --run that is no run ID is a usage error naming
+// --run, before any call.
+func TestCleanBadRun(t *testing.T) {
+	err := Clean(t.Context(), CleanOptions{Run: "BAD RUN!", Kube: &evidence.Kube{Kubeconfig: filepath.Join(t.TempDir(), "none")}})
+	if !exit.IsUsage(err) || !strings.Contains(fmt.Sprint(err), `--run "BAD RUN!"`) {
+		t.Errorf("Clean(--run 'BAD RUN!') = %v; want a usage error naming --run", err)
 	}
 }

@@ -114,7 +114,7 @@ func Run(ctx context.Context, opts Options) (*report.Result, error) {
 		return nil, err
 	}
 	run := remote.NewRunID()
-	if err := checkAccess(ctx, cs, host, remote.Namespace(run, 0)); err != nil {
+	if err := checkAccess(ctx, cs, host, remote.Namespace(run, 0), "cluster run", Permissions); err != nil {
 		return nil, err
 	}
 	p = inNamespaces(p, run)
@@ -143,7 +143,7 @@ func Run(ctx context.Context, opts Options) (*report.Result, error) {
 // the variants, before any call to the cluster.
 func prepare(ctx context.Context, opts Options) (*plan.Plan, error) {
 	p, err := scenario.OpenForCluster(ctx, opts.Scenario, opts.In, opts.Variants)
-	if errors.Is(err, scenario.ErrNotFound) {
+	if errors.Is(err, scenario.ErrNotFound) || errors.Is(err, scenario.ErrNoScenario) {
 		return nil, exit.UsageError(err)
 	}
 	if err != nil {
@@ -154,10 +154,10 @@ func prepare(ctx context.Context, opts Options) (*plan.Plan, error) {
 	}
 	var errs []error
 	for _, v := range p.Variants {
-		errs = append(errs, fits(v))
+		errs = append(errs, fits(v)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, exit.UsageError(err)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: cluster run cannot run this yet (lab run can):\n%w", opts.Scenario, errors.Join(errs...))
 	}
 	return p, nil
 }
@@ -166,12 +166,13 @@ func prepare(ctx context.Context, opts Options) (*plan.Plan, error) {
 // more than one namespace (a run gives each variant one), and clients
 // with the kubernetes resolver (their pods would need RBAC to watch
 // EndpointSlices, which the run does not grant).
-func fits(v plan.Variant) error {
+func fits(v plan.Variant) []error {
+	var errs []error
 	var namespaces []string
 	for _, o := range v.Objects {
 		m, err := meta.Accessor(o)
 		if err != nil {
-			return err
+			return []error{err}
 		}
 		ns := m.GetNamespace()
 		if ns == "" {
@@ -182,26 +183,26 @@ func fits(v plan.Variant) error {
 		}
 	}
 	if len(namespaces) > 1 {
-		return fmt.Errorf("variant %s: objects in namespaces %s: cluster run gives each variant one namespace", v.Name, strings.Join(namespaces, ", "))
+		errs = append(errs, fmt.Errorf("variant %s: objects in namespaces %s: cluster run gives each variant one namespace", v.Name, strings.Join(namespaces, ", ")))
 	}
 	for _, st := range v.Steps {
 		if err := stepFits(v, st); err != nil {
-			return fmt.Errorf("variant %s: step at %v: %w", v.Name, st.At, err)
+			errs = append(errs, fmt.Errorf("variant %s: step at %v: %w", v.Name, st.At, err))
 		}
 	}
 	for _, g := range v.Groups {
 		for _, o := range v.Objects {
 			if s, ok := o.(*appsv1.StatefulSet); ok && s.Name == g.Name {
-				return fmt.Errorf("variant %s: client group %s: its clients run as a StatefulSet named after it, and the scenario has StatefulSet %s; rename the group", v.Name, g.Name, s.Name)
+				errs = append(errs, fmt.Errorf("variant %s: client group %s: its clients run as a StatefulSet named after it, and the scenario has StatefulSet %s; rename the group", v.Name, g.Name, s.Name))
 			}
 		}
 	}
-	for _, c := range v.Clients {
-		if c.Settings.Resolver == load.ResolverKubernetes {
-			return fmt.Errorf("variant %s: client %s: resolver kubernetes: not on a cluster yet (its pods would need a Role to watch EndpointSlices); run it on the lab", v.Name, c.Group)
+	for _, g := range v.Groups {
+		if g.Settings.Resolver == load.ResolverKubernetes {
+			errs = append(errs, fmt.Errorf("variant %s: client group %s: resolver kubernetes: not on a cluster yet (its pods would need a Role to watch EndpointSlices)", v.Name, g.Name))
 		}
 	}
-	return nil
+	return errs
 }
 
 // stepFits refuses a step that a cluster would not carry out as the lab

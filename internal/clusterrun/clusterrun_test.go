@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/plan"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,21 +28,23 @@ func TestRefused(t *testing.T) {
 		scenario string
 		variants []string
 		want     string
+		usage    bool // exit 2, else 1
 	}{
-		{"rollout", nil, `spec.variants[4].clients[0].resolver: resolver "cached"`},
-		{"rollout", []string{"stock", "clusterip"}, "kubeconfig"}, // checked, then no cluster
-		{"kubernetes-resolver", nil, "resolver kubernetes: not on a cluster yet"},
-		{"coredns-cache", nil, "spec.dns"},
-		{"l7-proxy", nil, "l7Proxy"},
-		{"not-ready", nil, "kubeconfig"}, // checked, then no cluster
-		{"scale-out", []string{"nope"}, "--variant"},
-		{"no-such-scenario", nil, "no-such-scenario"},
+		{"rollout", nil, `spec.variants[4].clients[0].resolver: resolver "cached"`, false},
+		{"rollout", []string{"stock", "clusterip"}, "kubeconfig", true}, // checked, then no cluster
+		{"kubernetes-resolver", nil, "kubernetes-resolver: cluster run cannot run this yet", false},
+		{"coredns-cache", nil, "spec.dns", false},
+		{"l7-proxy", nil, "l7Proxy", false},
+		{"not-ready", nil, "kubeconfig", true}, // checked, then no cluster
+		{"scale-out", []string{"nope"}, "--variant", true},
+		{"no-such-scenario", nil, "no-such-scenario", true},
+		{"dns-demo", nil, "lab manifest without one", true},
 	} {
 		t.Run(tt.scenario, func(t *testing.T) {
 			_, err := Run(context.Background(), Options{Scenario: tt.scenario, Image: testImage, Variants: tt.variants,
 				Kube: &evidence.Kube{Kubeconfig: filepath.Join(t.TempDir(), "none")}})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Run(%s): %v, want an error naming %q", tt.scenario, err, tt.want)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || exit.IsUsage(err) != tt.usage {
+				t.Errorf("Run(%s): %v (usage error: %v), want an error naming %q (usage error: %v)", tt.scenario, err, exit.IsUsage(err), tt.want, tt.usage)
 			}
 		})
 	}

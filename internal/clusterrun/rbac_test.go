@@ -10,6 +10,7 @@ import (
 	"github.com/pinlab/pinlab/internal/remote"
 	"github.com/pinlab/pinlab/internal/runner"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,7 +105,22 @@ func TestPermissionsSuffice(t *testing.T) {
 			})
 		}},
 		{"close, releasing the lease", c.Close},
-		{"find what is left", func() error { _, err := remote.Leftovers(ctx, cs, "", true); return err }},
+		{"find what is left, watching a lapsed lease", func() error {
+			run, secs := "ef56ab78", int32(1)
+			at := metav1.NewMicroTime(time.Now().Add(-2 * time.Second))
+			other := remote.Namespace(run, 0)
+			for _, o := range []runtime.Object{
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other, Labels: map[string]string{remote.RunLabel: run}}},
+				&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: remote.LeaseName, Namespace: other, Labels: map[string]string{remote.RunLabel: run}},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: &run, LeaseDurationSeconds: &secs, RenewTime: &at}},
+			} {
+				if err := cs.Tracker().Add(o); err != nil {
+					return err
+				}
+			}
+			_, err := remote.Leftovers(ctx, cs, "", true)
+			return err
+		}},
 		{"delete it", func() error { return remote.DeleteNamespaces(cs, []string{ns}, nil) }},
 	}
 	for _, st := range steps {

@@ -114,7 +114,7 @@ func newView(r *Result) view {
 	}
 	if r.Cluster != "" {
 		v.Header = append([]term{{"cluster", "the API server " + r.Cluster}}, v.Header...)
-		v.Header[len(v.Header)-1].Value = fmt.Sprintf("grpc-go minimum re-resolution %gs; the cluster's DNS", r.MinResolve)
+		v.Header[len(v.Header)-1].Value = fmt.Sprintf("grpc-go minimum re-resolution %gs; DNS: the cluster's own", r.MinResolve)
 	}
 	if len(r.Variants) > 1 {
 		v.CmpRows, v.RunRows = comparisonRows(r), runRows(r)

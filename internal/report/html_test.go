@@ -234,7 +234,7 @@ func TestHTMLClusterRun(t *testing.T) {
 		want, not []string
 	}{
 		{"", []string{"pinlab lab run: ", "DNS TTL", "cluster DNS lookups answered", " client connections; "}, []string{"pinlab cluster run"}},
-		{"https://10.0.0.1:6443", []string{"pinlab cluster run: ", "the API server https://10.0.0.1:6443", "the cluster&#39;s DNS", "client connections not observed on a cluster"},
+		{"https://10.0.0.1:6443", []string{"pinlab cluster run: ", "the API server https://10.0.0.1:6443", "DNS: the cluster&#39;s own", "client connections not observed on a cluster"},
 			[]string{"pinlab lab run", "DNS TTL", "cluster DNS lookups answered", " client connections; ", "DNS lookups</h3>"}},
 	} {
 		t.Run("cluster="+tt.cluster, func(t *testing.T) {

@@ -97,6 +97,10 @@ func overloadLines(r *Result) []overloadLine {
 				out = append(out, overloadLine{"BURST", fmt.Sprintf("variant %s, %s: %s; the lab's own work, not the machine's: timing figures there include it", v.Name, where, o.Reason)})
 				continue
 			}
+			if r.Cluster != "" {
+				out = append(out, overloadLine{"OVERLOADED", fmt.Sprintf("variant %s, %s: the load clients' pods fell behind their schedule (%s); timing figures there are their nodes', not the system's", v.Name, where, o.Reason)})
+				continue
+			}
 			out = append(out, overloadLine{"OVERLOADED", fmt.Sprintf("variant %s, %s: the machine was overloaded (%s); timing figures there are the machine's, not the system's", v.Name, where, o.Reason)})
 		}
 	}
@@ -148,7 +152,7 @@ func (p *printer) header(r *Result) {
 		dns += " behind " + r.DNSCache
 	}
 	if r.Cluster != "" {
-		dns = "the cluster's DNS"
+		dns = "DNS: the cluster's own"
 	}
 	p.f("  %gs per variant, %d variant(s) %s, seed %d; grpc-go min re-resolution %gs; %s\n",
 		r.Duration, len(r.Variants), how, r.Seed, r.MinResolve, dns)

@@ -146,7 +146,7 @@ func TestTextDataplane(t *testing.T) {
 		want      []string
 		wantNot   []string
 	}{
-		{name: "a cluster run", cluster: "https://10.0.0.1:6443", want: []string{"pinlab cluster run: ", " on https://10.0.0.1:6443\n", "; the cluster's DNS\n", "%      -  ready\n"},
+		{name: "a cluster run", cluster: "https://10.0.0.1:6443", want: []string{"pinlab cluster run: ", " on https://10.0.0.1:6443\n", "; DNS: the cluster's own\n", "%      -  ready\n"},
 			wantNot: []string{"pinlab lab run", "DNS TTL", "%    1.0  ready\n"}},
 		{name: "embedded", dataplane: "", wantNot: []string{"dataplane", "conntrack table"},
 			want: []string{"kube-proxy connections open when load stopped (client -> VIP -> pod):"}},

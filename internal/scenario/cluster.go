@@ -11,6 +11,10 @@ import (
 	"github.com/pinlab/pinlab/internal/plan"
 )
 
+// ErrNoScenario is CheckCluster's error for a file without a Scenario
+// document (a lab manifest such as the built-in dns-demo).
+var ErrNoScenario = errors.New("no Scenario document: cluster run runs a scenario, and this is a lab manifest without one (lab up takes it)")
+
 // CheckCluster returns what of f a real cluster cannot reproduce when the
 // scenario runs there (`cluster run`), every such field at once, each a
 // *manifest.Error at its document and field (errors.Join; nil when
@@ -32,7 +36,7 @@ import (
 // one has nothing to run).
 func CheckCluster(f *File, variants []string) error {
 	if f.Scenario == nil {
-		return errors.New("no Scenario document: cluster run runs a scenario")
+		return ErrNoScenario
 	}
 	var errs []error
 	sp := &f.Scenario.Spec
