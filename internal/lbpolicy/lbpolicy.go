@@ -1,0 +1,263 @@
+// Package lbpolicy holds the load-balancing policies grpc-go ships, with
+// their settings, as one value that the scenario's client groups, the
+// xDS control plane's Service annotations and the load client share: a
+// client channel's default service config for dns:/// targets, and an
+// xDS Cluster's load_balancing_policy for xds:/// ones.
+//
+// The JSON field names are grpc-go's service config names for each
+// policy (balancer/leastrequest, balancer/weightedroundrobin,
+// balancer/ringhash, and gRFC A50's outlier detection), so that what a
+// user writes here is what they would write in a service config.
+package lbpolicy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The policies, by the names users write.
+const (
+	PickFirst          = "pick_first"
+	RoundRobin         = "round_robin"
+	LeastRequest       = "least_request"
+	WeightedRoundRobin = "weighted_round_robin"
+	RingHash           = "ring_hash"
+)
+
+// Names lists the policies in the order the docs give them.
+var Names = []string{PickFirst, RoundRobin, LeastRequest, WeightedRoundRobin, RingHash}
+
+// Policy is one policy with its settings; the zero value is pick_first
+// with grpc-go's defaults. Only the settings of Name may be set.
+type Policy struct {
+	Name string
+	// LeastRequest: how many random endpoints each pick compares (grpc-go:
+	// choiceCount, default 2, at least 2).
+	LeastRequest *LeastRequestConfig
+	// WRR: weighted_round_robin's settings (grpc-go's defaults when nil).
+	WRR *WRRConfig
+	// Ring: ring_hash's settings.
+	Ring *RingHashConfig
+}
+
+// LeastRequestConfig is least_request's setting.
+type LeastRequestConfig struct {
+	ChoiceCount uint32 `json:"choiceCount,omitempty"`
+}
+
+// WRRConfig is weighted_round_robin's settings, gRFC A58: endpoint
+// weights come from ORCA load reports, per call (the default) or out of
+// band. Zero durations take grpc-go's defaults: blackout 10 s, weight
+// expiration 3 min, weight update 1 s, OOB reporting 10 s.
+type WRRConfig struct {
+	EnableOOBLoadReport     bool     `json:"enableOobLoadReport,omitempty"`
+	OOBReportingPeriod      Duration `json:"oobReportingPeriod,omitempty"`
+	BlackoutPeriod          Duration `json:"blackoutPeriod,omitempty"`
+	WeightExpirationPeriod  Duration `json:"weightExpirationPeriod,omitempty"`
+	WeightUpdatePeriod      Duration `json:"weightUpdatePeriod,omitempty"`
+	ErrorUtilizationPenalty *float64 `json:"errorUtilizationPenalty,omitempty"`
+}
+
+// RingHashConfig is ring_hash's ring size bounds (grpc-go: 1024 and
+// 4096 by default, at most 8M).
+type RingHashConfig struct {
+	MinRingSize uint64 `json:"minRingSize,omitempty"`
+	MaxRingSize uint64 `json:"maxRingSize,omitempty"`
+}
+
+// OutlierDetection is gRFC A50's outlier detection: endpoints whose
+// calls fail more than the others are ejected for a while. Zero fields
+// take the defaults A50 states: interval 10 s, base ejection time 30 s,
+// max ejection time 300 s, max ejection percent 10; an ejection kind is
+// off unless given.
+type OutlierDetection struct {
+	Interval           Duration                   `json:"interval,omitempty"`
+	BaseEjectionTime   Duration                   `json:"baseEjectionTime,omitempty"`
+	MaxEjectionTime    Duration                   `json:"maxEjectionTime,omitempty"`
+	MaxEjectionPercent *uint32                    `json:"maxEjectionPercent,omitempty"`
+	SuccessRate        *SuccessRateEjection       `json:"successRateEjection,omitempty"`
+	FailurePercentage  *FailurePercentageEjection `json:"failurePercentageEjection,omitempty"`
+}
+
+// SuccessRateEjection ejects endpoints whose success rate is stdevFactor/1000
+// standard deviations below the mean (defaults 1900, 100%, 5 hosts, 100
+// calls).
+type SuccessRateEjection struct {
+	StdevFactor           *uint32 `json:"stdevFactor,omitempty"`
+	EnforcementPercentage *uint32 `json:"enforcementPercentage,omitempty"`
+	MinimumHosts          *uint32 `json:"minimumHosts,omitempty"`
+	RequestVolume         *uint32 `json:"requestVolume,omitempty"`
+}
+
+// FailurePercentageEjection ejects endpoints that fail more than
+// threshold percent of their calls (defaults 85, 100%, 5 hosts, 50
+// calls).
+type FailurePercentageEjection struct {
+	Threshold             *uint32 `json:"threshold,omitempty"`
+	EnforcementPercentage *uint32 `json:"enforcementPercentage,omitempty"`
+	MinimumHosts          *uint32 `json:"minimumHosts,omitempty"`
+	RequestVolume         *uint32 `json:"requestVolume,omitempty"`
+}
+
+// Duration is a time.Duration. It reads a Go duration string ("500ms",
+// "1m30s") or the protobuf JSON form grpc-go's service config takes
+// ("0.5s"), and writes the protobuf form.
+type Duration time.Duration
+
+// D is d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	ns := time.Duration(d).Nanoseconds()
+	s := strconv.FormatInt(ns/1e9, 10)
+	if frac := ns % 1e9; frac != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%09d", frac), "0")
+	}
+	return json.Marshal(s + "s")
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration such as \"10s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a duration such as \"10s\", got %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Parse makes a Policy of a policy name and its settings as JSON (empty:
+// the defaults). Unknown names, unknown or mistyped fields and values
+// grpc-go rejects are errors that name the field.
+func Parse(name, settings string) (Policy, error) {
+	p := Policy{Name: name}
+	var into any
+	switch name {
+	case PickFirst, RoundRobin:
+	case LeastRequest:
+		p.LeastRequest = &LeastRequestConfig{}
+		into = p.LeastRequest
+	case WeightedRoundRobin:
+		p.WRR = &WRRConfig{}
+		into = p.WRR
+	case RingHash:
+		p.Ring = &RingHashConfig{}
+		into = p.Ring
+	default:
+		return Policy{}, fmt.Errorf("unknown policy %q: want one of %s", name, strings.Join(Names, ", "))
+	}
+	if strings.TrimSpace(settings) != "" {
+		if into == nil {
+			return Policy{}, fmt.Errorf("%s takes no settings, got %s", name, settings)
+		}
+		if err := strictJSON(settings, into); err != nil {
+			return Policy{}, fmt.Errorf("%s settings: %w", name, err)
+		}
+	}
+	return p, p.Check()
+}
+
+// ParseOutlierDetection reads outlier detection settings as JSON.
+func ParseOutlierDetection(settings string) (OutlierDetection, error) {
+	var od OutlierDetection
+	if err := strictJSON(settings, &od); err != nil {
+		return OutlierDetection{}, err
+	}
+	return od, od.Check()
+}
+
+func strictJSON(s string, into any) error {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more data after the JSON object")
+	}
+	return nil
+}
+
+// Check reports the settings grpc-go would reject.
+func (p Policy) Check() error {
+	if !slices.Contains(Names, p.Name) {
+		return fmt.Errorf("unknown policy %q: want one of %s", p.Name, strings.Join(Names, ", "))
+	}
+	if lr := p.LeastRequest; lr != nil && lr.ChoiceCount == 1 {
+		return errors.New("least_request: choiceCount must be at least 2 (grpc-go rejects 1)")
+	}
+	if w := p.WRR; w != nil && w.ErrorUtilizationPenalty != nil && *w.ErrorUtilizationPenalty < 0 {
+		return errors.New("weighted_round_robin: errorUtilizationPenalty must not be negative")
+	}
+	if r := p.Ring; r != nil {
+		const most = 8 << 20
+		if r.MinRingSize > most || r.MaxRingSize > most {
+			return fmt.Errorf("ring_hash: ring sizes are at most %d", most)
+		}
+		if r.MaxRingSize != 0 && r.MinRingSize > r.MaxRingSize {
+			return fmt.Errorf("ring_hash: minRingSize %d above maxRingSize %d", r.MinRingSize, r.MaxRingSize)
+		}
+	}
+	return nil
+}
+
+// Check reports the settings gRFC A50 rejects.
+func (od OutlierDetection) Check() error {
+	if od.MaxEjectionPercent != nil && *od.MaxEjectionPercent > 100 {
+		return fmt.Errorf("maxEjectionPercent %d above 100", *od.MaxEjectionPercent)
+	}
+	if sr := od.SuccessRate; sr != nil && sr.EnforcementPercentage != nil && *sr.EnforcementPercentage > 100 {
+		return fmt.Errorf("successRateEjection.enforcementPercentage %d above 100", *sr.EnforcementPercentage)
+	}
+	if fp := od.FailurePercentage; fp != nil {
+		if fp.Threshold != nil && *fp.Threshold > 100 {
+			return fmt.Errorf("failurePercentageEjection.threshold %d above 100", *fp.Threshold)
+		}
+		if fp.EnforcementPercentage != nil && *fp.EnforcementPercentage > 100 {
+			return fmt.Errorf("failurePercentageEjection.enforcementPercentage %d above 100", *fp.EnforcementPercentage)
+		}
+	}
+	return nil
+}
+
+// GRPCName is the name grpc-go registers the policy's balancer under.
+func (p Policy) GRPCName() string {
+	switch p.Name {
+	case LeastRequest:
+		return "least_request_experimental"
+	case RingHash:
+		return "ring_hash_experimental"
+	case "":
+		return PickFirst
+	}
+	return p.Name
+}
+
+// ServiceConfig is the policy as a client channel's default service
+// config (grpc.WithDefaultServiceConfig), for a dns:/// or kubernetes:///
+// target. The policy's balancer must be registered: its grpc-go package
+// (balancer/leastrequest, balancer/weightedroundrobin, balancer/ringhash)
+// imported by the program.
+func (p Policy) ServiceConfig() string {
+	var cfg any = struct{}{}
+	switch {
+	case p.LeastRequest != nil:
+		cfg = p.LeastRequest
+	case p.WRR != nil:
+		cfg = p.WRR
+	case p.Ring != nil:
+		cfg = p.Ring
+	}
+	// The types above always marshal.
+	b, _ := json.Marshal(map[string]any{"loadBalancingConfig": []any{map[string]any{p.GRPCName(): cfg}}})
+	return string(bytes.TrimSpace(b))
+}

@@ -1,0 +1,91 @@
+package lbpolicy
+
+import (
+	"strings"
+	"testing"
+
+	"encoding/json"
+	"google.golang.org/grpc/balancer"
+	_ "google.golang.org/grpc/balancer/leastrequest"
+	_ "google.golang.org/grpc/balancer/ringhash"
+	_ "google.golang.org/grpc/balancer/weightedroundrobin"
+)
+
+// TestParse: names and settings as users write them; errors name the
+// field.
+func TestParse(t *testing.T) {
+	for _, tt := range []struct {
+		name, settings string
+		wantErr        string
+		wantSC         string
+	}{
+		{name: "round_robin", wantSC: `{"loadBalancingConfig":[{"round_robin":{}}]}`},
+		{name: "pick_first", wantSC: `{"loadBalancingConfig":[{"pick_first":{}}]}`},
+		{name: "least_request", wantSC: `{"loadBalancingConfig":[{"least_request_experimental":{}}]}`},
+		{name: "least_request", settings: `{"choiceCount": 3}`, wantSC: `{"loadBalancingConfig":[{"least_request_experimental":{"choiceCount":3}}]}`},
+		{name: "weighted_round_robin", settings: `{"blackoutPeriod": "2s", "enableOobLoadReport": true, "oobReportingPeriod": "500ms"}`,
+			wantSC: `{"loadBalancingConfig":[{"weighted_round_robin":{"enableOobLoadReport":true,"oobReportingPeriod":"0.5s","blackoutPeriod":"2s"}}]}`},
+		{name: "weighted_round_robin", settings: `{"weightUpdatePeriod": "0.25s", "weightExpirationPeriod": "1m30s"}`,
+			wantSC: `{"loadBalancingConfig":[{"weighted_round_robin":{"weightExpirationPeriod":"90s","weightUpdatePeriod":"0.25s"}}]}`},
+		{name: "ring_hash", settings: `{"minRingSize": 64, "maxRingSize": 128}`, wantSC: `{"loadBalancingConfig":[{"ring_hash_experimental":{"minRingSize":64,"maxRingSize":128}}]}`},
+		{name: "random", wantErr: `unknown policy "random"`},
+		{name: "round_robin", settings: `{"x": 1}`, wantErr: "round_robin takes no settings"},
+		{name: "least_request", settings: `{"choices": 3}`, wantErr: `unknown field "choices"`},
+		{name: "least_request", settings: `{"choiceCount": 1}`, wantErr: "at least 2"},
+		{name: "weighted_round_robin", settings: `{"blackoutPeriod": 10}`, wantErr: `want a duration such as "10s", got 10`},
+		{name: "weighted_round_robin", settings: `{"blackoutPeriod": "soon"}`, wantErr: `got "soon"`},
+		{name: "ring_hash", settings: `{"minRingSize": 9, "maxRingSize": 8}`, wantErr: "above maxRingSize"},
+		{name: "least_request", settings: `{"choiceCount": 2} {}`, wantErr: "more data"},
+	} {
+		t.Run(tt.name+tt.settings, func(t *testing.T) {
+			p, err := Parse(tt.name, tt.settings)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse: %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.ServiceConfig(); got != tt.wantSC {
+				t.Errorf("ServiceConfig() = %s\nwant %s", got, tt.wantSC)
+			}
+			// grpc-go's own parser takes it.
+			var sc struct {
+				LB []map[string]json.RawMessage `json:"loadBalancingConfig"`
+			}
+			if err := json.Unmarshal([]byte(p.ServiceConfig()), &sc); err != nil {
+				t.Fatal(err)
+			}
+			for name, cfg := range sc.LB[0] {
+				b := balancer.Get(name)
+				if b == nil {
+					t.Fatalf("no balancer %q registered", name)
+				}
+				if parser, ok := b.(balancer.ConfigParser); ok {
+					if _, err := parser.ParseConfig(cfg); err != nil {
+						t.Errorf("grpc-go's %s rejects %s: %v", name, cfg, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestParseOutlierDetection: A50's fields; bounds checked.
+func TestParseOutlierDetection(t *testing.T) {
+	od, err := ParseOutlierDetection(`{"interval": "1s", "baseEjectionTime": "30s", "maxEjectionPercent": 50,
+		"failurePercentageEjection": {"threshold": 40, "minimumHosts": 3, "requestVolume": 20}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if od.Interval.D().Seconds() != 1 || *od.MaxEjectionPercent != 50 || *od.FailurePercentage.Threshold != 40 || od.SuccessRate != nil {
+		t.Errorf("parsed %+v", od)
+	}
+	for _, bad := range []string{`{"maxEjectionPercent": 101}`, `{"failurePercentageEjection": {"threshold": 150}}`, `{"intervall": "1s"}`, `[]`} {
+		if _, err := ParseOutlierDetection(bad); err == nil {
+			t.Errorf("ParseOutlierDetection(%s) took it", bad)
+		}
+	}
+}
