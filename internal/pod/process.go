@@ -301,6 +301,8 @@ func ProcessConfigFor(w workload.Container, namespace, name string, ip netip.Add
 		StartupDelay:          w.Args.StartupDelay,
 		DrainDelay:            w.Args.DrainDelay,
 		ServiceTime:           w.Args.ServiceTime,
+		FailPercent:           w.Args.FailPercent,
+		ORCA:                  w.Args.ORCA,
 		NoChannelz:            w.Args.NoChannelz,
 		Metrics:               w.Args.Metrics,
 	}}

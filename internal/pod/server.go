@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/status"
 )
 
@@ -73,6 +74,12 @@ type Config struct {
 	// (a call whose deadline comes first ends with DEADLINE_EXCEEDED);
 	// zero answers at once.
 	ServiceTime time.Duration
+	// FailPercent is the share of GetPrice calls, 0 to 100, failed with
+	// INTERNAL after the service time (workload.Args.FailPercent).
+	FailPercent int
+	// ORCA reports the pod's load (gRFC A51) per call and out of band
+	// (workload.Args.ORCA; see loadMeter).
+	ORCA bool
 	// NoChannelz leaves grpc.channelz.v1 out of this server: a channelz
 	// call to it is Unimplemented, as to most production servers.
 	NoChannelz bool
@@ -147,6 +154,11 @@ func New(cfg Config) *Server {
 	opts := append([]grpc.ServerOption{
 		grpc.StatsHandler(statsHandler(cfg.Observer)),
 	}, m.serverOptions()...)
+	var meter *loadMeter
+	if cfg.ORCA {
+		meter = newLoadMeter(time.Now)
+		opts = append(opts, orca.CallMetricsServerOption(nil))
+	}
 	if cfg.MaxConnectionAge > 0 || cfg.MaxConnectionAgeGrace > 0 {
 		kp := keepalive.ServerParameters{
 			MaxConnectionAge:      cfg.MaxConnectionAge,
@@ -159,7 +171,13 @@ func New(cfg Config) *Server {
 		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.gate.addr = cfg.Addr
-	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy})
+	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy, meter: meter})
+	if meter != nil {
+		// Out of band: to clients that ask (weighted_round_robin with
+		// enableOobLoadReport), at their interval but at most every 30 s:
+		// grpc-go's orca service takes no shorter minimum.
+		_ = orca.Register(s.grpc, orca.ServiceOptions{ServerMetricsProvider: meter})
+	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus(pricingv1.Pricing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_SERVING)
@@ -406,6 +424,17 @@ type pricing struct {
 	pricingv1.UnimplementedPricingServer
 	cfg       Config
 	unhealthy *atomic.Bool
+	meter     *loadMeter // nil without cfg.ORCA
+	calls     atomic.Int64
+}
+
+// errFailed is what a pod answers to the calls FailPercent fails.
+var errFailed = status.Error(codes.Internal, "pod failed the call (--fail-percent)")
+
+// fails says whether the n-th call (from 1) is one of the FailPercent
+// share: the count of failures is floor(n*percent/100).
+func fails(n int64, percent int) bool {
+	return percent > 0 && n*int64(percent)/100 > (n-1)*int64(percent)/100
 }
 
 // errUnhealthy is what an unhealthy pod answers.
@@ -415,6 +444,7 @@ func (p *pricing) GetPrice(ctx context.Context, req *pricingv1.GetPriceRequest) 
 	if p.unhealthy.Load() {
 		return nil, errUnhealthy
 	}
+	began := time.Now()
 	if d := p.cfg.ServiceTime; d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -423,6 +453,17 @@ func (p *pricing) GetPrice(ctx context.Context, req *pricingv1.GetPriceRequest) 
 			return nil, status.FromContextError(ctx.Err()).Err()
 		case <-t.C:
 		}
+	}
+	if p.meter != nil {
+		p.meter.served(began)
+		if r := orca.CallMetricsRecorderFromContext(ctx); r != nil {
+			qps, util := p.meter.load()
+			r.SetQPS(qps)
+			r.SetApplicationUtilization(util)
+		}
+	}
+	if fails(p.calls.Add(1), p.cfg.FailPercent) {
+		return nil, errFailed
 	}
 	return p.quote(req.GetSku(), 0), nil
 }

@@ -15,7 +15,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -199,5 +203,68 @@ func TestServiceTime(t *testing.T) {
 	defer cancel2()
 	if _, err := pc.GetPrice(short, &pricingv1.GetPriceRequest{Sku: "a"}); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("call with a 20ms deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+}
+
+// TestFailPercent: a pod with FailPercent fails that share of its calls
+// with INTERNAL, evenly: 50 of 100 at 50%, every call at 100%, none at 0.
+func TestFailPercent(t *testing.T) {
+	for i, tt := range []struct{ percent, want int }{{0, 0}, {50, 50}, {30, 30}, {100, 100}} {
+		s := startServer(t, pod.Config{Name: "p", Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 203, 41, byte(i + 1)}), 0), FailPercent: tt.percent})
+		pc := pricingv1.NewPricingClient(dial(t, s))
+		ctx := labtest.Context(t, 10*time.Second)
+		failed := 0
+		for range 100 {
+			_, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"})
+			switch status.Code(err) {
+			case codes.OK:
+			case codes.Internal:
+				failed++
+			default:
+				t.Fatalf("call: %v", err)
+			}
+		}
+		if failed != tt.want {
+			t.Errorf("--fail-percent=%d: %d of 100 calls failed, want %d", tt.percent, failed, tt.want)
+		}
+	}
+}
+
+// TestORCA: a pod with ORCA reports, in each answer's trailer, the calls
+// it answered in the last second and their time in service per second; a
+// pod 4 times slower reports about 4 times the utilization at the same
+// rate. Without ORCA there is no report.
+func TestORCA(t *testing.T) {
+	report := func(serviceTime time.Duration, on bool, ip byte) *v3orcapb.OrcaLoadReport {
+		s := startServer(t, pod.Config{Name: "p", Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 203, 42, ip}), 0), ServiceTime: serviceTime, ORCA: on})
+		pc := pricingv1.NewPricingClient(dial(t, s))
+		ctx := labtest.Context(t, 10*time.Second)
+		var md metadata.MD
+		for range 10 {
+			if _, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"}, grpc.Trailer(&md)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// gRFC A51's per-call report: the trailer endpoint-load-metrics-bin.
+		vs := md.Get("endpoint-load-metrics-bin")
+		if len(vs) == 0 {
+			return nil
+		}
+		r := &v3orcapb.OrcaLoadReport{}
+		if err := proto.Unmarshal([]byte(vs[0]), r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := report(0, false, 1); r != nil {
+		t.Errorf("a pod without ORCA reported %v", r)
+	}
+	fast, slow := report(5*time.Millisecond, true, 2), report(20*time.Millisecond, true, 3)
+	if fast.GetRpsFractional() < 9 || slow.GetRpsFractional() < 9 {
+		t.Errorf("reported %v and %v calls/s after 10 calls, want at least 9 (the report counts the call it ends)", fast.GetRpsFractional(), slow.GetRpsFractional())
+	}
+	// 10 calls of 5ms (20ms) in the last second: 0.05 (0.2) at least.
+	if f, s := fast.GetApplicationUtilization(), slow.GetApplicationUtilization(); f < 0.045 || s < 0.18 || s/f < 3 || s/f > 5 {
+		t.Errorf("utilization %.3f (5ms calls) and %.3f (20ms calls); want about 0.05 and 0.2, 4 times apart", f, s)
 	}
 }

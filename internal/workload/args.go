@@ -20,7 +20,8 @@ var Names = []string{"pricing"}
 // Args is a parsed pod command line, the container args of a pod whose image
 // is pinlab: `pod <workload> [--port N] [--http-port N] [--metrics-port N]
 // [--max-connection-age D] [--max-connection-age-grace D] [--startup-delay D]
-// [--drain-delay D] [--service-time D] [--no-channelz] [--metrics FAMILY]`,
+// [--drain-delay D] [--service-time D] [--fail-percent N] [--orca]
+// [--no-channelz] [--metrics FAMILY]`,
 // durations as Go's
 // time.ParseDuration reads them. The kubelet turns it into the config of the
 // servers of package pod (pod.Config, pod.WebConfig).
@@ -62,6 +63,17 @@ type Args struct {
 	// zero answers at once. It lets calls overlap, which is what makes an
 	// HTTP/1.1 keep-alive pool open several connections.
 	ServiceTime time.Duration
+	// FailPercent is the share of GetPrice calls, 0 to 100, that the pod
+	// fails with INTERNAL after its service time, evenly spread (every
+	// call that takes the count of failures to the next whole percent),
+	// as a pod with a broken dependency behind some of its calls.
+	FailPercent int
+	// ORCA makes the pod report its load (gRFC A51): in every GetPrice
+	// answer's trailer and, to clients that ask, out of band (grpc-go's
+	// orca service). It reports the calls it answered per second and its
+	// application utilization: the time its calls spent serving per
+	// second of the last one, which a slower pod's is higher.
+	ORCA bool
 	// NoChannelz leaves grpc.channelz.v1 out of the server, as most
 	// production servers are built: diagnose must then read the pod's
 	// connections another way (pinlab-agent).
@@ -83,8 +95,8 @@ var MetricsFamilies = []string{"go-grpc", "otel"}
 // name). Errors start with "pod: " and name the bad argument: --port must
 // be 0 to 65535, --http-port and --metrics-port, when given, 1 to 65535
 // and different from --port and from each other; the connection ages must
-// pass CheckConnectionAge; the delays must not be negative and
-// --service-time must be at most 10s.
+// pass CheckConnectionAge; the delays must not be negative,
+// --service-time must be at most 10s and --fail-percent 0 to 100.
 func ParseArgs(args []string) (Args, error) {
 	if len(args) == 0 || args[0] != "pod" {
 		return Args{}, errors.New(`pod: args must start with "pod", e.g. [pod, pricing]`)
@@ -100,6 +112,8 @@ func ParseArgs(args []string) (Args, error) {
 	fs.DurationVar(&a.StartupDelay, "startup-delay", 0, "time before the server listens")
 	fs.DurationVar(&a.DrainDelay, "drain-delay", 0, "time serving after SIGTERM before the graceful stop")
 	fs.DurationVar(&a.ServiceTime, "service-time", 0, "time each call takes to serve")
+	fs.IntVar(&a.FailPercent, "fail-percent", 0, "share of calls, 0-100, the pod fails with INTERNAL")
+	fs.BoolVar(&a.ORCA, "orca", false, "report load (ORCA) per call and out of band")
 	fs.BoolVar(&a.NoChannelz, "no-channelz", false, "serve no grpc.channelz.v1")
 	fs.StringVar(&a.Metrics, "metrics", "", "the metrics' family: go-grpc (the default) or otel")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -139,6 +153,9 @@ func ParseArgs(args []string) (Args, error) {
 	}
 	if a.ServiceTime > 10*time.Second {
 		return Args{}, fmt.Errorf("pod: --service-time %v: expected at most 10s", a.ServiceTime)
+	}
+	if a.FailPercent < 0 || a.FailPercent > 100 {
+		return Args{}, fmt.Errorf("pod: --fail-percent %d: expected 0 to 100", a.FailPercent)
 	}
 	return a, nil
 }
