@@ -198,6 +198,9 @@ func fits(v plan.Variant) []error {
 		}
 	}
 	for _, g := range v.Groups {
+		if g.Target.XDS {
+			errs = append(errs, fmt.Errorf("variant %s: client group %s: an xds:/// target: not on a cluster yet (it needs an xDS control plane there; pinlab xds serve is one)", v.Name, g.Name))
+		}
 		if g.Settings.Resolver == load.ResolverKubernetes {
 			errs = append(errs, fmt.Errorf("variant %s: client group %s: resolver kubernetes: not on a cluster yet (its pods would need a Role to watch EndpointSlices)", v.Name, g.Name))
 		}

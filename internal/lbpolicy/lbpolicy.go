@@ -248,16 +248,59 @@ func (p Policy) GRPCName() string {
 // (balancer/leastrequest, balancer/weightedroundrobin, balancer/ringhash)
 // imported by the program.
 func (p Policy) ServiceConfig() string {
-	var cfg any = struct{}{}
+	// The types of Settings always marshal.
+	b, _ := json.Marshal(map[string]any{"loadBalancingConfig": []any{map[string]any{p.GRPCName(): p.Settings()}}})
+	return string(bytes.TrimSpace(b))
+}
+
+// Settings is the policy's config object in a service config's
+// loadBalancingConfig entry (under GRPCName): {} without settings.
+func (p Policy) Settings() any {
 	switch {
 	case p.LeastRequest != nil:
-		cfg = p.LeastRequest
+		return p.LeastRequest
 	case p.WRR != nil:
-		cfg = p.WRR
+		return p.WRR
 	case p.Ring != nil:
-		cfg = p.Ring
+		return p.Ring
 	}
-	// The types above always marshal.
-	b, _ := json.Marshal(map[string]any{"loadBalancingConfig": []any{map[string]any{p.GRPCName(): cfg}}})
-	return string(bytes.TrimSpace(b))
+	return struct{}{}
+}
+
+// The Service annotations that choose a Service's policy for xDS clients
+// (package xds serves them in the Service's Cluster).
+const (
+	// AnnotationPolicy names the policy: round_robin (the default),
+	// least_request, weighted_round_robin, ring_hash or pick_first.
+	AnnotationPolicy = "xds.pinlab.dev/lb-policy"
+	// AnnotationPolicyConfig is the policy's settings as JSON, with
+	// grpc-go's service config names (Parse).
+	AnnotationPolicyConfig = "xds.pinlab.dev/lb-config"
+	// AnnotationOutlierDetection turns outlier detection on, with gRFC
+	// A50's settings as JSON (OutlierDetection).
+	AnnotationOutlierDetection = "xds.pinlab.dev/outlier-detection"
+)
+
+// FromAnnotations reads a Service's annotations: its policy (round_robin
+// when unset) and its outlier detection (nil when unset). The error
+// names the annotation; with it, the values returned are the defaults.
+func FromAnnotations(a map[string]string) (Policy, *OutlierDetection, error) {
+	def := Policy{Name: RoundRobin}
+	name, cfg := a[AnnotationPolicy], a[AnnotationPolicyConfig]
+	if name == "" {
+		name = RoundRobin
+	}
+	p, err := Parse(name, cfg)
+	if err != nil {
+		return def, nil, fmt.Errorf("annotation %s=%q, %s=%q: %w", AnnotationPolicy, a[AnnotationPolicy], AnnotationPolicyConfig, cfg, err)
+	}
+	od, ok := a[AnnotationOutlierDetection]
+	if !ok {
+		return p, nil, nil
+	}
+	o, err := ParseOutlierDetection(od)
+	if err != nil {
+		return def, nil, fmt.Errorf("annotation %s=%q: %w", AnnotationOutlierDetection, od, err)
+	}
+	return p, &o, nil
 }

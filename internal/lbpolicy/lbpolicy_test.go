@@ -89,3 +89,36 @@ func TestParseOutlierDetection(t *testing.T) {
 		}
 	}
 }
+
+// TestFromAnnotations: a Service's annotations; the error names the
+// annotation and the defaults come with it.
+func TestFromAnnotations(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		a       map[string]string
+		policy  string
+		outlier bool
+		wantErr string
+	}{
+		{"none", nil, RoundRobin, false, ""},
+		{"least_request", map[string]string{AnnotationPolicy: "least_request", AnnotationPolicyConfig: `{"choiceCount": 4}`}, LeastRequest, false, ""},
+		{"outlier detection", map[string]string{AnnotationOutlierDetection: `{"interval": "1s"}`}, RoundRobin, true, ""},
+		{"config without policy", map[string]string{AnnotationPolicyConfig: `{"choiceCount": 4}`}, RoundRobin, false, "round_robin takes no settings"},
+		{"bad policy", map[string]string{AnnotationPolicy: "fastest"}, RoundRobin, false, `annotation xds.pinlab.dev/lb-policy="fastest"`},
+		{"bad outlier detection", map[string]string{AnnotationOutlierDetection: `{"interval": 1}`}, RoundRobin, false, "annotation xds.pinlab.dev/outlier-detection"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, od, err := FromAnnotations(tt.a)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %v, want one with %q", err, tt.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if p.Name != tt.policy || (od != nil) != tt.outlier {
+				t.Errorf("policy %q, outlier detection %v; want %q, %v", p.Name, od, tt.policy, tt.outlier)
+			}
+		})
+	}
+}

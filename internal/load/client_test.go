@@ -11,6 +11,7 @@ import (
 	"github.com/pinlab/pinlab/internal/podtest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/resolver/manual"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,6 +46,11 @@ func TestConfigErrors(t *testing.T) {
 		{name: "dial in a cluster's pod", mod: func(c *Config) {
 			c.InCluster, c.Source, c.Target, c.Dial = true, netip.Addr{}, "dns:///pricing:8471", (&dialLog{}).Dial
 		}},
+		{name: "xds resolver without grpc-go's xDS resolver", mod: func(c *Config) { c.Resolver, c.Target = ResolverXDS, "xds:///pricing.shop:8471" }},
+		{name: "xds resolver on a dns target", mod: func(c *Config) {
+			c.Resolver, c.Target, c.XDS = ResolverXDS, "dns://127.0.0.1:53/pricing:8471", manual.NewBuilderWithScheme("xds")
+		}},
+		{name: "policy settings of another policy", mod: func(c *Config) { c.Policy, c.PolicySettings = "least_request", `{"blackoutPeriod": "1s"}` }},
 		{name: "negative cache TTL", mod: func(c *Config) { c.CacheTTL = -2 * time.Second }},
 		{name: "negative timeout", mod: func(c *Config) { c.Timeout = -time.Second }},
 		{name: "negative connect timeout", mod: func(c *Config) { c.ConnectTimeout = -time.Second }},

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"github.com/pinlab/pinlab/internal/load/cachedns"
 	"github.com/pinlab/pinlab/internal/loopback"
-	"github.com/pinlab/pinlab/internal/plan"
 	kuberesolver "github.com/pinlab/pinlab/resolver/kubernetes"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/resolver"
 )
 
 // Resolver modes, the values of Config.Resolver.
@@ -38,10 +39,16 @@ const (
 	// the channel within milliseconds, and neither DNS nor the Service's
 	// ClusterIP is used. Target is then a kubernetes:// target.
 	ResolverKubernetes = "kubernetes"
+	// ResolverXDS is grpc-go's xDS resolver (Config.XDS), fed by an xDS
+	// control plane (package xds): the target is xds:///NAME.NS:PORT, and
+	// the control plane's Cluster, not Config.Policy, chooses the
+	// load-balancing policy. Endpoint changes reach the channel as the
+	// control plane pushes them.
+	ResolverXDS = "xds"
 )
 
 // Resolvers lists the resolver modes.
-var Resolvers = []string{ResolverGRPC, ResolverCached, ResolverOnce, ResolverKubernetes}
+var Resolvers = []string{ResolverGRPC, ResolverCached, ResolverOnce, ResolverKubernetes, ResolverXDS}
 
 // Forever as a CacheTTL never expires cached addresses, like the JVM's
 // networkaddress.cache.ttl=-1 (its default with a security manager).
@@ -76,10 +83,15 @@ type Config struct {
 	// form; the "kubernetes" resolver a kubernetes:// one, e.g.
 	// "kubernetes://shop/pricing:grpc".
 	Target string
-	// Policy is one of plan.Policies: "pick_first" (grpc-go's default,
-	// used when empty) or "round_robin", set through the default service
-	// config.
+	// Policy is one of lbpolicy.Names: "pick_first" (grpc-go's default,
+	// used when empty), "round_robin", "least_request",
+	// "weighted_round_robin" or "ring_hash", set through the default
+	// service config with PolicySettings; unused with the "xds" resolver,
+	// whose control plane sets it.
 	Policy string
+	// PolicySettings are the policy's settings as JSON, with grpc-go's
+	// names (lbpolicy.Parse); empty: grpc-go's defaults.
+	PolicySettings string
 	// Rate is the offered load in calls per second; must be > 0.
 	Rate float64
 	// Timeout is each call's deadline; default 1s.
@@ -105,6 +117,11 @@ type Config struct {
 	// clientset is one); required with it, unused otherwise. Each channel
 	// (New, Restart, Reconfigure) gets its own watch.
 	Kubernetes kuberesolver.Client
+	// XDS is the "xds" resolver: grpc-go's, built for the variant's
+	// control plane (its bootstrap); required with it, unused otherwise.
+	// Channels built with one Builder share one xDS client, and so one
+	// ADS stream.
+	XDS resolver.Builder
 	// MinResolutionInterval is the "cached" resolver's least time between
 	// two resolutions of one channel; default 30 s, grpc-go's default.
 	// (The "grpc" resolver uses grpc-go's process-wide setting; "once"
@@ -183,8 +200,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = "pick_first"
 	}
-	if !slices.Contains(plan.Policies, cfg.Policy) {
-		return bad("policy %q, want one of %v", cfg.Policy, plan.Policies)
+	if _, err := lbpolicy.Parse(cfg.Policy, cfg.PolicySettings); err != nil {
+		return bad("%w", err)
 	}
 	if cfg.Resolver == "" {
 		cfg.Resolver = ResolverGRPC
@@ -194,6 +211,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Resolver == ResolverKubernetes && cfg.Kubernetes == nil {
 		return bad("resolver %q needs the Kubernetes API", cfg.Resolver)
+	}
+	if cfg.Resolver == ResolverXDS && cfg.XDS == nil {
+		return bad("resolver %q needs grpc-go's xDS resolver, built for a control plane", cfg.Resolver)
 	}
 	if !(cfg.Rate > 0) {
 		return bad("rate %v calls/s, want > 0", cfg.Rate)
@@ -301,7 +321,8 @@ func checkAddresses(cfg Config) error {
 // server, at an address loopback takes (without one, or without a scheme,
 // grpc-go would ask the host's resolver, which may be anywhere); a
 // passthrough:/// target must be such an address; the "kubernetes"
-// resolver asks the lab's API. Other schemes are refused. (A tester's
+// resolver asks the lab's API, the "xds" one the lab's control plane, at an
+// xds:/// target. Other schemes are refused. (A tester's
 // `lab load dns://8.8.8.8/...` sent DNS queries off the machine.)
 func CheckTarget(target, resolver string) error {
 	scheme, rest, ok := strings.Cut(target, "://")
@@ -311,6 +332,13 @@ func CheckTarget(target, resolver string) error {
 	authority, endpoint, _ := strings.Cut(rest, "/")
 	switch {
 	case resolver == ResolverKubernetes:
+		return nil
+	case resolver == ResolverXDS:
+		// The control plane names the endpoints; the channel's dialer
+		// checks each connection's address (dialFor).
+		if scheme != "xds" || authority != "" {
+			return fmt.Errorf("resolver xds: want xds:///NAME.NAMESPACE:PORT")
+		}
 		return nil
 	case scheme == "dns":
 		if authority == "" {

@@ -9,11 +9,15 @@ import (
 	"time"
 
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"github.com/pinlab/pinlab/internal/load/cachedns"
 	"github.com/pinlab/pinlab/internal/loopback"
 	kuberesolver "github.com/pinlab/pinlab/resolver/kubernetes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	_ "google.golang.org/grpc/balancer/leastrequest"       // least_request
+	_ "google.golang.org/grpc/balancer/ringhash"           // ring_hash
+	_ "google.golang.org/grpc/balancer/weightedroundrobin" // weighted_round_robin
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // enables client-side health checking
 	"google.golang.org/grpc/resolver"
@@ -87,6 +91,8 @@ func tcpDialer(dial cachedns.DialFunc) func(context.Context, string) (net.Conn, 
 // queries leave through Dial too.
 func resolverFor(cfg Config) (resolver.Builder, error) {
 	switch cfg.Resolver {
+	case ResolverXDS:
+		return cfg.XDS, nil
 	case ResolverKubernetes:
 		if !strings.HasPrefix(cfg.Target, kuberesolver.Scheme+"://") {
 			return nil, fmt.Errorf("resolver %q: target %q, want kubernetes://namespace/service:port", cfg.Resolver, cfg.Target)
@@ -116,9 +122,9 @@ func resolverFor(cfg Config) (resolver.Builder, error) {
 // serviceConfig is the JSON service config (gRFC A2) a client's channel
 // gets as its default.
 type serviceConfig struct {
-	LoadBalancingConfig []map[string]struct{} `json:"loadBalancingConfig"`
-	HealthCheckConfig   *healthCheckConfig    `json:"healthCheckConfig,omitempty"`
-	MethodConfig        []methodConfig        `json:"methodConfig,omitempty"`
+	LoadBalancingConfig []map[string]any   `json:"loadBalancingConfig,omitempty"`
+	HealthCheckConfig   *healthCheckConfig `json:"healthCheckConfig,omitempty"`
+	MethodConfig        []methodConfig     `json:"methodConfig,omitempty"`
 }
 
 type healthCheckConfig struct {
@@ -144,10 +150,19 @@ type retryPolicy struct {
 	RetryableStatusCodes []uint32 `json:"retryableStatusCodes"`
 }
 
-// serviceConfigJSON renders cfg's policy, health checking and retry policy.
+// serviceConfigJSON renders cfg's policy, health checking and retry
+// policy. With the "xds" resolver there is no policy: the resolver's
+// service config replaces the default one.
 func serviceConfigJSON(cfg Config) (string, error) {
 	service := pricingv1.Pricing_ServiceDesc.ServiceName
-	sc := serviceConfig{LoadBalancingConfig: []map[string]struct{}{{cfg.Policy: {}}}}
+	var sc serviceConfig
+	if cfg.Resolver != ResolverXDS {
+		p, err := lbpolicy.Parse(cfg.Policy, cfg.PolicySettings)
+		if err != nil {
+			return "", err
+		}
+		sc.LoadBalancingConfig = []map[string]any{{p.GRPCName(): p.Settings()}}
+	}
 	if cfg.HealthCheck {
 		sc.HealthCheckConfig = &healthCheckConfig{ServiceName: service}
 	}

@@ -27,6 +27,10 @@ func TestServiceConfigJSON(t *testing.T) {
 			want: `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":"pricing.v1.Pricing"}}`},
 		{name: "retry", cfg: Config{Policy: "round_robin", Retry: &RetryPolicy{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 1500 * time.Millisecond, BackoffMultiplier: 1.5, RetryableStatusCodes: []codes.Code{codes.Unavailable, codes.ResourceExhausted}}},
 			want: `{"loadBalancingConfig":[{"round_robin":{}}],"methodConfig":[{"name":[{"service":"pricing.v1.Pricing"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.050000000s","maxBackoff":"1.500000000s","backoffMultiplier":1.5,"retryableStatusCodes":[14,8]}}]}`},
+		{name: "least_request with settings", cfg: Config{Policy: "least_request", PolicySettings: `{"choiceCount": 3}`},
+			want: `{"loadBalancingConfig":[{"least_request_experimental":{"choiceCount":3}}]}`},
+		{name: "weighted_round_robin", cfg: Config{Policy: "weighted_round_robin", PolicySettings: `{"blackoutPeriod": "2s"}`},
+			want: `{"loadBalancingConfig":[{"weighted_round_robin":{"blackoutPeriod":"2s"}}]}`},
 		{name: "retry defaults", cfg: Config{Policy: "pick_first", Retry: &RetryPolicy{}},
 			want: `{"loadBalancingConfig":[{"pick_first":{}}],"methodConfig":[{"name":[{"service":"pricing.v1.Pricing"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.100000000s","maxBackoff":"1.000000000s","backoffMultiplier":2,"retryableStatusCodes":[14]}}]}`},
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/workload"
@@ -85,7 +86,8 @@ func Parse(args []string, getenv func(string) string) (Options, error) {
 	c := &o.Client
 	fs.StringVar(&c.Name, "name", cmp.Or(getenv("POD_NAME"), getenv("HOSTNAME"), "load"), "the client's name (default $POD_NAME)")
 	fs.StringVar(&c.Target, "target", "", "gRPC target, e.g. dns:///pricing.shop.svc.cluster.local:8471 or kubernetes:///pricing.shop:grpc")
-	fs.StringVar(&c.Policy, "policy", "pick_first", "pick_first or round_robin")
+	fs.StringVar(&c.Policy, "policy", "pick_first", "pick_first, round_robin, least_request, weighted_round_robin or ring_hash")
+	fs.StringVar(&c.PolicySettings, "policy-config", "", "the policy's settings as JSON, with grpc-go's service config names (e.g. {\"choiceCount\":3})")
 	fs.Float64Var(&c.Rate, "rate", 0, "calls per second, open loop")
 	fs.DurationVar(&c.Timeout, "timeout", time.Second, "each call's deadline")
 	fs.DurationVar(&o.Duration, "duration", 0, "how long to call (at most 24h)")
@@ -151,6 +153,9 @@ func (o *Options) check() error {
 		// The "cached" and "once" resolvers query the lab's DNS from a
 		// lab address (load.Config.InCluster).
 		return fmt.Errorf("load: --resolver %q: want %q or %q", r, load.ResolverGRPC, load.ResolverKubernetes)
+	}
+	if _, err := lbpolicy.Parse(o.Client.Policy, o.Client.PolicySettings); err != nil {
+		return fmt.Errorf("load: --policy %s --policy-config %q: %w", o.Client.Policy, o.Client.PolicySettings, err)
 	}
 	return nil
 }

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"google.golang.org/grpc/codes"
 )
 
 // Policies are the load-balancing policies a gRPC client may use
-// (Group.Policy, Client.Policy), by their grpc-go names: pick_first,
-// grpc-go's default, and round_robin. Package load runs each.
-var Policies = []string{"pick_first", "round_robin"}
+// (Group.Policy, Client.Policy), by the names lbpolicy gives grpc-go's:
+// pick_first (grpc-go's default), round_robin, least_request,
+// weighted_round_robin and ring_hash. Package load runs each.
+var Policies = lbpolicy.Names
 
 // ProxyPolicies are the load-balancing policies of the lab's L7 proxy
 // (L7Proxy.Policy), by their Envoy names: round_robin (Envoy's default),
@@ -37,7 +39,8 @@ type Group struct {
 type Client struct {
 	Name, Group string
 	Target      Target
-	// Policy is one of Policies: pick_first or round_robin.
+	// Policy is one of Policies; for an xDS target, the one its Service's
+	// annotations choose (the control plane's, not the client's).
 	Policy string
 	// Rate is calls (or streams) per second; Timeout each call's deadline.
 	Rate     float64
@@ -59,6 +62,9 @@ type Target struct {
 	Port int
 	// Headless is true for a Service with clusterIP None.
 	Headless bool
+	// XDS: the client dials xds:///SERVICE.NAMESPACE:PORT (XDSTarget),
+	// and Port is a Service port, as the control plane names them.
+	XDS bool
 	// Selector is the Service's selector; nil for a selector-less Service
 	// (hand-written EndpointSlices).
 	Selector map[string]string
@@ -97,6 +103,12 @@ func (t Target) GRPCTarget(dnsAddr string) string {
 	return fmt.Sprintf("dns://%s/%s:%d", dnsAddr, t.Host, t.Port)
 }
 
+// XDSTarget returns the xds:/// target of the Service port, as package
+// xds names it: xds:///SERVICE.NAMESPACE:PORT.
+func (t Target) XDSTarget() string {
+	return fmt.Sprintf("xds:///%s.%s:%d", t.Service, t.Namespace, t.Port)
+}
+
 // KubernetesTarget returns the kubernetes:// target of the Service, for a
 // resolver that watches its EndpointSlices: the port by the Service port's
 // name, which each slice maps to the pods' port (a ClusterIP client's port
@@ -126,9 +138,13 @@ type Settings struct {
 	Protocol string
 	// Resolver is how a gRPC client resolves: "grpc" (grpc-go's DNS
 	// resolver), "cached" (a JVM-like cache under grpc-go's re-resolution
-	// rule), "once" or "kubernetes" (a watch on the Service's
-	// EndpointSlices through the API).
+	// rule), "once", "kubernetes" (a watch on the Service's
+	// EndpointSlices through the API) or "xds" (grpc-go's xDS resolver,
+	// fed by the lab's xDS control plane; Target.XDS).
 	Resolver string
+	// PolicySettings are the policy's settings as JSON with grpc-go's
+	// names (lbpolicy.Parse); empty for the defaults.
+	PolicySettings string
 	// CacheTTL (Forever: never expires) and MinResolutionInterval apply to
 	// the cached resolver.
 	CacheTTL              time.Duration
@@ -189,6 +205,8 @@ func (g Group) PolicyText() string {
 		return fmt.Sprintf("HTTP/1.1 keep-alive pool (MaxIdleConnsPerHost %d)", s.MaxIdleConnsPerHost)
 	case s.Protocol == ProtocolWebSocket:
 		return "one WebSocket"
+	case g.Target.XDS:
+		return "xDS " + g.Policy + " (the Service's annotation)"
 	}
 	return g.Policy
 }

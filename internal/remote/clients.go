@@ -153,6 +153,9 @@ func (c *Cluster) loadArgs(cp plan.Client) ([]string, error) {
 	args := []string{"load", "--target", cfg.Target, "--policy", cfg.Policy,
 		"--rate", strconv.FormatFloat(cfg.Rate, 'g', -1, 64), "--timeout", d(cfg.Timeout),
 		"--duration", d(c.cfg.LoadDuration), "--events-port", strconv.Itoa(EventsPort)}
+	if cfg.PolicySettings != "" {
+		args = append(args, "--policy-config", cfg.PolicySettings)
+	}
 	flag := func(on bool, f string) {
 		if on {
 			args = append(args, f)

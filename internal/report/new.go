@@ -54,7 +54,7 @@ func variant(v plan.Variant, o outcome.Variant, vd verdict.Verdict) Variant {
 	}
 	for _, g := range v.Groups {
 		out.Groups = append(out.Groups, Group{
-			Name: g.Name, Clients: g.Clients, Target: fmt.Sprintf("%s:%d", g.Target.Host, g.Target.Port), ServiceKind: g.Target.Kind(),
+			Name: g.Name, Clients: g.Clients, Target: groupTarget(g.Target), ServiceKind: g.Target.Kind(),
 			ClusterIP: o.ClusterIPs[g.Target.Key()], Policy: g.PolicyText(), Rate: g.Rate, Settings: strings.Join(g.Settings.Described, ", "), Path: g.Path(),
 		})
 	}
@@ -85,4 +85,13 @@ func variant(v plan.Variant, o outcome.Variant, vd verdict.Verdict) Variant {
 		out.Why = strings.Join(lines, "\n")
 	}
 	return out
+}
+
+// groupTarget is what a group dials, for reports: the Service's name and
+// port, or its xds:/// name.
+func groupTarget(t plan.Target) string {
+	if t.XDS {
+		return t.XDSTarget()
+	}
+	return fmt.Sprintf("%s:%d", t.Host, t.Port)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -14,6 +15,9 @@ import (
 	"github.com/pinlab/pinlab/internal/load"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
+	"github.com/pinlab/pinlab/internal/xds"
+	"google.golang.org/grpc/resolver"
+	grpcxds "google.golang.org/grpc/xds" // the xds:/// resolver and xDS balancers
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +36,11 @@ type clients struct {
 	byIndex []runner
 	configs []load.Config    // gRPC clients' settings; zero for others
 	proxies []*l7proxy.Proxy // L7 proxies (sidecars, gateways), closed last
+	// xds is the variant's xDS control plane, started when a client has
+	// an xds:/// target, and xdsResolver grpc-go's xDS resolver for it;
+	// closed after the clients.
+	xds         *xds.Server
+	xdsResolver resolver.Builder
 }
 
 // runner is a load client of any protocol.
@@ -57,6 +66,11 @@ func newClients(ctx context.Context, l Cluster, rec *stats.Recorder, t tap, v pl
 			cl.close()
 		}
 	}()
+	if slices.ContainsFunc(cl.plans, func(cp plan.Client) bool { return cp.Target.XDS }) {
+		if err := cl.startXDS(ctx, l); err != nil {
+			return nil, err
+		}
+	}
 	gateways := map[string]string{} // group -> target
 	for i, cp := range cl.plans {
 		ip, err := l.AllocateIP()
@@ -130,9 +144,14 @@ func (cl *clients) viaProxy(ctx context.Context, l Cluster, cp plan.Client, ip n
 }
 
 // loadConfig turns a client plan into a load client's settings (without
-// Source and Observer). A "kubernetes" resolver watches the cluster's API.
+// Source and Observer). A "kubernetes" resolver watches the cluster's API;
+// an "xds" one asks the variant's control plane.
 func (cl *clients) loadConfig(cp plan.Client) load.Config {
-	return ClientConfig(cp, cl.dnsAddr, cl.api)
+	cfg := ClientConfig(cp, cl.dnsAddr, cl.api)
+	if cfg.Resolver == load.ResolverXDS {
+		cfg.XDS = cl.xdsResolver
+	}
+	return cfg
 }
 
 // ClientConfig is the gRPC load client cp describes, as `lab run` and
@@ -143,12 +162,15 @@ func (cl *clients) loadConfig(cp plan.Client) load.Config {
 func ClientConfig(cp plan.Client, dns string, api kubernetes.Interface) load.Config {
 	s := cp.Settings
 	cfg := load.Config{
-		Name: cp.Name, Target: cp.Target.GRPCTarget(dns), Policy: cp.Policy, Rate: cp.Rate, Timeout: cp.Timeout,
+		Name: cp.Name, Target: cp.Target.GRPCTarget(dns), Policy: cp.Policy, PolicySettings: s.PolicySettings, Rate: cp.Rate, Timeout: cp.Timeout,
 		Resolver: s.Resolver, HealthCheck: s.HealthCheck, WaitForReady: s.WaitForReady, Stream: s.Stream, StreamLength: s.StreamLength,
 		CacheTTL: s.CacheTTL, MinResolutionInterval: s.MinResolutionInterval,
 	}
-	if s.Resolver == load.ResolverKubernetes {
+	switch s.Resolver {
+	case load.ResolverKubernetes:
 		cfg.Target, cfg.Kubernetes = cp.Target.KubernetesTarget(), api
+	case load.ResolverXDS:
+		cfg.Target = cp.Target.XDSTarget()
 	}
 	if s.CacheTTL == plan.Forever {
 		cfg.CacheTTL = load.Forever
@@ -247,6 +269,39 @@ func (cl *clients) close() {
 		p.Close()
 	}
 	cl.proxies = nil
+	if cl.xds != nil {
+		cl.xds.Close()
+		cl.xds = nil
+	}
+}
+
+// xdsNode is the node ID of the lab's xDS clients.
+const xdsNode = "pinlab-lab"
+
+// startXDS starts the variant's xDS control plane on a loopback port,
+// watching the variant's cluster, and grpc-go's xDS resolver for it (one
+// xDS client, one ADS stream, for every client of the variant: grpc-go
+// shares the xDS client of a bootstrap).
+func (cl *clients) startXDS(ctx context.Context, l Cluster) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("xDS control plane: %w", err)
+	}
+	srv, err := xds.Start(ctx, xds.Config{Clientset: l.Client(), Listener: ln})
+	if err != nil {
+		return fmt.Errorf("xDS control plane: %w", err)
+	}
+	cl.xds = srv
+	boot, err := xds.Bootstrap(srv.Addr().String(), xdsNode)
+	if err == nil {
+		// grpc-go's only way to a bootstrap per channel rather than per
+		// process (which variants side by side could not share).
+		cl.xdsResolver, err = grpcxds.NewXDSResolverWithConfigForTesting(boot)
+	}
+	if err != nil {
+		return fmt.Errorf("xDS resolver: %w", err)
+	}
+	return nil
 }
 
 // index returns the position of client name.

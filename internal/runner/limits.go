@@ -49,7 +49,7 @@ func fdNeed(v plan.Variant) (int, string) {
 func connsPerClient(g plan.Group) (conns, per int) {
 	s, t := g.Settings, g.Target
 	per = fdsPerDirectConn
-	if !t.Headless {
+	if !t.Headless && !t.XDS {
 		per = fdsPerVIPConn
 	}
 	switch {
@@ -57,8 +57,8 @@ func connsPerClient(g plan.Group) (conns, per int) {
 		return 0, per // counted with the proxies
 	case s.Protocol == plan.ProtocolHTTP:
 		return max(s.MaxConnsPerHost, s.MaxIdleConnsPerHost+2, 2), per
-	case t.Headless && g.Policy == "round_robin":
-		return max(t.PeakPods, 1), per
+	case (t.Headless || t.XDS) && g.Policy != "pick_first":
+		return max(t.PeakPods, 1), per // a connection to every address
 	}
 	return 1, per
 }

@@ -127,7 +127,7 @@ func clusterIPs(c Cluster, v plan.Variant) map[string]string {
 	out := map[string]string{}
 	svcs := c.Informers().Core().V1().Services().Lister()
 	for _, t := range v.Services() {
-		if svc, err := svcs.Services(t.Namespace).Get(t.Service); err == nil && !t.Headless {
+		if svc, err := svcs.Services(t.Namespace).Get(t.Service); err == nil && !t.Headless && !t.XDS {
 			out[t.Key()] = svc.Spec.ClusterIP
 		}
 	}

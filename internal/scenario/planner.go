@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"github.com/pinlab/pinlab/internal/manifest"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -387,10 +388,39 @@ func checkGroup(s site, c Client, objs objects) (plan.Group, error) {
 		return g, s.Errorf("target", "%v", err)
 	}
 	g.Target, g.Settings = t, c.ClientSettings.resolve()
+	if t.XDS {
+		if err := xdsGroup(s, c, objs, &g); err != nil {
+			return g, err
+		}
+	} else if _, err := lbpolicy.Parse(g.Policy, g.Settings.PolicySettings); err != nil {
+		return g, s.Errorf(s.first("policyConfig", "policy"), "%v", err)
+	}
 	if err := objs.checkProtocolPort(t, g.Settings.Protocol); err != nil {
 		return g, s.Errorf(s.first("target", "protocol"), "%v", err)
 	}
 	return g, nil
+}
+
+// xdsGroup makes g a client group of an xds:/// target: grpc-go's xDS
+// resolver, and the policy the target Service's annotations choose, which
+// the control plane serves; a policy, resolver or L7 proxy on the group
+// is an error, as are annotations the control plane would ignore.
+func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
+	switch {
+	case c.Policy != "" || len(c.PolicyConfig) > 0:
+		return s.Errorf(s.first("policy", "policyConfig"), "an xds:/// target's policy is the control plane's: annotate the Service with %s (and %s)", lbpolicy.AnnotationPolicy, lbpolicy.AnnotationPolicyConfig)
+	case c.Resolver != "":
+		return s.Errorf("resolver", "%q: an xds:/// target is resolved by grpc-go's xDS resolver", c.Resolver)
+	case c.L7Proxy != nil:
+		return s.Errorf("l7Proxy", "an xds:/// client balances each call itself; it has no proxy")
+	}
+	svc := objs.service(g.Target.Namespace, g.Target.Service)
+	p, _, err := lbpolicy.FromAnnotations(svc.Annotations)
+	if err != nil {
+		return s.Errorf("target", "Service %s/%s: %v", svc.Namespace, svc.Name, err)
+	}
+	g.Policy, g.Settings.Resolver = p.Name, "xds"
+	return nil
 }
 
 func checkPolicy(p string) error {

@@ -27,6 +27,12 @@ type ClientSettings struct {
 	// EndpointSlices through the lab's API with resolver/kubernetes, as a
 	// service using a kubernetes:/// target does).
 	Resolver string `json:"resolver,omitempty"`
+	// PolicyConfig is the client's load-balancing policy's settings, with
+	// grpc-go's service config names: choiceCount (least_request);
+	// blackoutPeriod, weightUpdatePeriod, weightExpirationPeriod,
+	// enableOobLoadReport, oobReportingPeriod, errorUtilizationPenalty
+	// (weighted_round_robin); minRingSize, maxRingSize (ring_hash).
+	PolicyConfig json.RawMessage `json:"policyConfig,omitempty"`
 	// CacheTTL is the "cached" resolver's cache lifetime: a duration or
 	// "forever" (the JVM's networkaddress.cache.ttl=-1); default 30s, the
 	// JVM's default without a security manager.
@@ -389,6 +395,9 @@ func (s ClientSettings) resolve() plan.Settings {
 		Stream:              s.Call == "stream",
 		MaxIdleConnsPerHost: defaultMaxIdleConns,
 		Described:           s.describe(),
+	}
+	if len(s.PolicyConfig) > 0 {
+		out.PolicySettings = compactJSON(s.PolicyConfig)
 	}
 	if out.Resolver == "cached" {
 		out.CacheTTL, out.MinResolutionInterval = defaultCacheTTL, defaultMinResolution

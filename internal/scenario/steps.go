@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -324,6 +325,9 @@ func (s ClientSettings) describe() []string {
 	if s.Resolver != "" {
 		parts = append(parts, "resolver "+s.Resolver)
 	}
+	if len(s.PolicyConfig) > 0 {
+		parts = append(parts, "policy config "+compactJSON(s.PolicyConfig))
+	}
 	if s.CacheTTL != nil {
 		parts = append(parts, "cache TTL "+s.CacheTTL.String())
 	}
@@ -369,4 +373,14 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// compactJSON is raw without insignificant space (raw as it is when it is
+// not JSON).
+func compactJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
 }

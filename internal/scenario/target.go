@@ -14,10 +14,16 @@ import (
 )
 
 // target checks a client target and resolves the Service it names; ns
-// completes short names the way a pod's DNS search path does.
+// completes short names the way a pod's DNS search path does. An
+// xds:///SERVICE.NAMESPACE:PORT target names a Service port, as the xDS
+// control plane does (package xds), whatever the Service's kind.
 func (objs objects) target(target, ns string) (plan.Target, error) {
 	if ns == "" {
 		ns = metav1.NamespaceDefault
+	}
+	xdsRest, isXDS := strings.CutPrefix(target, "xds:///")
+	if isXDS {
+		target = xdsRest
 	}
 	host, port, err := splitTarget(target)
 	if err != nil {
@@ -37,13 +43,35 @@ func (objs objects) target(target, ns string) (plan.Target, error) {
 	}
 	t := plan.Target{Namespace: ns, Service: svc.Name, Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, ns, Zone), Port: port,
 		Headless: svc.Spec.ClusterIP == corev1.ClusterIPNone, Selector: svc.Spec.Selector,
-		ClientIPAffinity: svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP}
+		ClientIPAffinity: svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP, XDS: isXDS}
+	if isXDS {
+		if len(labels) != 2 {
+			return plan.Target{}, fmt.Errorf("xds:///%s: expected xds:///<service>.<namespace>:<port>, the name the xDS control plane serves", target)
+		}
+		if err := xdsPort(svc, port); err != nil {
+			return plan.Target{}, fmt.Errorf("xds:///%s: %w", target, err)
+		}
+		t.PortName = servicePortName(svc, port)
+		return t, nil
+	}
 	if err := objs.checkClientPort(t, svc); err != nil {
 		return plan.Target{}, fmt.Errorf("%q: %w", target, err)
 	}
 	t.PortName = servicePortName(svc, port)
 	t.MaxConnectionAge = objs.maxConnectionAge(ns, svc)
 	return t, nil
+}
+
+// xdsPort checks that port is one of svc's ports (the xDS name's port).
+func xdsPort(svc *corev1.Service, port int) error {
+	var ports []string
+	for _, sp := range svc.Spec.Ports {
+		if int(sp.Port) == port {
+			return nil
+		}
+		ports = append(ports, fmt.Sprint(sp.Port))
+	}
+	return fmt.Errorf("the Service %s has no port %d (ports: %s); an xDS name has the Service's port, not the pods'", svc.Name, port, strings.Join(ports, ", "))
 }
 
 // splitTarget reads "[dns:///]host:port" into a lowercase host without a

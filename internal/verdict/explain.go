@@ -136,12 +136,14 @@ func (f facts) line(minResolve time.Duration) string {
 		parts = append(parts, fmt.Sprintf("%.1f%% of calls failed in window %q (%s)", 100*share, f.last.Name, stats.CodeCounts(f.last.Errors)))
 	}
 	switch {
+	case f.g.Target.XDS:
+		parts = append(parts, fmt.Sprintf("the xDS control plane sent each client the Service's ready endpoints and %s picked one per call", f.g.Policy))
 	case !f.g.Target.Headless:
 		parts = append(parts, fmt.Sprintf("kube-proxy picked a pod once per new connection to the ClusterIP and each client held %.1f connections on average, so every call on a connection went to its pod", f.last.ConnsPerClient))
 	case f.g.Policy == "pick_first":
 		parts = append(parts, fmt.Sprintf("pick_first connected each client to one address of the DNS answer: %s used %s", plural(f.clients, "client"), plural(f.usedPods, "pod")))
 	default:
-		parts = append(parts, "round_robin spread each client's calls over every address it had resolved")
+		parts = append(parts, fmt.Sprintf("%s spread each client's calls over every address it had resolved", f.g.Policy))
 	}
 	parts = append(parts, f.connectionLine())
 	if n := len(f.restarts); n > 4 {
@@ -149,7 +151,7 @@ func (f facts) line(minResolve time.Duration) string {
 	} else if n > 0 {
 		parts = append(parts, fmt.Sprintf("restarted %s: a new channel resolves and connects afresh", strings.Join(f.restarts, ", ")))
 	}
-	if f.g.Target.Headless {
+	if f.g.Target.Headless && !f.g.Target.XDS {
 		parts = append(parts, f.lookupLine(minResolve))
 	}
 	parts = append(parts, f.addedLine(), f.lifecycleLine())
@@ -246,6 +248,8 @@ func tally(causes []string, text func(string) string) string {
 // pickNote says how a new connection found its pod.
 func (f facts) pickNote() string {
 	switch t := f.g.Target; {
+	case t.XDS:
+		return "; each to an endpoint the control plane listed"
 	case t.Headless && anyGoAway(f.reconnects):
 		return "; each GOAWAY also asked the resolver to re-resolve"
 	case !t.Headless && t.ClientIPAffinity:

@@ -2,7 +2,6 @@ package xds
 
 import (
 	"cmp"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -31,19 +30,14 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// The Service annotations that set a Service's xDS cluster. A bad value
-// is reported as a Warning event on the Service and ignored: the Service
-// is served with round_robin and no outlier detection.
+// The Service annotations that set a Service's xDS Cluster
+// (lbpolicy.AnnotationPolicy and the others). A bad value is reported as
+// a Warning event on the Service and ignored: the Service is served with
+// round_robin and no outlier detection.
 const (
-	// AnnotationPolicy names the policy: round_robin (the default),
-	// least_request, weighted_round_robin, ring_hash or pick_first.
-	AnnotationPolicy = "xds.pinlab.dev/lb-policy"
-	// AnnotationPolicyConfig is the policy's settings as JSON, with
-	// grpc-go's service config names (lbpolicy).
-	AnnotationPolicyConfig = "xds.pinlab.dev/lb-config"
-	// AnnotationOutlierDetection turns outlier detection on, with gRFC
-	// A50's settings as JSON (lbpolicy.OutlierDetection).
-	AnnotationOutlierDetection = "xds.pinlab.dev/outlier-detection"
+	AnnotationPolicy           = lbpolicy.AnnotationPolicy
+	AnnotationPolicyConfig     = lbpolicy.AnnotationPolicyConfig
+	AnnotationOutlierDetection = lbpolicy.AnnotationOutlierDetection
 )
 
 // Name is the xDS name of a Service port: "NAME.NAMESPACE:PORT", the
@@ -60,25 +54,11 @@ type settings struct {
 	outlier *lbpolicy.OutlierDetection
 }
 
-// settingsOf reads svc's annotations; on an error, it returns the
-// defaults and the error.
+// settingsOf reads svc's annotations (lbpolicy.FromAnnotations); on an
+// error, it returns the defaults and the error.
 func settingsOf(svc *corev1.Service) (settings, error) {
-	def := settings{policy: lbpolicy.Policy{Name: lbpolicy.RoundRobin}}
-	a := svc.Annotations
-	name, cfg := cmp.Or(a[AnnotationPolicy], lbpolicy.RoundRobin), a[AnnotationPolicyConfig]
-	p, err := lbpolicy.Parse(name, cfg)
-	if err != nil {
-		return def, fmt.Errorf("annotation %s=%q, %s=%q: %w", AnnotationPolicy, a[AnnotationPolicy], AnnotationPolicyConfig, cfg, err)
-	}
-	s := settings{policy: p}
-	if od, ok := a[AnnotationOutlierDetection]; ok {
-		o, err := lbpolicy.ParseOutlierDetection(od)
-		if err != nil {
-			return def, fmt.Errorf("annotation %s=%q: %w", AnnotationOutlierDetection, od, err)
-		}
-		s.outlier = &o
-	}
-	return s, nil
+	p, od, err := lbpolicy.FromAnnotations(svc.Annotations)
+	return settings{policy: p, outlier: od}, err
 }
 
 // problem is a Service whose annotations were ignored.
