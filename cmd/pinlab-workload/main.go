@@ -17,6 +17,8 @@
 //	    [--retry-max-attempts N [--retry-initial-backoff D]
 //	    [--retry-max-backoff D] [--retry-backoff-multiplier F]
 //	    [--retry-codes 14,...]] [--events-port N]
+//	pinlab xds serve [--listen ADDR] [--advertise ADDR] [--namespace NS]
+//	    [--bootstrap FILE]
 //
 // The pod command is the lab's pod (package workload reads the args, as
 // the lab's kubelet does; package pod serves): a grpc-go server of the
@@ -81,6 +83,7 @@ func main() {
 // usage is the synopsis printed with a usage error.
 const usage = `usage: pinlab pod <workload> [flags]
        pinlab load --target TARGET --rate R --duration D [flags]
+       pinlab xds serve [flags]
 (docs/image.md lists the flags)`
 
 // run runs the command args names, with getenv's environment, until it
@@ -88,6 +91,9 @@ const usage = `usage: pinlab pod <workload> [flags]
 func run(args []string, getenv func(string) string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == loadpod.Command {
 		return runLoad(args, getenv, sig, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "xds" {
+		return runXDS(args, sig, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "pod" {
 		fmt.Fprintln(stderr, usage)

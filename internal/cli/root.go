@@ -97,7 +97,7 @@ Exit codes:
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit.UsageError(err) })
-	root.AddCommand(newCmdLab(stdout, stderr), NewCmdReport(stdout, stderr, nil), NewCmdDiagnose(stdout, stderr, nil), newCmdImage(stdout, stderr), newCmdCluster(os.Stdin, stdout, stderr))
+	root.AddCommand(newCmdLab(stdout, stderr), NewCmdReport(stdout, stderr, nil), NewCmdDiagnose(stdout, stderr, nil), newCmdImage(stdout, stderr), newCmdCluster(os.Stdin, stdout, stderr), newCmdXDS(stdout, stderr))
 	return root
 }
 

@@ -36,6 +36,8 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -151,6 +153,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, serverv3.NewServer(context.WithoutCancel(ctx), s.cache, nil))
+	// SERVING from the first snapshot on: a Deployment's readiness probe
+	// (grpc, port of the server) waits for it.
+	hs := health.NewServer()
+	healthgrpc.RegisterHealthServer(s.grpc, hs)
 	s.wg.Go(func() {
 		if err := s.grpc.Serve(cfg.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.log.Warn("xds: serving stopped", "err", err)
