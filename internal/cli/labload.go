@@ -89,7 +89,7 @@ normal end of the load.`,
 	f := cmd.Flags()
 	f.IntVar(&o.Clients, "clients", 4, "clients, one gRPC channel each")
 	f.Float64Var(&o.Rate, "rate", 100, "calls per second of each client")
-	f.StringVar(&o.Policy, "policy", "pick_first", "load balancing policy: pick_first or round_robin")
+	f.StringVar(&o.Policy, "policy", "pick_first", "load balancing policy: pick_first, round_robin, least_request or weighted_round_robin (ring_hash needs settings lab load does not take)")
 	f.StringVar(&o.From, "from", "", "deployment/NAME: dial from the IPs of its pods (default 127.0.1.N, no pod's; on a real control plane the top of the pod range, 10.244.254.N)")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.Int64Var(&o.AllowFailures, "allow-failures", 0, "how many failed calls still exit 0 (default 0: any failed call exits 1)")

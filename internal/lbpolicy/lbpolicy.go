@@ -12,6 +12,7 @@ package lbpolicy
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,11 +66,23 @@ type WRRConfig struct {
 }
 
 // RingHashConfig is ring_hash's ring size bounds (grpc-go: 1024 and
-// 4096 by default, at most 8M).
+// 4096 by default, at most 8M) and the header whose value is hashed
+// (gRFC A76). Outside xDS grpc-go fails every call of a ring_hash
+// channel without RequestHashHeader (only xDS routes set a hash), and
+// hashes a random value for a call without the header; over xDS the
+// header becomes the route's hash policy (package xds), and without one
+// each call is hashed at random. The lab's load clients send their name
+// in the header ClientHeader.
 type RingHashConfig struct {
-	MinRingSize uint64 `json:"minRingSize,omitempty"`
-	MaxRingSize uint64 `json:"maxRingSize,omitempty"`
+	MinRingSize       uint64 `json:"minRingSize,omitempty"`
+	MaxRingSize       uint64 `json:"maxRingSize,omitempty"`
+	RequestHashHeader string `json:"requestHashHeader,omitempty"`
 }
+
+// ClientHeader is the header in which the lab's load clients send their
+// name with every call: a ring_hash requestHashHeader that keeps each
+// client on one endpoint.
+const ClientHeader = "pinlab-client"
 
 // OutlierDetection is gRFC A50's outlier detection: endpoints whose
 // calls fail more than the others are ejected for a while. Zero fields
@@ -199,13 +212,30 @@ func (p Policy) Check() error {
 		return errors.New("weighted_round_robin: errorUtilizationPenalty must not be negative")
 	}
 	if r := p.Ring; r != nil {
-		const most = 8 << 20
+		const most, defaultMax = 8 << 20, 4096
 		if r.MinRingSize > most || r.MaxRingSize > most {
 			return fmt.Errorf("ring_hash: ring sizes are at most %d", most)
 		}
-		if r.MaxRingSize != 0 && r.MinRingSize > r.MaxRingSize {
-			return fmt.Errorf("ring_hash: minRingSize %d above maxRingSize %d", r.MinRingSize, r.MaxRingSize)
+		if max := cmp.Or(r.MaxRingSize, defaultMax); r.MinRingSize > max {
+			return fmt.Errorf("ring_hash: minRingSize %d above maxRingSize %d (grpc-go's default when unset is %d)", r.MinRingSize, max, defaultMax)
 		}
+		if h := r.RequestHashHeader; h != "" {
+			if strings.HasSuffix(h, "-bin") || strings.ToLower(h) != h || strings.ContainsFunc(h, func(c rune) bool {
+				return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+			}) {
+				return fmt.Errorf("ring_hash: requestHashHeader %q: a lower-case header name of a-z, 0-9, -, _ and ., not ending in -bin", h)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckOutsideXDS reports what grpc-go cannot do with p on a channel
+// whose resolver is not xDS: ring_hash without a requestHashHeader fails
+// every call there.
+func (p Policy) CheckOutsideXDS() error {
+	if p.Name == RingHash && (p.Ring == nil || p.Ring.RequestHashHeader == "") {
+		return fmt.Errorf("ring_hash needs requestHashHeader outside xDS (grpc-go fails every call without it); the lab's clients send their name in %q", ClientHeader)
 	}
 	return nil
 }
@@ -267,6 +297,10 @@ func (p Policy) Settings() any {
 	return struct{}{}
 }
 
+// annotationPrefix starts every annotation of this package; another
+// name under it is an error (a misspelling).
+const annotationPrefix = "xds.pinlab.dev/"
+
 // The Service annotations that choose a Service's policy for xDS clients
 // (package xds serves them in the Service's Cluster).
 const (
@@ -283,9 +317,15 @@ const (
 
 // FromAnnotations reads a Service's annotations: its policy (round_robin
 // when unset) and its outlier detection (nil when unset). The error
-// names the annotation; with it, the values returned are the defaults.
+// names the annotation (an unknown one under xds.pinlab.dev/ too); with
+// it, the values returned are the defaults.
 func FromAnnotations(a map[string]string) (Policy, *OutlierDetection, error) {
 	def := Policy{Name: RoundRobin}
+	for k := range a {
+		if strings.HasPrefix(k, annotationPrefix) && k != AnnotationPolicy && k != AnnotationPolicyConfig && k != AnnotationOutlierDetection {
+			return def, nil, fmt.Errorf("annotation %s: unknown; want %s, %s or %s", k, AnnotationPolicy, AnnotationPolicyConfig, AnnotationOutlierDetection)
+		}
+	}
 	name, cfg := a[AnnotationPolicy], a[AnnotationPolicyConfig]
 	if name == "" {
 		name = RoundRobin

@@ -28,6 +28,10 @@ func TestParse(t *testing.T) {
 		{name: "weighted_round_robin", settings: `{"weightUpdatePeriod": "0.25s", "weightExpirationPeriod": "1m30s"}`,
 			wantSC: `{"loadBalancingConfig":[{"weighted_round_robin":{"weightExpirationPeriod":"90s","weightUpdatePeriod":"0.25s"}}]}`},
 		{name: "ring_hash", settings: `{"minRingSize": 64, "maxRingSize": 128}`, wantSC: `{"loadBalancingConfig":[{"ring_hash_experimental":{"minRingSize":64,"maxRingSize":128}}]}`},
+		{name: "ring_hash", settings: `{"requestHashHeader": "pinlab-client"}`, wantSC: `{"loadBalancingConfig":[{"ring_hash_experimental":{"requestHashHeader":"pinlab-client"}}]}`},
+		{name: "ring_hash", settings: `{"minRingSize": 5000}`, wantErr: "above maxRingSize 4096 (grpc-go's default"},
+		{name: "ring_hash", settings: `{"requestHashHeader": "Pinlab-Client"}`, wantErr: "a lower-case header name"},
+		{name: "ring_hash", settings: `{"requestHashHeader": "key-bin"}`, wantErr: "not ending in -bin"},
 		{name: "random", wantErr: `unknown policy "random"`},
 		{name: "round_robin", settings: `{"x": 1}`, wantErr: "round_robin takes no settings"},
 		{name: "least_request", settings: `{"choices": 3}`, wantErr: `unknown field "choices"`},
@@ -106,6 +110,8 @@ func TestFromAnnotations(t *testing.T) {
 		{"config without policy", map[string]string{AnnotationPolicyConfig: `{"choiceCount": 4}`}, RoundRobin, false, "round_robin takes no settings"},
 		{"bad policy", map[string]string{AnnotationPolicy: "fastest"}, RoundRobin, false, `annotation xds.pinlab.dev/lb-policy="fastest"`},
 		{"bad outlier detection", map[string]string{AnnotationOutlierDetection: `{"interval": 1}`}, RoundRobin, false, "annotation xds.pinlab.dev/outlier-detection"},
+		{"a misspelt annotation", map[string]string{AnnotationPolicy: "least_request", "xds.pinlab.dev/lb-conf": `{"choiceCount": 3}`}, RoundRobin, false, "annotation xds.pinlab.dev/lb-conf: unknown"},
+		{"another prefix", map[string]string{"example.com/lb-conf": "x"}, RoundRobin, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, od, err := FromAnnotations(tt.a)
@@ -120,5 +126,28 @@ func TestFromAnnotations(t *testing.T) {
 				t.Errorf("policy %q, outlier detection %v; want %q, %v", p.Name, od, tt.policy, tt.outlier)
 			}
 		})
+	}
+}
+
+// TestCheckOutsideXDS: ring_hash without a header cannot work outside
+// xDS; with one, or any other policy, can.
+func TestCheckOutsideXDS(t *testing.T) {
+	for _, tt := range []struct {
+		name, settings string
+		ok             bool
+	}{
+		{"ring_hash", "", false},
+		{"ring_hash", `{"minRingSize": 64}`, false},
+		{"ring_hash", `{"requestHashHeader": "pinlab-client"}`, true},
+		{"least_request", "", true},
+		{"round_robin", "", true},
+	} {
+		p, err := Parse(tt.name, tt.settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CheckOutsideXDS(); (err == nil) != tt.ok {
+			t.Errorf("%s %s: CheckOutsideXDS() = %v, want ok %v", tt.name, tt.settings, err, tt.ok)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pinlab/pinlab/internal/plan"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -101,7 +102,10 @@ type channel struct {
 	conn   *grpc.ClientConn
 	client pricingv1.PricingClient
 	opts   []grpc.CallOption
-	calls  sync.WaitGroup
+	// md, when not nil, goes with every call: the client's name in
+	// lbpolicy.ClientHeader, for a ring_hash that hashes it.
+	md    metadata.MD
+	calls sync.WaitGroup
 }
 
 // New validates cfg and builds the client's first channel, idle: it does
@@ -235,7 +239,7 @@ func (c *Client) launch(due time.Time) {
 }
 
 func (ch *channel) call(due time.Time) {
-	ctx, cancel := context.WithDeadline(context.Background(), due.Add(ch.cfg.Timeout))
+	ctx, cancel := context.WithDeadline(ch.outgoing(context.Background()), due.Add(ch.cfg.Timeout))
 	defer cancel()
 	resp, err := ch.client.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "sku-1"}, ch.opts...)
 	r := Result{Due: due, Latency: time.Since(due), Code: status.Code(err), Cause: CauseOf(err), Err: err}
@@ -245,6 +249,14 @@ func (ch *channel) call(due time.Time) {
 	ch.cfg.Observer.Called(r)
 }
 
+// outgoing is ctx with the channel's metadata, if it has any.
+func (ch *channel) outgoing(ctx context.Context) context.Context {
+	if ch.md == nil {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, ch.md)
+}
+
 // streamInterval is the time between a stream's replies.
 const streamInterval = 100 * time.Millisecond
 
@@ -252,7 +264,7 @@ const streamInterval = 100 * time.Millisecond
 // stop (the client shutting down) is not reported.
 func (ch *channel) stream(stop context.Context, due time.Time) {
 	length := ch.cfg.StreamLength
-	ctx, cancel := context.WithDeadline(stop, due.Add(length+ch.cfg.Timeout))
+	ctx, cancel := context.WithDeadline(ch.outgoing(stop), due.Add(length+ch.cfg.Timeout))
 	defer cancel()
 	// The server sends its first reply at once and then one per interval.
 	want := int64(length/streamInterval) + 1

@@ -119,8 +119,9 @@ type Config struct {
 	Kubernetes kuberesolver.Client
 	// XDS is the "xds" resolver: grpc-go's, built for the variant's
 	// control plane (its bootstrap); required with it, unused otherwise.
-	// Channels built with one Builder share one xDS client, and so one
-	// ADS stream.
+	// A Builder of grpc-go's NewXDSResolverWithConfigForTesting makes an
+	// xDS client, and so an ADS stream, for each channel it builds (New,
+	// Restart, Reconfigure).
 	XDS resolver.Builder
 	// MinResolutionInterval is the "cached" resolver's least time between
 	// two resolutions of one channel; default 30 s, grpc-go's default.
@@ -200,7 +201,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = "pick_first"
 	}
-	if _, err := lbpolicy.Parse(cfg.Policy, cfg.PolicySettings); err != nil {
+	p, err := lbpolicy.Parse(cfg.Policy, cfg.PolicySettings)
+	if err == nil && cfg.Resolver != ResolverXDS {
+		err = p.CheckOutsideXDS()
+	}
+	if err != nil {
 		return bad("%w", err)
 	}
 	if cfg.Resolver == "" {

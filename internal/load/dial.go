@@ -20,6 +20,7 @@ import (
 	_ "google.golang.org/grpc/balancer/weightedroundrobin" // weighted_round_robin
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // enables client-side health checking
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 )
 
@@ -54,6 +55,10 @@ func newChannel(cfg Config) (*channel, error) {
 		return nil, fmt.Errorf("load: client %s: %w", cfg.Name, err)
 	}
 	ch := &channel{cfg: cfg, conn: conn, client: pricingv1.NewPricingClient(conn)}
+	if cfg.Policy == lbpolicy.RingHash || cfg.Resolver == ResolverXDS {
+		// ring_hash may hash it (over xDS the Service's policy decides).
+		ch.md = metadata.Pairs(lbpolicy.ClientHeader, cfg.Name)
+	}
 	if cfg.WaitForReady {
 		ch.opts = append(ch.opts, grpc.WaitForReady(true))
 	}

@@ -454,15 +454,17 @@ func (p *pricing) GetPrice(ctx context.Context, req *pricingv1.GetPriceRequest) 
 		case <-t.C:
 		}
 	}
+	failed := fails(p.calls.Add(1), p.cfg.FailPercent)
 	if p.meter != nil {
-		p.meter.served(began)
+		p.meter.served(began, failed)
 		if r := orca.CallMetricsRecorderFromContext(ctx); r != nil {
-			qps, util := p.meter.load()
+			qps, eps, util := p.meter.load()
 			r.SetQPS(qps)
+			r.SetEPS(eps)
 			r.SetApplicationUtilization(util)
 		}
 	}
-	if fails(p.calls.Add(1), p.cfg.FailPercent) {
+	if failed {
 		return nil, errFailed
 	}
 	return p.quote(req.GetSku(), 0), nil

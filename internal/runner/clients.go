@@ -279,9 +279,9 @@ func (cl *clients) close() {
 const xdsNode = "pinlab-lab"
 
 // startXDS starts the variant's xDS control plane on a loopback port,
-// watching the variant's cluster, and grpc-go's xDS resolver for it (one
-// xDS client, one ADS stream, for every client of the variant: grpc-go
-// shares the xDS client of a bootstrap).
+// watching the variant's cluster, and grpc-go's xDS resolver for it
+// (each client's channel gets an xDS client and an ADS stream of its
+// own from it).
 func (cl *clients) startXDS(ctx context.Context, l Cluster) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

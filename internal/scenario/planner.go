@@ -392,7 +392,7 @@ func checkGroup(s site, c Client, objs objects) (plan.Group, error) {
 		if err := xdsGroup(s, c, objs, &g); err != nil {
 			return g, err
 		}
-	} else if _, err := lbpolicy.Parse(g.Policy, g.Settings.PolicySettings); err != nil {
+	} else if err := checkPolicyConfig(g); err != nil {
 		return g, s.Errorf(s.first("policyConfig", "policy"), "%v", err)
 	}
 	if err := objs.checkProtocolPort(t, g.Settings.Protocol); err != nil {
@@ -413,6 +413,10 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		return s.Errorf("resolver", "%q: an xds:/// target is resolved by grpc-go's xDS resolver", c.Resolver)
 	case c.L7Proxy != nil:
 		return s.Errorf("l7Proxy", "an xds:/// client balances each call itself; it has no proxy")
+	case c.Retry != nil, c.HealthCheck != nil:
+		// grpc-go applies no default service config under a resolver
+		// that gives one, as the xDS resolver always does.
+		return s.Errorf(s.first("retry", "healthCheck"), "an xds:/// client's service config is the control plane's: grpc-go ignores a client's retry and health checking there")
 	}
 	svc := objs.service(g.Target.Namespace, g.Target.Service)
 	p, _, err := lbpolicy.FromAnnotations(svc.Annotations)
@@ -421,6 +425,16 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 	}
 	g.Policy, g.Settings.Resolver = p.Name, "xds"
 	return nil
+}
+
+// checkPolicyConfig checks a dns:/// group's policy and its settings as
+// grpc-go would take them.
+func checkPolicyConfig(g plan.Group) error {
+	p, err := lbpolicy.Parse(g.Policy, g.Settings.PolicySettings)
+	if err != nil {
+		return err
+	}
+	return p.CheckOutsideXDS()
 }
 
 func checkPolicy(p string) error {

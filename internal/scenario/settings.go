@@ -31,7 +31,8 @@ type ClientSettings struct {
 	// grpc-go's service config names: choiceCount (least_request);
 	// blackoutPeriod, weightUpdatePeriod, weightExpirationPeriod,
 	// enableOobLoadReport, oobReportingPeriod, errorUtilizationPenalty
-	// (weighted_round_robin); minRingSize, maxRingSize (ring_hash).
+	// (weighted_round_robin); minRingSize, maxRingSize, requestHashHeader
+	// (ring_hash).
 	PolicyConfig json.RawMessage `json:"policyConfig,omitempty"`
 	// CacheTTL is the "cached" resolver's cache lifetime: a duration or
 	// "forever" (the JVM's networkaddress.cache.ttl=-1); default 30s, the

@@ -45,7 +45,7 @@ func (objs objects) target(target, ns string) (plan.Target, error) {
 		Headless: svc.Spec.ClusterIP == corev1.ClusterIPNone, Selector: svc.Spec.Selector,
 		ClientIPAffinity: svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP, XDS: isXDS}
 	if isXDS {
-		if len(labels) != 2 {
+		if len(labels) != 2 || strings.HasSuffix(host, ".svc") || strings.HasSuffix(host, "."+Zone) {
 			return plan.Target{}, fmt.Errorf("xds:///%s: expected xds:///<service>.<namespace>:<port>, the name the xDS control plane serves", target)
 		}
 		if err := xdsPort(svc, port); err != nil {

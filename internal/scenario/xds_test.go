@@ -52,6 +52,11 @@ func TestBalancing(t *testing.T) {
 		{"settings of another policy", plain, "    target: dns:///pricing-headless:8471\n    policy: least_request\n    policyConfig: {blackoutPeriod: 2s}\n",
 			`error: spec.clients[0].policyConfig: least_request settings: json: unknown field "blackoutPeriod"`},
 		{"settings without a policy", plain, "    target: dns:///pricing-headless:8471\n    policyConfig: {choiceCount: 3}\n", "error: pick_first takes no settings"},
+		{"xds with retries", plain, "    target: xds:///pricing.shop:8471\n    retry: {maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 1s, backoffMultiplier: 2, retryableStatusCodes: [Unavailable]}\n", "error: spec.clients[0].retry: an xds:/// client's service config is the control plane's"},
+		{"xds with a cluster.local name", plain, "    target: xds:///pricing.shop.svc.cluster.local:8471\n", "error: expected xds:///<service>.<namespace>:<port>"},
+		{"ring_hash without a header", plain, "    target: dns:///pricing-headless:8471\n    policy: ring_hash\n", "error: spec.clients[0].policy: ring_hash needs requestHashHeader outside xDS"},
+		{"ring_hash on the clients' names", plain, "    target: dns:///pricing-headless:8471\n    policy: ring_hash\n    policyConfig: {requestHashHeader: pinlab-client}\n",
+			`grpc ring_hash {"requestHashHeader":"pinlab-client"} dns://DNS/pricing-headless.shop.svc.cluster.local:8471`},
 		{"an unknown policy", plain, "    target: dns:///pricing-headless:8471\n    policy: fastest\n", "error: spec.clients[0].policy"},
 	}
 	for _, tt := range tests {

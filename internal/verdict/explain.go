@@ -137,7 +137,11 @@ func (f facts) line(minResolve time.Duration) string {
 	}
 	switch {
 	case f.g.Target.XDS:
-		parts = append(parts, fmt.Sprintf("the xDS control plane sent each client the Service's ready endpoints and %s picked one per call", f.g.Policy))
+		pick := f.g.Policy + " picked one per call"
+		if f.g.Policy == "pick_first" {
+			pick = "pick_first kept each client on one"
+		}
+		parts = append(parts, "the xDS control plane sent each client the Service's ready endpoints and "+pick)
 	case !f.g.Target.Headless:
 		parts = append(parts, fmt.Sprintf("kube-proxy picked a pod once per new connection to the ClusterIP and each client held %.1f connections on average, so every call on a connection went to its pod", f.last.ConnsPerClient))
 	case f.g.Policy == "pick_first":

@@ -99,7 +99,7 @@ func build(services []*corev1.Service, eps []*discoveryv1.EndpointSlice) (map[re
 			}
 			name := Name(svc.Namespace, svc.Name, sp.Port)
 			out[resource.ListenerType] = append(out[resource.ListenerType], listener(name))
-			out[resource.RouteType] = append(out[resource.RouteType], route(name))
+			out[resource.RouteType] = append(out[resource.RouteType], route(name, set.policy))
 			out[resource.ClusterType] = append(out[resource.ClusterType], cluster(name, set))
 			out[resource.EndpointType] = append(out[resource.EndpointType], assignment(name, sp.Name, bySvc[svc.Namespace+"/"+svc.Name]))
 		}
@@ -134,13 +134,21 @@ func listener(name string) *listenerv3.Listener {
 	return &listenerv3.Listener{Name: name, ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)}}
 }
 
-// route sends every call to the cluster of the same name.
-func route(name string) *routev3.RouteConfiguration {
+// route sends every call to the cluster of the same name; for ring_hash
+// with a requestHashHeader it hashes that header (gRFC A42's hash
+// policy), without one grpc-go hashes each call at random.
+func route(name string, p lbpolicy.Policy) *routev3.RouteConfiguration {
+	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}
+	if p.Ring != nil && p.Ring.RequestHashHeader != "" {
+		action.HashPolicy = []*routev3.RouteAction_HashPolicy{{
+			PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: p.Ring.RequestHashHeader}},
+		}}
+	}
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{{
 		Name: name, Domains: []string{"*"},
 		Routes: []*routev3.Route{{
 			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
-			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}},
+			Action: &routev3.Route_Route{Route: action},
 		}},
 	}}}
 }

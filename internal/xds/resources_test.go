@@ -1,9 +1,14 @@
 package xds
 
 import (
+	"slices"
 	"testing"
+	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -66,5 +71,83 @@ func TestAssignmentLocalities(t *testing.T) {
 				t.Errorf("zone %s: endpoint %d is %v, want %v", loc.GetLocality().GetZone(), i, got[i], w.eps[i])
 			}
 		}
+	}
+}
+
+// TestClusterAndRoute: a Service's annotations as the Cluster's
+// load_balancing_policy (the picking policy under wrr_locality, ring_hash
+// alone), its outlier_detection (an ejection kind off unless given), and
+// ring_hash's header as the route's hash policy.
+func TestClusterAndRoute(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		annotations map[string]string
+		policy      []string // the typed configs' names, outermost first
+		hashHeader  string
+		outlier     func(*clusterv3.OutlierDetection) string // "" when right
+	}{
+		{"default", nil, []string{"envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality", "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin"}, "", nil},
+		{"least_request", map[string]string{AnnotationPolicy: "least_request", AnnotationPolicyConfig: `{"choiceCount": 3}`},
+			[]string{"envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality", "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest"}, "", nil},
+		{"weighted_round_robin", map[string]string{AnnotationPolicy: "weighted_round_robin"},
+			[]string{"envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality", "envoy.extensions.load_balancing_policies.client_side_weighted_round_robin.v3.ClientSideWeightedRoundRobin"}, "", nil},
+		{"ring_hash on a header", map[string]string{AnnotationPolicy: "ring_hash", AnnotationPolicyConfig: `{"requestHashHeader": "pinlab-client"}`},
+			[]string{"envoy.extensions.load_balancing_policies.ring_hash.v3.RingHash"}, "pinlab-client", nil},
+		{"failure percentage only", map[string]string{AnnotationOutlierDetection: `{"interval": "1s", "failurePercentageEjection": {"threshold": 30}}`},
+			[]string{"envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality", "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin"}, "",
+			func(o *clusterv3.OutlierDetection) string {
+				switch {
+				case o.GetInterval().AsDuration() != time.Second:
+					return "interval"
+				case o.GetEnforcingSuccessRate() == nil || o.GetEnforcingSuccessRate().GetValue() != 0:
+					return "success rate ejection not turned off"
+				case o.GetEnforcingFailurePercentage().GetValue() != 100 || o.GetFailurePercentageThreshold().GetValue() != 30:
+					return "failure percentage ejection not on at threshold 30"
+				}
+				return ""
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pricing", Namespace: "shop", Annotations: tt.annotations}}
+			set, err := settingsOf(svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cluster("pricing.shop:8471", set)
+			var names []string
+			for p := c.GetLoadBalancingPolicy(); p != nil; {
+				tc := p.GetPolicies()[0].GetTypedExtensionConfig()
+				names = append(names, tc.GetName())
+				m, err := tc.GetTypedConfig().UnmarshalNew()
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, ok := m.(*wrrlocalityv3.WrrLocality)
+				if !ok {
+					break
+				}
+				p = w.GetEndpointPickingPolicy()
+			}
+			if !slices.Equal(names, tt.policy) {
+				t.Errorf("policies %q, want %q", names, tt.policy)
+			}
+			if (c.GetOutlierDetection() != nil) != (tt.outlier != nil) {
+				t.Fatalf("outlier detection %v, want it %v", c.GetOutlierDetection(), tt.outlier != nil)
+			}
+			if tt.outlier != nil {
+				if what := tt.outlier(c.GetOutlierDetection()); what != "" {
+					t.Errorf("outlier detection %v: %s", c.GetOutlierDetection(), what)
+				}
+			}
+			hp := route("pricing.shop:8471", set.policy).GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetHashPolicy()
+			if got := ""; len(hp) > 0 {
+				got = hp[0].GetHeader().GetHeaderName()
+				if got != tt.hashHeader {
+					t.Errorf("hash policy header %q, want %q", got, tt.hashHeader)
+				}
+			} else if tt.hashHeader != "" {
+				t.Errorf("no hash policy, want header %q", tt.hashHeader)
+			}
+		})
 	}
 }

@@ -47,9 +47,10 @@ type ServeConfig struct {
 
 // Serve serves xDS for the Services and EndpointSlices cfg.REST names
 // until ctx ends, then stops, removes the bootstrap file and returns nil.
-// Errors come before serving: an unusable config, a listen address in use,
-// an API server that does not list Services and EndpointSlices within a
-// minute.
+// Its errors come before it says it serves: an unusable config, a listen
+// address in use, an API server that does not list Services and
+// EndpointSlices within a minute, a bootstrap file it cannot write (the
+// server then stops again).
 func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.REST == nil {
 		return errors.New("xds: no API server")
@@ -62,7 +63,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	ln, err := net.Listen("tcp", cmp.Or(cfg.Listen, DefaultListen))
 	if err != nil {
-		return fmt.Errorf("xds: %w", err)
+		return fmt.Errorf("xds: %w (another address: --listen)", err)
 	}
 	srv, err := Start(ctx, Config{Clientset: cs, Namespace: cfg.Namespace, Listener: ln, Logger: cfg.Logger})
 	if err != nil {

@@ -147,6 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.update()
 	s.grpc = grpc.NewServer(
+		grpc.WaitForHandlers(true), // Close returns once every ADS stream's handler has
 		grpc.MaxRecvMsgSize(1<<20),
 		grpc.MaxConcurrentStreams(1000),
 		grpc.ConnectionTimeout(10*time.Second),
