@@ -120,7 +120,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		stop:     make(chan struct{}),
 		reported: map[string]string{},
 	}
-	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Clientset, 0, informers.WithNamespace(cfg.Namespace))
+	if err := s.watch(ctx); err != nil {
+		cfg.Listener.Close()
+		return nil, err
+	}
+	s.update()
+	s.serve(ctx)
+	s.wg.Go(s.loop)
+	return s, nil
+}
+
+// watch starts the Services' and EndpointSlices' informers, each change
+// kicking the loop, and the events' broadcaster, and waits until both
+// are listed (at most syncTimeout); on an error it stops them again.
+func (s *Server) watch(ctx context.Context) error {
+	s.factory = informers.NewSharedInformerFactoryWithOptions(s.cfg.Clientset, 0, informers.WithNamespace(s.cfg.Namespace))
 	kick := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.kick() },
 		UpdateFunc: func(any, any) { s.kick() },
@@ -130,22 +144,25 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	slices := s.factory.Discovery().V1().EndpointSlices().Informer()
 	for _, inf := range []cache.SharedIndexInformer{svcs, slices} {
 		if _, err := inf.AddEventHandler(kick); err != nil {
-			cfg.Listener.Close()
-			return nil, err
+			return err
 		}
 	}
 	s.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Clientset.CoreV1().Events("")})
+	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.cfg.Clientset.CoreV1().Events("")})
 	s.recorder = s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
 	s.factory.Start(s.stop)
 	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(sctx.Done(), svcs.HasSynced, slices.HasSynced) {
 		s.closeInformers()
-		cfg.Listener.Close()
-		return nil, fmt.Errorf("xds: Services and EndpointSlices not listed within %v: %w", syncTimeout, context.Cause(sctx))
+		return fmt.Errorf("xds: Services and EndpointSlices not listed within %v: %w", syncTimeout, context.Cause(sctx))
 	}
-	s.update()
+	return nil
+}
+
+// serve serves ADS and gRPC health on the listener, on a goroutine owned
+// by s (Close stops it).
+func (s *Server) serve(ctx context.Context) {
 	s.grpc = grpc.NewServer(
 		grpc.WaitForHandlers(true), // Close returns once every ADS stream's handler has
 		grpc.MaxRecvMsgSize(1<<20),
@@ -156,15 +173,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, serverv3.NewServer(context.WithoutCancel(ctx), s.cache, nil))
 	// SERVING from the first snapshot on: a Deployment's readiness probe
 	// (grpc, port of the server) waits for it.
-	hs := health.NewServer()
-	healthgrpc.RegisterHealthServer(s.grpc, hs)
+	healthgrpc.RegisterHealthServer(s.grpc, health.NewServer())
 	s.wg.Go(func() {
-		if err := s.grpc.Serve(cfg.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := s.grpc.Serve(s.cfg.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.log.Warn("xds: serving stopped", "err", err)
 		}
 	})
-	s.wg.Go(s.loop)
-	return s, nil
 }
 
 // Addr is where the server listens.
