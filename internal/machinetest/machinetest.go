@@ -13,8 +13,9 @@
 //	}
 //
 // The holders are the scenario tests (internal/runner), the CLI's
-// (internal/cli) and those of the real control plane tier (every package
-// that uses netnstest.Main). The lighter packages run beside a holder
+// (internal/cli), the image build's (internal/imagebuild, which compiles
+// for two platforms) and those of the real control plane tier (every
+// package that uses netnstest.Main). The lighter packages run beside a holder
 // unless a waiting binary takes go test's other slot (internal/controlplane
 // waited 5.5 min behind internal/cli in one run). go test's kill timer
 // (-timeout plus a minute, from the binary's start) counts the wait: the
