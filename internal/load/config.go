@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -193,32 +194,34 @@ type RetryPolicy struct {
 	RetryableStatusCodes []codes.Code
 }
 
+// checkBalancing checks cfg's policy, its settings and its resolver
+// (both already defaulted).
+func checkBalancing(cfg Config) error {
+	p, err := lbpolicy.Parse(cfg.Policy, cfg.PolicySettings)
+	if err == nil && cfg.Resolver != ResolverXDS {
+		err = p.CheckOutsideXDS()
+	}
+	switch {
+	case err != nil:
+		return err
+	case !slices.Contains(Resolvers, cfg.Resolver):
+		return fmt.Errorf("resolver %q, want one of %v", cfg.Resolver, Resolvers)
+	case cfg.Resolver == ResolverKubernetes && cfg.Kubernetes == nil:
+		return fmt.Errorf("resolver %q needs the Kubernetes API", cfg.Resolver)
+	case cfg.Resolver == ResolverXDS && cfg.XDS == nil:
+		return fmt.Errorf("resolver %q needs grpc-go's xDS resolver, built for a control plane", cfg.Resolver)
+	}
+	return nil
+}
+
 // withDefaults validates cfg and fills in defaults.
 func (cfg Config) withDefaults() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, fmt.Errorf("load: client %s: "+format, append([]any{cfg.Name}, args...)...)
 	}
-	if cfg.Policy == "" {
-		cfg.Policy = "pick_first"
-	}
-	p, err := lbpolicy.Parse(cfg.Policy, cfg.PolicySettings)
-	if err == nil && cfg.Resolver != ResolverXDS {
-		err = p.CheckOutsideXDS()
-	}
-	if err != nil {
+	cfg.Policy, cfg.Resolver = cmp.Or(cfg.Policy, "pick_first"), cmp.Or(cfg.Resolver, ResolverGRPC)
+	if err := checkBalancing(cfg); err != nil {
 		return bad("%w", err)
-	}
-	if cfg.Resolver == "" {
-		cfg.Resolver = ResolverGRPC
-	}
-	if !slices.Contains(Resolvers, cfg.Resolver) {
-		return bad("resolver %q, want one of %v", cfg.Resolver, Resolvers)
-	}
-	if cfg.Resolver == ResolverKubernetes && cfg.Kubernetes == nil {
-		return bad("resolver %q needs the Kubernetes API", cfg.Resolver)
-	}
-	if cfg.Resolver == ResolverXDS && cfg.XDS == nil {
-		return bad("resolver %q needs grpc-go's xDS resolver, built for a control plane", cfg.Resolver)
 	}
 	if !(cfg.Rate > 0) {
 		return bad("rate %v calls/s, want > 0", cfg.Rate)

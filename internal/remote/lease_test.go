@@ -20,17 +20,9 @@ import (
 func TestLease(t *testing.T) {
 	cfg, cs := testConfig(t)
 	cfg.Keep, cfg.LeaseRenew = true, 50*time.Millisecond
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := Namespace(cfg.Run, 0)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	c, err := b.Start(ctx, runner.Setup{Variant: plan.Variant{Name: "v", Objects: []runtime.Object{pricing(ns)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := startVariant(ctx, t, cfg)
 	leases := cs.CoordinationV1().Leases(ns)
 	get := func(ctx context.Context) *coordinationv1.Lease {
 		l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
@@ -65,17 +57,9 @@ func TestLease(t *testing.T) {
 func TestLeaseLost(t *testing.T) {
 	cfg, cs := testConfig(t)
 	cfg.LeaseRenew = 20 * time.Millisecond
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := Namespace(cfg.Run, 0)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	c, err := b.Start(ctx, runner.Setup{Variant: plan.Variant{Name: "v", Objects: []runtime.Object{pricing(ns)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := startVariant(ctx, t, cfg)
 	defer c.Close()
 	if err := cs.CoordinationV1().Leases(ns).Delete(ctx, LeaseName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -159,4 +143,20 @@ func TestLeftovers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startVariant starts variant 0 of cfg's run (the pricing Deployment) on
+// a Backend of cfg and returns it and its namespace.
+func startVariant(ctx context.Context, t *testing.T, cfg Config) (runner.Cluster, string) {
+	t.Helper()
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := Namespace(cfg.Run, 0)
+	c, err := b.Start(ctx, runner.Setup{Variant: plan.Variant{Name: "v", Objects: []runtime.Object{pricing(ns)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ns
 }
