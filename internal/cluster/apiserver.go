@@ -39,6 +39,7 @@ func (c *Cluster) installAPI() {
 	c.fake.PrependReactor("patch", "*", c.admitPatch)
 	c.fake.PrependReactor("delete", "pods", c.deletePod)
 	c.fake.PrependReactor("delete", "services", c.deleteService)
+	c.fake.PrependReactor("create", "serviceaccounts", c.createToken)
 }
 
 func (c *Cluster) tracker() k8stesting.ObjectTracker { return c.fake.Tracker() }

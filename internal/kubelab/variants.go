@@ -104,7 +104,7 @@ func apiFor(cp *controlplane.ControlPlane, pods, svcs netip.Prefix, dp lab.Datap
 	}
 	api := &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
 		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
-	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp}
+	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp, REST: cp.RESTConfig()}
 	if pn != PodNetworkNetns {
 		return api, nil, nil
 	}

@@ -3,7 +3,8 @@
 // grpc-go server from package pod and, for a pod with an HTTP port, the
 // same package's HTTP/1.1 and WebSocket server beside it, both bound to
 // the pod IP; or, for a container whose args start with "load", the
-// image's load client through Config.LoadClient), runs its startup,
+// image's load client through Config.LoadClient, or "xds" its xDS control
+// plane through Config.XDSServer), runs its startup,
 // liveness and readiness probes, restarts it after crashes with the
 // kubelet's crash-loop back-off, reports status to the API, and on deletion
 // runs the kubelet's termination sequence (preStop hook, SIGTERM, SIGKILL at
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -126,6 +128,20 @@ type Config struct {
 	// the load clients itself, which would make the lab reach the run's
 	// plan. Nil: such a container cannot start (exit 1, saying so).
 	LoadClient LoadClient
+	// XDSServer, if not nil, runs the containers of the pinlab image
+	// whose args start with "xds" (workload.XDSCommand): the image's xDS
+	// control plane, in-process, listening on the pod IP, with the pod's
+	// service-account credentials (see XDSContainer). The lab's engines
+	// give it package xds's Main. Nil: such a container cannot start
+	// (exit 1, saying so).
+	XDSServer XDSServer
+	// APIServer is the API server as the node's pods reach it. The
+	// in-cluster credentials of an in-process container
+	// (XDSContainer.REST) take its address and CA, and a token the node
+	// requests for the pod's service account (see inClusterConfig); its
+	// own credentials are not used. Nil: the node gives none, and such a
+	// container fails as rest.InClusterConfig does outside a cluster.
+	APIServer *rest.Config
 }
 
 // ClusterDomain is the cluster's DNS domain (the kubelet's

@@ -68,57 +68,58 @@ type LoadContainer struct {
 	Stdout, Stderr io.Writer
 }
 
-// loadProcess is a container of the pinlab image's load client run
-// in-process by Config.LoadClient. SIGTERM (Stop) and SIGKILL (Kill) end
-// its context; it then stops calling, or stops serving its events after
-// the load, and exits (0, or 137 as the kubelet counts a kill).
-type loadProcess struct {
-	run  LoadClient
-	c    LoadContainer
-	errs *tailWriter // c.Stderr
+// commandProcess is a container of another of the pinlab image's
+// commands (its load client, Config.LoadClient; its xDS control plane,
+// Config.XDSServer) run in-process: run is the command, as the image's
+// process runs it, until its context ends. SIGTERM (Stop) and SIGKILL
+// (Kill) end that context; it then stops and exits (0, or 137 as the
+// kubelet counts a kill).
+type commandProcess struct {
+	run  func(ctx context.Context) int
+	errs *tailWriter // the container's stderr
 
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	err    error // why it ended on its own; written before done closes
 }
 
-// Causes of a load process's end, as its log names them.
+// Causes of a command process's end, as its log names them.
 var (
 	errSIGTERM = errors.New("terminated")
 	errSIGKILL = errors.New("killed")
 )
 
-func (l *loadProcess) Start(context.Context) error {
+func (l *commandProcess) Start(context.Context) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
 	go func() {
 		defer close(l.done)
-		if code := l.run(ctx, l.c); code != 0 {
+		if code := l.run(ctx); code != 0 {
 			l.err = &exitError{int32(code), errors.New(cmp.Or(l.errs.last(), fmt.Sprintf("exit %d", code)))}
 		}
 	}()
 	return nil
 }
 
-func (l *loadProcess) Stop(ctx context.Context) error {
+func (l *commandProcess) Stop(ctx context.Context) error {
 	l.cancel(errSIGTERM)
 	select {
 	case <-l.done:
 		return nil
 	case <-ctx.Done():
-		<-l.done // the client ends promptly once its context has
+		<-l.done // the command ends promptly once its context has
 		return pod.ErrHardStop
 	}
 }
 
-func (l *loadProcess) Kill() {
+func (l *commandProcess) Kill() {
 	l.cancel(errSIGKILL)
 	<-l.done
 }
 
-func (l *loadProcess) Done() <-chan struct{} { return l.done }
+func (l *commandProcess) Done() <-chan struct{} { return l.done }
 
-func (l *loadProcess) Err() error {
+func (l *commandProcess) Err() error {
 	select {
 	case <-l.done:
 		return l.err
@@ -159,7 +160,7 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 	if sb := w.sandbox; sb != nil {
 		c.Dial, c.Listen = sandboxDial(sb), sandboxListen(sb)
 	}
-	return &loadProcess{run: run, errs: errs, c: c}, nil
+	return &commandProcess{run: func(ctx context.Context) int { return run(ctx, c) }, errs: errs}, nil
 }
 
 // sandboxDial opens sockets as a process in sb's pod does: inside its

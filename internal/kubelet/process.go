@@ -6,7 +6,8 @@ import (
 )
 
 // process is a container's process as the kubelet runs it: the pod's
-// servers (*pod.Process) or the image's load client (loadProcess). Its
+// servers (*pod.Process) or another of the image's commands
+// (commandProcess). Its
 // methods are safe for concurrent use; Start once, then Stop and Kill.
 type process interface {
 	// Start starts it; an error is a process that could not start (exit

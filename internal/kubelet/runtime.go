@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -40,7 +41,8 @@ type container struct {
 
 // startContainer runs a new container for the pod: its process on the pod
 // IP (the pod's servers, a pod.Process: a pod.Server, and a pod.WebServer
-// for a pod with an HTTP port; or the image's load client, loadProcess)
+// for a pod with an HTTP port; or another of the image's commands, a
+// commandProcess: its load client or its xDS control plane)
 // and its probe goroutines. A process that cannot start counts as a
 // container that exited at once with code 1.
 func (w *podWorker) startContainer(ctx context.Context) {
@@ -53,9 +55,12 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	var adminPort int
 	var token string
 	var err error
-	if w.load {
+	switch w.cmd {
+	case workload.LoadCommand:
 		c.srv, err = w.loadProcess(ctx, p, c.out)
-	} else {
+	case workload.XDSCommand:
+		c.srv, err = w.xdsProcess(ctx, p, c.out)
+	default:
 		cfg, adminPort, token, err = w.podProcess(ctx, p, c.calls)
 		c.srv = pod.NewProcess(cfg)
 	}
@@ -73,13 +78,13 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	// Kubernetes reports a container without a readinessProbe Ready once
 	// it started (onProbe: after its startup probe); the lab waits for a
 	// pod's server to answer first.
-	c.ready = w.load && spec.ReadinessProbe == nil && spec.StartupProbe == nil
+	c.ready = w.cmd != "" && spec.ReadinessProbe == nil && spec.StartupProbe == nil
 	w.mu.Lock()
 	w.cur = c
 	w.mu.Unlock()
 	w.waiting, w.term = "", nil
-	if w.load {
-		w.log()("started", "ip", w.ip, "load", true, "restarts", w.restarts)
+	if w.cmd != "" {
+		w.log()("started", "ip", w.ip, "command", w.cmd, "restarts", w.restarts)
 	} else {
 		w.log()("started", "ip", w.ip, "port", cfg.GRPC.Addr.Port(), "httpPort", w.wl.HTTPPort, "restarts", w.restarts)
 		c.out.Printf("pinlab pod %s: serving gRPC (health, channelz) on %s%s, restart %d", w.key, cfg.GRPC.Addr, httpText(w.wl.HTTPPort), w.restarts)
@@ -95,7 +100,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 			c.srv.Kill() // the process ends, as the image's does
 		}
 	}
-	if !w.load {
+	if w.cmd == "" {
 		c.probes.Add(1)
 		go func() {
 			defer c.probes.Done()
@@ -104,7 +109,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	}
 	for _, k := range []probeKind{readiness, liveness, startup} {
 		ps := probeSpec(spec, k)
-		if ps == nil && (k != readiness || w.load) {
+		if ps == nil && (k != readiness || w.cmd != "") {
 			continue
 		}
 		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.GRPC.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
@@ -119,10 +124,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 
 // command is the image's subcommand the pod's container runs.
 func (w *podWorker) command() string {
-	if w.load {
-		return workload.LoadCommand
-	}
-	return "pod"
+	return cmp.Or(w.cmd, "pod")
 }
 
 // podProcess returns the config of the process of pod p's servers, on

@@ -44,7 +44,7 @@ type podWorker struct {
 	sandbox    *podnet.Sandbox // the pod's network namespace (Config.PodNetwork), nil when none
 	released   bool
 	wl         workload.Container
-	load       bool                 // the container runs the image's load client (workload.IsLoad), not the pod's servers
+	cmd        string               // the image's command the container runs instead of the pod's servers (workload.Command), or ""
 	backoff    *flowcontrol.Backoff // crash-loop back-off, as the kubelet's
 	restart    *time.Timer          // pending restart after a back-off
 	restarts   int32
@@ -123,7 +123,7 @@ func (w *podWorker) event(p *corev1.Pod, name string) {
 		f(p, name, time.Now())
 	}
 	text := eventText[name]
-	if t, ok := loadEventText[name]; ok && w.load {
+	if t, ok := commandEventText[name]; ok && w.cmd != "" {
 		text = t
 	}
 	if text != "" {
@@ -131,9 +131,10 @@ func (w *podWorker) event(p *corev1.Pod, name string) {
 	}
 }
 
-// loadEventText is what a load client's container writes instead, where
-// it differs: it has no connections to drain.
-var loadEventText = map[string]string{
+// commandEventText is what a container of the image's other commands
+// (its load client, its xDS control plane) writes instead, where it
+// differs: it has no calls of a pod's to drain.
+var commandEventText = map[string]string{
 	"sigterm":            "SIGTERM: stopping",
 	"graceful-stop-done": "stopped, exiting",
 }
@@ -199,8 +200,8 @@ func (w *podWorker) run(ctx context.Context) {
 		return
 	}
 	forSpec := workload.For
-	if w.load = workload.IsLoad(spec); w.load {
-		forSpec = workload.ForLoad
+	if w.cmd = workload.Command(spec); w.cmd != "" {
+		forSpec = workload.ForCommand
 	}
 	wl, err := forSpec(spec)
 	if err != nil {
@@ -316,7 +317,7 @@ func (w *podWorker) onProbe(ctx context.Context, r probeResult) {
 		}
 	case r.kind == startup && r.err == nil:
 		write = true // Started turns true
-		c.ready = c.ready || (w.load && p.Spec.Containers[0].ReadinessProbe == nil)
+		c.ready = c.ready || (w.cmd != "" && p.Spec.Containers[0].ReadinessProbe == nil)
 	case r.kind != readiness && r.err != nil && !c.stopping && !w.deleting:
 		reason := killLiveness
 		if r.kind == startup {

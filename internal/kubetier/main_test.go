@@ -102,13 +102,15 @@ func startTier(bin string) (stop func() error, err error) {
 	}
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err == nil {
-		api := &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA()}
+		api := &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA(), REST: cp.RESTConfig()}
 		if podNet != nil {
 			api.PodNetwork = podNet
 		}
 		// The node holds the pinlab image cluster run names (tierImage)
-		// and runs its load client containers, as lab up's node does.
-		theLab, err = lab.Start(ctx, lab.Config{API: api, Kubelet: kubelet.Config{Images: []string{tierDigest}, LoadClient: labup.LoadClient}})
+		// and runs its load client and xDS control plane containers, as
+		// lab up's node does.
+		theLab, err = lab.Start(ctx, lab.Config{API: api, Kubelet: kubelet.Config{Images: []string{tierDigest},
+			LoadClient: labup.LoadClient, XDSServer: labup.XDSServer}})
 	}
 	closeNet := func() error {
 		if podNet == nil {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Config configures a lab. The zero value is a lab on the first free address
@@ -127,6 +128,13 @@ type API struct {
 	// kubelet.Config.PodNetwork); its range must be PodCIDR, with NodeIP
 	// and DNSPodIP kept local. The lab does not close it.
 	PodNetwork kubelet.PodNetwork
+	// REST, if set, is the API server as the node's pods reach it (the
+	// control plane's admin config will do): the node's in-process
+	// containers of the image's xDS control plane get in-cluster
+	// credentials with its address and CA and their pod's
+	// service-account token (kubelet.Config.APIServer). Nil: they get
+	// none.
+	REST *rest.Config
 	// ControlPlane, if set, is watched while the lab runs: its exit (a
 	// controlplane.ControlPlane's Done: etcd, kube-apiserver,
 	// kube-controller-manager or kube-scheduler exited) fails the lab
@@ -235,6 +243,9 @@ func startOnAPI(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	cfg.Kubelet.Register, cfg.Kubelet.NodeIP = true, node
+	if cfg.Kubelet.APIServer == nil {
+		cfg.Kubelet.APIServer = a.REST
+	}
 	if a.KubeletCA != nil {
 		cfg.Kubelet.APIPort = kubeletapi.Port
 	}

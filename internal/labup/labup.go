@@ -234,7 +234,7 @@ func (u *up) start(ctx context.Context) (err error) {
 		return exit.UsageError(err)
 	}
 	cfg := lab.Config{Range: u.f.Range(), Logger: u.opts.Logger, DNS: dns}
-	cfg.Kubelet.Images, cfg.Kubelet.LoadClient = u.opts.Images, LoadClient
+	cfg.Kubelet.Images, cfg.Kubelet.LoadClient, cfg.Kubelet.XDSServer = u.opts.Images, LoadClient, XDSServer
 	if listeners != nil {
 		if cfg.API, err = u.startKube(ctx, listeners.takeKube()); err != nil {
 			return err

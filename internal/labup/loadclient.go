@@ -5,6 +5,7 @@ import (
 
 	"github.com/pinlab/pinlab/internal/kubelet"
 	"github.com/pinlab/pinlab/internal/loadpod"
+	"github.com/pinlab/pinlab/internal/xds"
 )
 
 // LoadClient is the lab's kubelet.Config.LoadClient: the pinlab
@@ -15,4 +16,11 @@ func LoadClient(ctx context.Context, c kubelet.LoadContainer) int {
 		Source: c.Source, Dial: c.Dial, EventsIP: c.EventsIP, DNS: c.DNS, Kubernetes: c.Kubernetes, Listen: c.Listen,
 		SetMinResolutionInterval: c.SetMinResolutionInterval, Stdout: c.Stdout, Stderr: c.Stderr,
 	})
+}
+
+// XDSServer is the lab's kubelet.Config.XDSServer: the pinlab image's xDS
+// control plane (package xds's Main, as the image's process runs it) for
+// the containers of it that deploy/xds puts on the lab's node.
+func XDSServer(ctx context.Context, c kubelet.XDSContainer) int {
+	return xds.Main(ctx, c.Args, xds.Host{REST: c.REST, NoREST: c.NoREST, Listen: c.Listen, Stdout: c.Stdout, Stderr: c.Stderr})
 }

@@ -3,8 +3,9 @@
 // ContainerArgs), how its command line reads (Args, ParseArgs), which ports
 // its servers listen on and which probes and hooks the lab can run for it
 // (For, CheckProbePort), which connection ages grpc-go can take
-// (CheckConnectionAge), and which containers run the image's load client
-// instead (IsLoad, ForLoad). It is pure: it reads k8s.io/api objects and
+// (CheckConnectionAge), and which containers run another of the image's
+// commands instead, its load client or its xDS control plane (Command,
+// ForCommand). It is pure: it reads k8s.io/api objects and
 // returns values or errors, and runs nothing. Package kubelet runs what For
 // returns, with the servers of package pod; package scenario uses the same
 // checks to refuse a file before anything starts.
@@ -192,26 +193,45 @@ func checkRun(spec *corev1.PodSpec, w *Container) error {
 // load ...`, package loadpod): the first of a container's pinlab args.
 const LoadCommand = "load"
 
-// IsLoad reports whether spec's one container runs the pinlab image's load
-// client: image pinlab and, after any command that runs pinlab
-// (ContainerArgs), args that start with LoadCommand.
-func IsLoad(spec *corev1.PodSpec) bool {
+// XDSCommand is the pinlab image's subcommand of its xDS control plane
+// (`pinlab xds serve ...`, package xds; deploy/xds runs it).
+const XDSCommand = "xds"
+
+// Command returns the image's subcommand that spec's one container runs
+// in place of a pod's servers: LoadCommand or XDSCommand, when the
+// container is of image pinlab and, after any command that runs pinlab
+// (ContainerArgs), its args start with one; "" otherwise (a pod's
+// servers, For, or not a pinlab container).
+func Command(spec *corev1.PodSpec) string {
 	if len(spec.Containers) != 1 {
-		return false
+		return ""
 	}
 	args, err := ContainerArgs(&spec.Containers[0])
-	return err == nil && len(args) > 0 && args[0] == LoadCommand
+	if err != nil || len(args) == 0 {
+		return ""
+	}
+	switch args[0] {
+	case LoadCommand, XDSCommand:
+		return args[0]
+	}
+	return ""
 }
 
-// ForLoad is For for a pod of the image's load client (IsLoad): the same
-// checks of the pod (one container, image pinlab, its containerPorts, the
-// kinds of its probes, httpGet not among them, its preStop
-// hook and restartPolicy) but for the args, which the client reads when
-// it starts (it exits 2 on bad ones, as the image's process does). The
-// Container has no Args and no ports: the client serves no calls.
-func ForLoad(spec *corev1.PodSpec) (Container, error) {
-	if !IsLoad(spec) {
-		return Container{}, &SpecError{"containers[0].args", fmt.Sprintf("not the pinlab image's load client: want one container of image pinlab with args [%s, ...]", LoadCommand)}
+// IsLoad reports whether spec's one container runs the pinlab image's load
+// client (Command is LoadCommand).
+func IsLoad(spec *corev1.PodSpec) bool { return Command(spec) == LoadCommand }
+
+// ForCommand is For for a pod of one of the image's other commands
+// (Command: the load client, the xDS control plane): the same checks of
+// the pod (one container, image pinlab, its containerPorts, the kinds of
+// its probes, httpGet not among them, its preStop hook and restartPolicy)
+// but for the args, which the command reads when it starts (it exits 2 on
+// bad ones, as the image's process does). The Container has no Args and
+// no ports: the command serves no calls of a pod's.
+func ForCommand(spec *corev1.PodSpec) (Container, error) {
+	cmd := Command(spec)
+	if cmd == "" {
+		return Container{}, &SpecError{"containers[0].args", fmt.Sprintf("not one of the pinlab image's commands: want one container of image pinlab with args [%s, ...] or [%s, serve, ...]", LoadCommand, XDSCommand)}
 	}
 	c := &spec.Containers[0]
 	if err := checkPorts(c); err != nil {
@@ -219,7 +239,7 @@ func ForLoad(spec *corev1.PodSpec) (Container, error) {
 	}
 	for _, pf := range probeFields(c) {
 		if pf.probe != nil && pf.probe.HTTPGet != nil {
-			return Container{}, &SpecError{pf.field + ".httpGet", "the load client serves no HTTP a probe can read (its events need a token); probe its events port with tcpSocket"}
+			return Container{}, &SpecError{pf.field + ".httpGet", noHTTPProbe[cmd]}
 		}
 	}
 	var w Container
@@ -227,6 +247,12 @@ func ForLoad(spec *corev1.PodSpec) (Container, error) {
 		return Container{}, err
 	}
 	return w, nil
+}
+
+// noHTTPProbe says, per command, why an httpGet probe cannot pass.
+var noHTTPProbe = map[string]string{
+	LoadCommand: "the load client serves no HTTP a probe can read (its events need a token); probe its events port with tcpSocket",
+	XDSCommand:  "the xDS control plane serves gRPC only; probe its port with grpc (it serves grpc.health.v1) or tcpSocket",
 }
 
 // metricsPort resolves the metrics port of a container with args a, as

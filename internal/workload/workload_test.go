@@ -177,16 +177,17 @@ func TestForHTTPPort(t *testing.T) {
 	}
 }
 
-// TestForLoad: a container of the image's load client is told apart by
-// its first pinlab arg, as For reads a pod's; ForLoad checks the pod but
-// leaves the flags to the client.
-func TestForLoad(t *testing.T) {
+// TestForCommand: a container of the image's load client or xDS control
+// plane is told apart by its first pinlab arg, as For reads a pod's;
+// ForCommand checks the pod but leaves the flags to the command.
+func TestForCommand(t *testing.T) {
 	tcpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9480)}}}
 	httpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(9480)}}}
 	tests := []struct {
 		name      string
 		mod       func(*corev1.PodSpec)
 		isLoad    bool
+		command   string // when not isLoad
 		wantField string
 		wantHook  time.Duration
 	}{
@@ -196,6 +197,10 @@ func TestForLoad(t *testing.T) {
 			s.Containers[0].Command, s.Containers[0].Args = []string{"/pinlab", "load"}, []string{"--rate", "5"}
 		}, isLoad: true},
 		{name: "a pod", mod: func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"pod", "pricing"} }, wantField: "containers[0].args"},
+		{name: "xds serve", mod: func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"xds", "serve", "--listen", ":18000"} }, command: XDSCommand},
+		{name: "xds serve's httpGet probe", mod: func(s *corev1.PodSpec) {
+			s.Containers[0].Args, s.Containers[0].ReadinessProbe = []string{"xds", "serve"}, httpProbe
+		}, command: XDSCommand, wantField: "containers[0].readinessProbe.httpGet"},
 		{name: "another image", mod: func(s *corev1.PodSpec) { s.Containers[0].Image = "busybox" }, wantField: "containers[0].args"},
 		{name: "another binary", mod: func(s *corev1.PodSpec) { s.Containers[0].Command = []string{"/bin/sh", "load"} }, wantField: "containers[0].args"},
 		{name: "two containers", mod: func(s *corev1.PodSpec) { s.Containers = append(s.Containers, s.Containers[0]) }, wantField: "containers[0].args"},
@@ -221,7 +226,14 @@ func TestForLoad(t *testing.T) {
 			if got := IsLoad(&spec); got != tt.isLoad {
 				t.Errorf("IsLoad = %v, want %v", got, tt.isLoad)
 			}
-			w, err := ForLoad(&spec)
+			want := tt.command
+			if tt.isLoad {
+				want = LoadCommand
+			}
+			if got := Command(&spec); got != want {
+				t.Errorf("Command = %q, want %q", got, want)
+			}
+			w, err := ForCommand(&spec)
 			if tt.wantField != "" {
 				var se *SpecError
 				if !errors.As(err, &se) || se.Field != tt.wantField {

@@ -31,6 +31,9 @@ type ServeConfig struct {
 	Namespace string
 	// Listen is the address to listen on; "" is DefaultListen.
 	Listen string
+	// ListenFunc, if not nil, opens the listener on Listen's address
+	// (inside a pod's network namespace, say); nil is net.Listen.
+	ListenFunc func(ctx context.Context, addr string) (net.Listener, error)
 	// Advertise is the address clients dial, written into the bootstrap
 	// (its server_uri); "" is the address listened on.
 	Advertise string
@@ -61,7 +64,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cmp.Or(cfg.Listen, DefaultListen))
+	listen := cfg.ListenFunc
+	if listen == nil {
+		listen = func(_ context.Context, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	ln, err := listen(ctx, cmp.Or(cfg.Listen, DefaultListen))
 	if err != nil {
 		return fmt.Errorf("xds: %w (another address: --listen)", err)
 	}
