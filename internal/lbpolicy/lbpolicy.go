@@ -259,6 +259,39 @@ func (od OutlierDetection) Check() error {
 	return nil
 }
 
+// String describes od for reports, with A50's defaults filled in:
+// "failure percentage above 30% (20 calls, 3 hosts) every 1s, ejected
+// 30s+, at most 50% of endpoints". An outlier detection with neither
+// ejection kind ejects nothing, and says so.
+func (od OutlierDetection) String() string {
+	orU := func(v *uint32, d uint32) uint32 {
+		if v != nil {
+			return *v
+		}
+		return d
+	}
+	var kinds []string
+	if sr := od.SuccessRate; sr != nil {
+		kinds = append(kinds, fmt.Sprintf("success rate %.1f stdev below the mean (%d calls, %d hosts)",
+			float64(orU(sr.StdevFactor, 1900))/1000, orU(sr.RequestVolume, 100), orU(sr.MinimumHosts, 5)))
+	}
+	if fp := od.FailurePercentage; fp != nil {
+		kinds = append(kinds, fmt.Sprintf("failure percentage above %d%% (%d calls, %d hosts)",
+			orU(fp.Threshold, 85), orU(fp.RequestVolume, 50), orU(fp.MinimumHosts, 5)))
+	}
+	if len(kinds) == 0 {
+		return "no ejection kind (ejects nothing)"
+	}
+	or := func(d Duration, def time.Duration) time.Duration {
+		if d != 0 {
+			return d.D()
+		}
+		return def
+	}
+	return fmt.Sprintf("%s every %v, ejected %v+, at most %d%% of endpoints", strings.Join(kinds, " or "),
+		or(od.Interval, 10*time.Second), or(od.BaseEjectionTime, 30*time.Second), orU(od.MaxEjectionPercent, 10))
+}
+
 // GRPCName is the name grpc-go registers the policy's balancer under.
 func (p Policy) GRPCName() string {
 	switch p.Name {

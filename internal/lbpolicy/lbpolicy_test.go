@@ -151,3 +151,25 @@ func TestCheckOutsideXDS(t *testing.T) {
 		}
 	}
 }
+
+// TestOutlierDetectionString: reports name the ejection kinds with A50's
+// defaults for what the settings leave out.
+func TestOutlierDetectionString(t *testing.T) {
+	tests := []struct{ settings, want string }{
+		{`{}`, "no ejection kind (ejects nothing)"},
+		{`{"interval": "1s", "baseEjectionTime": "30s", "maxEjectionPercent": 50, "failurePercentageEjection": {"threshold": 30, "minimumHosts": 3, "requestVolume": 20}}`,
+			"failure percentage above 30% (20 calls, 3 hosts) every 1s, ejected 30s+, at most 50% of endpoints"},
+		{`{"successRateEjection": {}}`, "success rate 1.9 stdev below the mean (100 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints"},
+		{`{"successRateEjection": {"stdevFactor": 1000}, "failurePercentageEjection": {}}`,
+			"success rate 1.0 stdev below the mean (100 calls, 5 hosts) or failure percentage above 85% (50 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints"},
+	}
+	for _, tt := range tests {
+		od, err := ParseOutlierDetection(tt.settings)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.settings, err)
+		}
+		if got := od.String(); got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.settings, got, tt.want)
+		}
+	}
+}

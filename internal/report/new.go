@@ -53,10 +53,15 @@ func variant(v plan.Variant, o outcome.Variant, vd verdict.Verdict) Variant {
 		out.Interrupted = o.Summary.End.Seconds()
 	}
 	for _, g := range v.Groups {
-		out.Groups = append(out.Groups, Group{
+		rg := Group{
 			Name: g.Name, Clients: g.Clients, Target: groupTarget(g.Target), ServiceKind: g.Target.Kind(),
 			ClusterIP: o.ClusterIPs[g.Target.Key()], Policy: g.PolicyText(), Rate: g.Rate, Settings: strings.Join(g.Settings.Described, ", "), Path: g.Path(),
-		})
+			OutlierDetection: g.Target.OutlierDetection,
+		}
+		if g.Settings.Protocol == plan.ProtocolGRPC && g.Settings.L7Proxy == nil {
+			rg.LBPolicy, rg.Resolver = g.Policy, g.Settings.Resolver
+		}
+		out.Groups = append(out.Groups, rg)
 	}
 	for _, st := range o.Summary.Steps {
 		if st.Error != "" {

@@ -52,13 +52,22 @@ type WindowSpec struct {
 
 // Group is one client group as a variant ran it.
 type Group struct {
-	Name        string  `json:"name"`
-	Clients     int     `json:"clients"`
-	Target      string  `json:"target"`
-	ServiceKind string  `json:"service_kind"` // ClusterIP or headless
-	ClusterIP   string  `json:"cluster_ip,omitempty"`
-	Policy      string  `json:"policy"`
-	Rate        float64 `json:"rate_per_client"`
+	Name        string `json:"name"`
+	Clients     int    `json:"clients"`
+	Target      string `json:"target"`
+	ServiceKind string `json:"service_kind"` // ClusterIP or headless
+	ClusterIP   string `json:"cluster_ip,omitempty"`
+	Policy      string `json:"policy"`
+	// LBPolicy is the balancer's name (pick_first, round_robin, ...) and
+	// Resolver how the client resolves ("xds": the lab's xDS control
+	// plane chose LBPolicy through the Service's annotation); both empty
+	// for HTTP and WebSocket clients and behind an L7 proxy.
+	LBPolicy string `json:"lb_policy,omitempty"`
+	Resolver string `json:"resolver,omitempty"`
+	// OutlierDetection describes an xDS Service's outlier detection
+	// (gRFC A50); "" for none.
+	OutlierDetection string  `json:"outlier_detection,omitempty"`
+	Rate             float64 `json:"rate_per_client"`
 	// Settings describes the runtime settings that differ from the
 	// defaults (resolver, cache, health checking, L7 proxy, ...).
 	Settings string `json:"settings,omitempty"`

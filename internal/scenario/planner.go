@@ -419,11 +419,14 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		return s.Errorf(s.first("retry", "healthCheck"), "an xds:/// client's service config is the control plane's: grpc-go ignores a client's retry and health checking there")
 	}
 	svc := objs.service(g.Target.Namespace, g.Target.Service)
-	p, _, err := lbpolicy.FromAnnotations(svc.Annotations)
+	p, od, err := lbpolicy.FromAnnotations(svc.Annotations)
 	if err != nil {
 		return s.Errorf("target", "Service %s/%s: %v", svc.Namespace, svc.Name, err)
 	}
 	g.Policy, g.Settings.Resolver = p.Name, "xds"
+	if od != nil {
+		g.Target.OutlierDetection = od.String()
+	}
 	return nil
 }
 

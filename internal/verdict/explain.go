@@ -158,9 +158,43 @@ func (f facts) line(minResolve time.Duration) string {
 	if f.g.Target.Headless && !f.g.Target.XDS {
 		parts = append(parts, f.lookupLine(minResolve))
 	}
-	parts = append(parts, f.addedLine(), f.lifecycleLine())
+	parts = append(parts, f.ejectedLine(), f.addedLine(), f.lifecycleLine())
 	parts = slices.DeleteFunc(parts, func(s string) bool { return s == "" })
 	return strings.Join(parts, "; ") + "."
+}
+
+// ejectedLine names the pods an xDS Service's outlier detection kept out
+// of the last window: ready at its end, never added, no call served in
+// it, while the other pods served the clients. The control plane sends a
+// ready pod as HEALTHY and round_robin, least_request and
+// weighted_round_robin pick among every connected endpoint, so under
+// those policies outlier detection (gRFC A50) is what leaves such a pod
+// out; the report cannot see grpc-go's ejections themselves. "" when the
+// Service has no outlier detection or no pod was left out.
+func (f facts) ejectedLine() string {
+	od := f.g.Target.OutlierDetection
+	if !f.g.Target.XDS || od == "" || f.g.Policy == "pick_first" || f.g.Policy == "ring_hash" || f.usedPods == 0 {
+		return ""
+	}
+	var out []string
+	for _, p := range f.last.Pods {
+		if p.State == stats.PodReady && !p.Added && p.Calls == 0 {
+			out = append(out, p.Name)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %s ready yet served no call in window %q while %s served the rest: outlier detection (%s) ejected %s",
+		strings.Join(out, ", "), wasWere(len(out)), f.last.Name, plural(f.usedPods, "pod"), od, itThem(len(out)))
+}
+
+// itThem is "it" for one, "them" for more.
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // connectionLine says how many connections the clients opened after
