@@ -169,12 +169,12 @@ func TestLoadContainerExits(t *testing.T) {
 		code int32
 		want string
 	}{
-		{name: "bad flag", args: []string{"load", "--target", "x:1", "--rate", "fast", "--duration", "1s"}, code: 2, want: `load: invalid argument "fast" for "--rate" flag`},
+		{name: "bad flag", args: []string{"load", "--target", "x:1", "--rate", "fast", "--duration", "1s"}, code: 2, want: `load: --rate "fast": want a number`},
 		{name: "no duration", args: []string{"load", "--target", "x:1", "--rate", "1"}, code: 2, want: "load: --duration 0s"},
 		{name: "no token", args: ok, mod: func(p *corev1.Pod) { p.Spec.Containers[0].Env = nil }, code: 2, want: "$PINLAB_TOKEN is empty"},
 		{name: "a target off the lab", args: append(ok[:2:2], "passthrough:///10.1.2.3:8471", "--rate", "5", "--duration", "10s"), code: 2, want: "10.1.2.3"},
 		{name: "a process-wide setting", args: append(ok, "--min-resolution-interval", "5s"), code: 1, want: "--min-resolution-interval: grpc-go's least time between resolutions is process-wide"},
-		{name: "command", args: []string{"--rate", "x"}, mod: func(p *corev1.Pod) { p.Spec.Containers[0].Command = []string{"/pinlab", "load"} }, code: 2, want: `invalid argument "x"`},
+		{name: "command", args: []string{"--rate", "x"}, mod: func(p *corev1.Pod) { p.Spec.Containers[0].Command = []string{"/pinlab", "load"} }, code: 2, want: `--rate "x": want a number`},
 	}
 	c, k, _ := loadNode(t, Config{RestartBackoff: time.Hour})
 	for i, tt := range tests {

@@ -105,7 +105,7 @@ func Parse(args []string, getenv func(string) string) (Options, error) {
 	retryCodes := fs.String("retry-codes", "", "comma-separated status codes to retry, by number (default 14, UNAVAILABLE)")
 	fs.IntVar(&o.EventsPort, "events-port", DefaultEventsPort, "port of the events endpoint (token in $PINLAB_TOKEN); 0: none")
 	if err := fs.Parse(args[1:]); err != nil {
-		return o, fmt.Errorf("load: %w", err)
+		return o, fmt.Errorf("load: %w", workload.FlagError(err))
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("load: unexpected arguments %q", fs.Args())

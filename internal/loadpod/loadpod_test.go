@@ -264,7 +264,7 @@ func TestRunRefuses(t *testing.T) {
 func TestMainBadArgs(t *testing.T) {
 	var errs labtest.Buffer
 	code := Main(t.Context(), []string{"load", "--rate", "fast"}, env(nil), Host{Stderr: &errs})
-	if want := `pinlab load: invalid argument "fast" for "--rate" flag`; code != 2 || !strings.Contains(errs.String(), want) {
+	if want := `pinlab load: --rate "fast": want a number`; code != 2 || !strings.Contains(errs.String(), want) {
 		t.Errorf("exit %d, stderr %q; want 2 and %q", code, errs.String(), want)
 	}
 }

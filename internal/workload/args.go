@@ -117,7 +117,7 @@ func ParseArgs(args []string) (Args, error) {
 	fs.BoolVar(&a.NoChannelz, "no-channelz", false, "serve no grpc.channelz.v1")
 	fs.StringVar(&a.Metrics, "metrics", "", "the metrics' family: go-grpc (the default) or otel")
 	if err := fs.Parse(args[1:]); err != nil {
-		return Args{}, fmt.Errorf("pod: %w", err)
+		return Args{}, fmt.Errorf("pod: %w", FlagError(err))
 	}
 	rest := fs.Args()
 	if len(rest) != 1 {
@@ -195,3 +195,27 @@ func CheckConnectionAge(age, grace time.Duration) error {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// FlagError rewrites pflag's error for a flag's bad value ("invalid
+// argument "maybe" for "--orca" flag: strconv.ParseBool: parsing "maybe":
+// invalid syntax") as what the flag wants: `--orca "maybe": want true or
+// false`. Other errors are returned as they are.
+func FlagError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	f := ive.GetFlag()
+	want := "a " + f.Value.Type()
+	switch f.Value.Type() {
+	case "bool":
+		want = "true or false"
+	case "duration":
+		want = "a duration such as 500ms, 2s or 1m30s"
+	case "int", "int32", "int64", "uint", "uint32", "uint64":
+		want = "a whole number"
+	case "float64", "float32":
+		want = "a number"
+	}
+	return fmt.Errorf("--%s %q: want %s", f.Name, ive.GetValue(), want)
+}

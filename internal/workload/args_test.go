@@ -23,6 +23,7 @@ func TestParseArgs(t *testing.T) {
 		{name: "unknown workload", args: []string{"pod", "inventory"}, wantErr: true},
 		{name: "unknown flag", args: []string{"pod", "pricing", "--max-age=1s"}, wantErr: true},
 		{name: "bad duration", args: []string{"pod", "pricing", "--max-connection-age=soon"}, wantErr: true},
+		{name: "bad bool", args: []string{"pod", "pricing", "--orca=maybe"}, wantErr: true},
 		{name: "bad port", args: []string{"pod", "pricing", "--port=70000"}, wantErr: true},
 		{name: "otel metrics", args: []string{"pod", "pricing", "--metrics", "otel"}, want: Args{Workload: "pricing", Metrics: "otel"}},
 		{name: "unknown metrics", args: []string{"pod", "pricing", "--metrics", "statsd"}, wantErr: true},
@@ -66,5 +67,24 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestFlagError: a flag's bad value is reported as what the flag wants.
+func TestFlagError(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pod", "pricing", "--orca=maybe"}, `pod: --orca "maybe": want true or false`},
+		{[]string{"pod", "pricing", "--service-time", "fast"}, `pod: --service-time "fast": want a duration such as 500ms, 2s or 1m30s`},
+		{[]string{"pod", "pricing", "--fail-percent=half"}, `pod: --fail-percent "half": want a whole number`},
+		{[]string{"pod", "pricing", "--orcas"}, `pod: unknown flag: --orcas`},
+	}
+	for _, tt := range tests {
+		_, err := ParseArgs(tt.args)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q: error %v, want %s", tt.args, err, tt.want)
+		}
 	}
 }
