@@ -325,12 +325,21 @@ func (c *check) service(o Object, s *corev1.Service) error {
 }
 
 func (objs objects) service(ns, name string) *corev1.Service {
-	for _, o := range objs {
-		if s, ok := o.Obj.(*corev1.Service); ok && s.Name == name && o.Namespace() == ns {
-			return s
-		}
+	if o, ok := objs.serviceObject(ns, name); ok {
+		return o.Obj.(*corev1.Service)
 	}
 	return nil
+}
+
+// serviceObject is the file's object of Service ns/name, for errors at
+// its lines.
+func (objs objects) serviceObject(ns, name string) (Object, bool) {
+	for _, o := range objs {
+		if s, ok := o.Obj.(*corev1.Service); ok && s.Name == name && o.Namespace() == ns {
+			return o, true
+		}
+	}
+	return Object{}, false
 }
 
 // backends returns the workloads in namespace ns whose pods the Service

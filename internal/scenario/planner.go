@@ -418,10 +418,11 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		// that gives one, as the xDS resolver always does.
 		return s.Errorf(s.first("retry", "healthCheck"), "an xds:/// client's service config is the control plane's: grpc-go ignores a client's retry and health checking there")
 	}
-	svc := objs.service(g.Target.Namespace, g.Target.Service)
-	p, od, err := lbpolicy.FromAnnotations(svc.Annotations)
+	o, _ := objs.serviceObject(g.Target.Namespace, g.Target.Service)
+	p, od, err := lbpolicy.FromAnnotations(objs.service(g.Target.Namespace, g.Target.Service).Annotations)
 	if err != nil {
-		return s.Errorf("target", "Service %s/%s: %v", svc.Namespace, svc.Name, err)
+		// The mistake is the Service's; the client is why it matters.
+		return o.Errorf("metadata.annotations", "%v (the xDS control plane would ignore it; client %s targets %s)", err, c.Name, g.Target.XDSTarget())
 	}
 	g.Policy, g.Settings.Resolver = p.Name, "xds"
 	if od != nil {

@@ -44,7 +44,7 @@ func TestBalancing(t *testing.T) {
 		{"xds with a resolver", plain, "    target: xds:///pricing.shop:8471\n    resolver: kubernetes\n", "error: spec.clients[0].resolver"},
 		{"xds with a short name", plain, "    target: xds:///pricing:8471\n", "error: spec.clients[0].target: xds:///pricing:8471: expected xds:///<service>.<namespace>:<port>"},
 		{"xds to a port the Service lacks", plain, "    target: xds:///pricing.shop:9000\n", "error: has no port 9000"},
-		{"xds to a Service with a bad annotation", bad, "    target: xds:///pricing.shop:8471\n", `error: spec.clients[0].target: Service shop/pricing: annotation xds.pinlab.dev/lb-policy="fastest"`},
+		{"xds to a Service with a bad annotation", bad, "    target: xds:///pricing.shop:8471\n", `error: (Service "pricing"): metadata.annotations: annotation xds.pinlab.dev/lb-policy="fastest"`},
 		{"least_request with settings", plain, "    target: dns:///pricing-headless:8471\n    policy: least_request\n    policyConfig: {choiceCount: 3}\n",
 			`grpc least_request {"choiceCount":3} dns://DNS/pricing-headless.shop.svc.cluster.local:8471`},
 		{"weighted_round_robin", plain, "    target: dns:///pricing-headless:8471\n    policy: weighted_round_robin\n    policyConfig: {blackoutPeriod: 2s}\n",
