@@ -63,6 +63,12 @@ func scaledToZero() evidence.Evidence {
 	return ev
 }
 
+// annotated gives ev's Service annotations a.
+func annotated(ev evidence.Evidence, a map[string]string) evidence.Evidence {
+	ev.Service.Annotations = a
+	return ev
+}
+
 // renewed marks every connection of ev as opened during the window.
 func renewed(ev evidence.Evidence) evidence.Evidence {
 	for i := range ev.Pods {
@@ -128,6 +134,16 @@ func TestDiagnose(t *testing.T) {
 		// the 6 read, never balanced.
 		{name: "even over the pods read, 2 not read", ev: evidencetest.Build(true, append(spread(6, 2, 100), pod{Added: true, Err: "no series"}, pod{Added: true, Err: "no series"}), 2, nil), verdict: diagnose.Unknown, cause: "unread-pods"},
 		{name: "no channelz anywhere", ev: evidencetest.Build(false, []pod{{Err: "no channelz"}}, 0, nil), verdict: diagnose.Unknown, cause: "no-samples"},
+		// A Service annotated for pinlab's xDS control plane: even
+		// clients may be xDS ones or DNS round_robin ones, pinned ones
+		// do not dial the xDS name, and bad annotations are named.
+		{name: "balanced, annotated for xDS", ev: annotated(evidencetest.Build(true, spread(4, 2, 100), 2, nil), map[string]string{
+			"xds.pinlab.dev/lb-policy": "least_request", "xds.pinlab.dev/outlier-detection": `{"failurePercentageEjection": {"threshold": 30}}`}),
+			verdict: diagnose.Balanced, why: "annotated for pinlab's xDS control plane (least_request, outlier detection: failure percentage above 30% (50 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints): clients dialling xds:///pricing-headless.shop:PORT balance per call with that policy, and from the pods' side look like DNS round_robin clients"},
+		{name: "pinned, annotated for xDS", ev: annotated(evidencetest.Build(false, pinnedPods(), 4, nil), map[string]string{"xds.pinlab.dev/lb-policy": "round_robin"}),
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "annotated for pinlab's xDS control plane (round_robin), but these clients are pinned, so they do not dial xds:///pricing.shop:PORT"},
+		{name: "balanced, bad xDS annotation", ev: annotated(evidencetest.Build(true, spread(4, 2, 100), 2, nil), map[string]string{"xds.pinlab.dev/lb-policy": "fastest"}),
+			verdict: diagnose.Balanced, why: `xds.pinlab.dev annotations are invalid (annotation xds.pinlab.dev/lb-policy="fastest"`},
 		{name: "uneven clients, every pod connected", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400}}, {Calls: map[int]float64{1: 20}}}, 2, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},
 		// lab run health-check: a pod turned NOT_SERVING stays Ready;
 		// round_robin clients with health checking keep their connection

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinlab/pinlab/internal/evidence"
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"k8s.io/utils/ptr"
 )
 
@@ -61,7 +62,7 @@ func judge(r *Result) {
 		connectionsOnly(r, skew, direct, "about evenly")
 		return
 	case balanced:
-		r.set(Balanced, "", fmt.Sprintf("%s; %s%s", skew, connSummary(direct, rt), rotationNote(direct)))
+		r.set(Balanced, "", fmt.Sprintf("%s; %s%s%s", skew, connSummary(direct, rt), rotationNote(direct), xdsNote(ev.Service, false)))
 		return
 	case rotating(direct):
 		r.set(Unknown, "rotating-connections", fmt.Sprintf("%s; %s%s. The clients are not pinned: they reconnect, and each new connection is a new pick (kube-proxy's, or the client's after a re-resolution), so over a short window some pods get more picks than others by chance; run again with a longer --window to average the picks out", skew, connSummary(direct, rt), rotationNote(direct)))
@@ -69,6 +70,41 @@ func judge(r *Result) {
 		return
 	}
 	judgeConnections(r, skew, direct)
+	if r.Verdict == Pinned {
+		r.Why += xdsNote(ev.Service, true)
+	}
+}
+
+// xdsNote says, when Service s carries pinlab's xDS annotations, what
+// clients dialling it through pinlab's xDS control plane get and what the
+// servers can tell of them: from the pods' side an xDS client holds a
+// connection to each pod, as a DNS round_robin client does, so only the
+// clients' target tells them apart. pinned: the verdict found pinned
+// clients, which therefore do not dial the xDS name. "" without such
+// annotations.
+func xdsNote(s evidence.Service, pinned bool) string {
+	if !lbpolicy.HasAnnotations(s.Annotations) {
+		return ""
+	}
+	port := "PORT"
+	if _, n, _ := strings.Cut(s.Port, ":"); n != "" {
+		port = n
+	} else if s.Port != "" {
+		port = s.Port
+	}
+	name := fmt.Sprintf("xds:///%s.%s:%s", s.Name, s.Namespace, port)
+	p, od, err := lbpolicy.FromAnnotations(s.Annotations)
+	if err != nil {
+		return fmt.Sprintf(". The Service's xds.pinlab.dev annotations are invalid (%v): pinlab's xDS control plane ignores them, serves %s round_robin and says so in a Warning event on the Service", err, name)
+	}
+	what := p.Name
+	if od != nil {
+		what += ", outlier detection: " + od.String()
+	}
+	if pinned {
+		return fmt.Sprintf(". The Service is annotated for pinlab's xDS control plane (%s), but these clients are pinned, so they do not dial %s: clients that do get every ready endpoint and balance per call", what, name)
+	}
+	return fmt.Sprintf(". The Service is annotated for pinlab's xDS control plane (%s): clients dialling %s balance per call with that policy, and from the pods' side look like DNS round_robin clients (a connection to each pod), so the servers cannot tell which kind these are", what, name)
 }
 
 // judgeConnections sets r's verdict when the calls are skewed, no proxy

@@ -348,6 +348,17 @@ const (
 	AnnotationOutlierDetection = "xds.pinlab.dev/outlier-detection"
 )
 
+// HasAnnotations reports whether a carries any xds.pinlab.dev/
+// annotation.
+func HasAnnotations(a map[string]string) bool {
+	for k := range a {
+		if strings.HasPrefix(k, annotationPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // FromAnnotations reads a Service's annotations: its policy (round_robin
 // when unset) and its outlier detection (nil when unset). The error
 // names the annotation (an unknown one under xds.pinlab.dev/ too); with
