@@ -41,6 +41,8 @@ type LoadOptions struct {
 	// AllowFailures is how many failed calls still count as success (exit
 	// 0); more fail the command.
 	AllowFailures int64
+	// XDSServer is the xDS control plane's IP:PORT for an xds:/// target.
+	XDSServer string
 }
 
 // NewCmdLabLoad returns `pinlab lab load`.
@@ -55,7 +57,12 @@ Ctrl-C or --duration, then print the calls each pod answered. If the lab
 stops (its control API fails 3 checks a second apart), the clients stop and
 lab load exits 1 saying so. TARGET is a
 Service as NAME:PORT, resolved through the lab's DNS as
-NAME.NAMESPACE.svc.cluster.local, or a gRPC target (dns://..., passthrough:///IP:PORT).
+NAME.NAMESPACE.svc.cluster.local, or a gRPC target (dns://..., passthrough:///IP:PORT),
+or xds:///SERVICE.NAMESPACE:PORT with --xds-server naming an xDS control plane
+in the lab (deploy/xds's, applied with kubectl to a lab up --control-plane
+kubernetes: the pinlab-xds Service's ClusterIP, port 18000); the clients then
+balance each call with the policy the control plane sends, and --policy is not
+used.
 With --from deployment/NAME the clients dial from the IPs of that Deployment's
 pods (one client per pod), so that diagnose names them.
 
@@ -64,7 +71,7 @@ Exit codes: 0 when every call succeeded (or no more failed than
 when the lab stopped answering, or on an error; 2 bad flags; 130 when
 interrupted before the clients started. Ctrl-C and --duration are the
 normal end of the load.`,
-		Example: "  pinlab lab load pricing:8471 -n shop --clients 4 --rate 250\n  pinlab lab load pricing-headless:8471 -n shop --policy round_robin --from deployment/order",
+		Example: "  pinlab lab load pricing:8471 -n shop --clients 4 --rate 250\n  pinlab lab load pricing-headless:8471 -n shop --policy round_robin --from deployment/order\n  pinlab lab load xds:///pricing.shop:8471 --xds-server 10.96.0.42:18000",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exit.UsageError(fmt.Errorf("lab load takes one target such as pricing:8471, got %d arguments", len(args)))
@@ -93,6 +100,7 @@ normal end of the load.`,
 	f.StringVar(&o.From, "from", "", "deployment/NAME: dial from the IPs of its pods (default 127.0.1.N, no pod's; on a real control plane the top of the pod range, 10.244.254.N)")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.Int64Var(&o.AllowFailures, "allow-failures", 0, "how many failed calls still exit 0 (default 0: any failed call exits 1)")
+	f.StringVar(&o.XDSServer, "xds-server", "", "the xDS control plane's IP:PORT, for an xds:/// target")
 	return cmd
 }
 
@@ -126,9 +134,13 @@ func labLoad(ctx context.Context, o *LoadOptions) error {
 		return err
 	}
 	s, err := labup.Load(ctx, labup.LoadOptions{
-		Lab: c, Target: o.Target, Namespace: o.Namespace, Clients: o.Clients, Rate: o.Rate, Policy: o.Policy, Sources: sources, Duration: o.Duration, AllowFailures: o.AllowFailures,
+		Lab: c, Target: o.Target, Namespace: o.Namespace, Clients: o.Clients, Rate: o.Rate, Policy: o.Policy, Sources: sources, Duration: o.Duration, AllowFailures: o.AllowFailures, XDSServer: o.XDSServer,
 		Started: func(target string) {
-			fmt.Fprintf(o.Out, "%d clients calling %s (%s), %g calls/s each, from %s; stop with Ctrl-C\n", o.Clients, target, o.Policy, o.Rate, sourceList(sources))
+			policy := o.Policy
+			if o.XDSServer != "" {
+				policy = "the control plane's policy"
+			}
+			fmt.Fprintf(o.Out, "%d clients calling %s (%s), %g calls/s each, from %s; stop with Ctrl-C\n", o.Clients, target, policy, o.Rate, sourceList(sources))
 		},
 	})
 	if s != nil {

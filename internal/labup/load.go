@@ -13,8 +13,12 @@ import (
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/load"
+	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/runner"
+	"github.com/pinlab/pinlab/internal/xds"
+	"google.golang.org/grpc/resolver"
+	grpcxds "google.golang.org/grpc/xds"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -24,9 +28,17 @@ type LoadOptions struct {
 	// Lab is the running lab's control API.
 	Lab *control.Client
 	// Target is a Service as "NAME:PORT" (resolved through the lab's DNS
-	// as NAME.Namespace.svc.cluster.local) or a gRPC target as it is
-	// ("dns://...", "passthrough:///IP:PORT").
+	// as NAME.Namespace.svc.cluster.local), a gRPC target as it is
+	// ("dns://...", "passthrough:///IP:PORT"), or an xDS name
+	// ("xds:///SERVICE.NAMESPACE:PORT") served by the xDS control plane
+	// at XDSServer.
 	Target, Namespace string
+	// XDSServer is the xDS control plane's "IP:PORT" (a lab address: the
+	// pinlab-xds Service's ClusterIP and port 18000 after `kubectl apply
+	// -f deploy/xds/pinlab-xds.yaml`), required with an xds:/// Target,
+	// which the clients resolve through grpc-go's xDS resolver, each with
+	// the policy the control plane sends (Policy is then not used).
+	XDSServer string
 	// Clients is how many clients run, each with one gRPC channel, Rate
 	// each one's calls per second, Policy pick_first or round_robin.
 	Clients int
@@ -79,6 +91,10 @@ func Load(ctx context.Context, o LoadOptions) (*Served, error) {
 	if err != nil {
 		return nil, err
 	}
+	xdsRes, err := xdsResolver(target, o.XDSServer)
+	if err != nil {
+		return nil, err
+	}
 	if o.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
@@ -89,8 +105,12 @@ func Load(ctx context.Context, o LoadOptions) (*Served, error) {
 	var clients []*load.Client
 	tally := &tally{s: Served{ByPod: map[string]int64{}}}
 	for i := range o.Clients {
-		cfg := runner.ClientConfig(plan.Client{Name: fmt.Sprintf("load-%d", i), Target: target, Policy: o.Policy, Rate: o.Rate}, info.DNS, nil)
-		cfg.Source, cfg.Observer = o.Sources[i%len(o.Sources)], tally
+		cp := plan.Client{Name: fmt.Sprintf("load-%d", i), Target: target, Policy: o.Policy, Rate: o.Rate}
+		if target.XDS {
+			cp.Settings.Resolver = load.ResolverXDS
+		}
+		cfg := runner.ClientConfig(cp, info.DNS, nil)
+		cfg.Source, cfg.Observer, cfg.XDS = o.Sources[i%len(o.Sources)], tally, xdsRes
 		c, err := load.New(cfg)
 		if err != nil {
 			return nil, err
@@ -104,7 +124,11 @@ func Load(ctx context.Context, o LoadOptions) (*Served, error) {
 		wg.Go(func() { c.Run(ctx) })
 	}
 	if o.Started != nil {
-		o.Started(target.GRPCTarget(info.DNS))
+		if target.XDS {
+			o.Started(target.XDSTarget() + " (the xDS control plane at " + o.XDSServer + ")")
+		} else {
+			o.Started(target.GRPCTarget(info.DNS))
+		}
 	}
 	start := time.Now()
 	<-ctx.Done()
@@ -135,6 +159,15 @@ func CheckPolicy(policy string) error {
 // loadTarget is the clients' target: a Service as NAME:PORT (in
 // namespace, resolved through the lab's DNS) or a gRPC target as it is.
 func loadTarget(target, namespace string) (plan.Target, error) {
+	if name, ok := strings.CutPrefix(target, "xds:///"); ok {
+		host, port, ok := strings.Cut(name, ":")
+		svc, ns, dotted := strings.Cut(host, ".")
+		n, err := strconv.Atoi(port)
+		if !ok || !dotted || svc == "" || ns == "" || strings.Contains(ns, ".") || err != nil || n < 1 || n > 65535 {
+			return plan.Target{}, exit.UsageError(fmt.Errorf("target %q: want xds:///SERVICE.NAMESPACE:PORT, the name the xDS control plane serves", target))
+		}
+		return plan.Target{XDS: true, Service: svc, Namespace: ns, Port: n}, nil
+	}
 	if strings.Contains(target, "://") {
 		if err := load.CheckTarget(target, load.ResolverGRPC); err != nil {
 			return plan.Target{}, exit.UsageError(fmt.Errorf("target %q: %w", target, err))
@@ -296,4 +329,27 @@ func matches(sel, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// xdsResolver is grpc-go's xDS resolver for an xDS target, with a
+// bootstrap naming the control plane at server (a lab address); nil for
+// other targets. An xDS target without a server, or a server elsewhere,
+// is a usage error.
+func xdsResolver(target plan.Target, server string) (resolver.Builder, error) {
+	switch {
+	case !target.XDS && server != "":
+		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: only for an xds:/// target", server))
+	case !target.XDS:
+		return nil, nil
+	case server == "":
+		return nil, exit.UsageError(fmt.Errorf("target %s: name the xDS control plane with --xds-server IP:PORT (deploy/xds's: the pinlab-xds Service's ClusterIP, port 18000)", target.XDSTarget()))
+	}
+	if err := loopback.CheckAddr(server); err != nil {
+		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: %w", server, err))
+	}
+	boot, err := xds.Bootstrap(server, xds.DefaultNode)
+	if err != nil {
+		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: %w", server, err))
+	}
+	return grpcxds.NewXDSResolverWithConfigForTesting(boot)
 }

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLabUpKubernetesXDS: deploy/xds on a lab on the real control plane,
+// as docs/xds.md has a user try it: kubectl applies the manifest as it is
+// (image pinlab, which the lab's node runs) and annotates the Service;
+// lab load's clients, inside the lab's namespace, dial the xDS name with
+// --xds-server at the control plane's ClusterIP and reach every pod; while
+// they run, diagnose finds the calls balanced and names the Service's xDS
+// policy. A target without --xds-server is a usage error (exit 2).
+func TestLabUpKubernetesXDS(t *testing.T) {
+	bin := requireControlPlane(t)
+	dir := t.TempDir()
+	pinlab := buildPinlab(t)
+	ctl := freeAddr(t)
+	tokenFile := filepath.Join(dir, "token")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile)
+	defer up.stop(t)
+	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
+	kubeconfig := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)[1]
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	kubectl("apply", "-f", filepath.Join("..", "..", "deploy", "xds", "pinlab-xds.yaml"))
+	kubectl("annotate", "service", "pricing", "-n", "shop", "xds.pinlab.dev/lb-policy=least_request")
+	kubectl("rollout", "status", "deployment/pinlab-xds", "-n", "pinlab-xds", "--timeout", "120s")
+	server := strings.TrimSpace(kubectl("get", "service", "pinlab-xds", "-n", "pinlab-xds", "-o", "jsonpath={.spec.clusterIP}")) + ":18000"
+	exec1 := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, pinlab, append([]string{"lab", "exec", "--control", ctl, "--token-file", tokenFile, "--"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	loadArgs := []string{pinlab, "lab", "load", "xds:///pricing.shop:8471", "--control", ctl, "--token-file", tokenFile, "--clients", "2", "--rate", "50"}
+	out, err := exec1(append(loadArgs, "--xds-server", server, "--duration", "4s")...)
+	if err != nil || strings.Count(out, "\npricing-") != 2 || !strings.Contains(out, "(0 failed)") {
+		t.Errorf("lab load over xDS: %v; want calls on both pods and none failed:\n%s", err, out)
+	}
+	if out, err := exec1(append(loadArgs, "--duration", "1s")...); exitCodeOf(err) != ExitUsage || !strings.Contains(out, "--xds-server") {
+		t.Errorf("lab load xds:/// without --xds-server: %v, want exit %d naming --xds-server:\n%s", err, ExitUsage, out)
+	}
+	out, err = exec1("sh", "-c", strings.Join(append(loadArgs, "--xds-server", server, "--duration", "15s"), " ")+" >/dev/null & "+
+		"sleep 3; KUBECONFIG="+kubeconfig+" "+pinlab+" diagnose pricing -n shop --window 3s; code=$?; wait; exit $code")
+	if err != nil || !strings.Contains(out, "VERDICT BALANCED") || !strings.Contains(strings.Join(strings.Fields(out), " "), "annotated for pinlab's xDS control plane (least_request)") {
+		t.Errorf("diagnose while xDS clients call: %v; want BALANCED naming the Service's xDS policy:\n%s", err, out)
+	}
+	kubectl("delete", "-f", filepath.Join("..", "..", "deploy", "xds", "pinlab-xds.yaml"), "--timeout", "60s")
+}
