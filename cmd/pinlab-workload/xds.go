@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"os"
 
 	"github.com/pinlab/pinlab/internal/xds"
@@ -13,7 +14,7 @@ import (
 // service account (deploy/xds), until a signal arrives on sig; it returns
 // the exit code.
 func runXDS(args []string, sig <-chan os.Signal, stdout, stderr io.Writer) int {
-	h := xds.Host{Stdout: stdout, Stderr: stderr}
+	h := xds.Host{Stdout: stdout, Stderr: stderr, Listen: func(_ context.Context, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }}
 	h.REST, h.NoREST = rest.InClusterConfig()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

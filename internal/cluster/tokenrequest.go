@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -9,8 +10,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -25,11 +29,14 @@ const (
 )
 
 // createToken answers TokenRequest (create serviceaccounts/token) as
-// kube-apiserver's token storage does: the service account must exist; a
-// bound Pod must exist and have the UID the reference names (a pod
-// deleted and made again is another); the length defaults to an hour and
-// may not be under ten minutes. The token is random and opaque: the
-// embedded API server authenticates no requests, so nothing checks it.
+// kube-apiserver's token storage does: the request is validated first
+// (the length defaults to an hour, and must be at least ten minutes and
+// at most 2^32 seconds: 422 Invalid), then the service account must exist;
+// a bound object must be a Pod, Secret or Node that exists with the UID
+// the reference names (a pod deleted and made again is another), and a
+// bound Pod must run as that service account (its serviceAccountName,
+// "default" when empty). The token is random and opaque: the embedded API
+// server authenticates no requests, so nothing checks it.
 func (c *Cluster) createToken(action k8stesting.Action) (bool, runtime.Object, error) {
 	if action.GetSubresource() != "token" {
 		return false, nil, nil
@@ -39,26 +46,25 @@ func (c *Cluster) createToken(action k8stesting.Action) (bool, runtime.Object, e
 	if !ok {
 		return true, nil, apierrors.NewBadRequest(fmt.Sprintf("want a TokenRequest, not %T", ca.GetObject()))
 	}
-	ns := action.GetNamespace()
-	if _, err := c.tracker().Get(serviceAccountsGVR, ns, ca.Name); err != nil {
-		return true, nil, apierrors.NewNotFound(serviceAccountsGVR.GroupResource(), ca.Name)
-	}
 	out := req.DeepCopy()
 	secs := int64(defaultTokenSeconds)
 	if out.Spec.ExpirationSeconds != nil {
 		secs = *out.Spec.ExpirationSeconds
 	}
-	if secs < minTokenSeconds {
-		return true, nil, apierrors.NewBadRequest("spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes")
+	path := field.NewPath("spec", "expirationSeconds")
+	switch {
+	case secs < minTokenSeconds:
+		return true, nil, tokenInvalid(field.Invalid(path, secs, "may not specify a duration less than 10 minutes"))
+	case secs > maxTokenSeconds:
+		return true, nil, tokenInvalid(field.Invalid(path, secs, "may not specify a duration larger than 2^32 seconds"))
 	}
-	if ref := out.Spec.BoundObjectRef; ref != nil && ref.Kind == "Pod" {
-		obj, err := c.tracker().Get(podsGVR, ns, ref.Name)
-		if err != nil {
-			return true, nil, apierrors.NewNotFound(podsGVR.GroupResource(), ref.Name)
-		}
-		if uid := obj.(*corev1.Pod).UID; ref.UID != "" && ref.UID != uid {
-			return true, nil, apierrors.NewConflict(podsGVR.GroupResource(), ref.Name,
-				fmt.Errorf("the UID in the bound object reference (%s) does not match the UID in record (%s); the object might have been deleted and then recreated", ref.UID, uid))
+	ns := action.GetNamespace()
+	if _, err := c.tracker().Get(serviceAccountsGVR, ns, ca.Name); err != nil {
+		return true, nil, apierrors.NewNotFound(serviceAccountsGVR.GroupResource(), ca.Name)
+	}
+	if ref := out.Spec.BoundObjectRef; ref != nil {
+		if err := c.boundObject(ns, ca.Name, ref); err != nil {
+			return true, nil, err
 		}
 	}
 	b := make([]byte, 32)
@@ -69,4 +75,48 @@ func (c *Cluster) createToken(action k8stesting.Action) (bool, runtime.Object, e
 		ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Duration(secs) * time.Second)),
 	}
 	return true, out, nil
+}
+
+// maxTokenSeconds is the longest token kube-apiserver's validation takes.
+const maxTokenSeconds = 1 << 32
+
+// tokenInvalid is kube-apiserver's 422 for a TokenRequest failing
+// validation.
+func tokenInvalid(e *field.Error) error {
+	return apierrors.NewInvalid(authenticationv1.SchemeGroupVersion.WithKind("TokenRequest").GroupKind(), "", field.ErrorList{e})
+}
+
+// boundObject checks the object a token of service account sa in
+// namespace ns is bound to.
+func (c *Cluster) boundObject(ns, sa string, ref *authenticationv1.BoundObjectReference) error {
+	var gvr schema.GroupVersionResource
+	objNS := ns
+	switch ref.Kind {
+	case "Pod":
+		gvr = podsGVR
+	case "Secret":
+		gvr = corev1.SchemeGroupVersion.WithResource("secrets")
+	case "Node":
+		gvr, objNS = corev1.SchemeGroupVersion.WithResource("nodes"), ""
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("cannot bind token to object of type %s", ref.Kind))
+	}
+	obj, err := c.tracker().Get(gvr, objNS, ref.Name)
+	if err != nil {
+		return apierrors.NewNotFound(gvr.GroupResource(), ref.Name)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if ref.UID != "" && ref.UID != m.GetUID() {
+		return apierrors.NewConflict(gvr.GroupResource(), ref.Name,
+			fmt.Errorf("the UID in the bound object reference (%s) does not match the UID in record (%s); the object might have been deleted and then recreated", ref.UID, m.GetUID()))
+	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		if runs := cmp.Or(p.Spec.ServiceAccountName, "default"); runs != sa {
+			return apierrors.NewBadRequest(fmt.Sprintf("cannot bind token for serviceaccount %q to pod running with different serviceaccount name.", sa))
+		}
+	}
+	return nil
 }

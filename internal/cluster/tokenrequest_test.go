@@ -21,11 +21,13 @@ func TestTokenRequest(t *testing.T) {
 	}
 	ctx := context.Background()
 	cs := c.Client().CoreV1()
-	if _, err := cs.ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "xds"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"xds", "other"} {
+		if _, err := cs.ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := cs.Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "xds-0"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "xds", Image: "pinlab"}}}}, metav1.CreateOptions{})
+		Spec: corev1.PodSpec{ServiceAccountName: "xds", Containers: []corev1.Container{{Name: "xds", Image: "pinlab"}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,11 @@ func TestTokenRequest(t *testing.T) {
 		{name: "default length", sa: "xds", life: time.Hour},
 		{name: "bound to the pod", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(3607), BoundObjectRef: bound("xds-0", p.UID)}, life: 3607 * time.Second},
 		{name: "no such service account", sa: "nobody", wantErr: apierrors.IsNotFound},
-		{name: "under ten minutes", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(599)}, wantErr: apierrors.IsBadRequest},
+		{name: "under ten minutes", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(599)}, wantErr: apierrors.IsInvalid},
+		{name: "validated first", sa: "nobody", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(599)}, wantErr: apierrors.IsInvalid},
+		{name: "over 2^32 seconds", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(1<<32 + 1)}, wantErr: apierrors.IsInvalid},
+		{name: "another service account's pod", sa: "other", spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound("xds-0", p.UID)}, wantErr: apierrors.IsBadRequest},
+		{name: "bound to a ConfigMap", sa: "xds", spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "ConfigMap", Name: "x"}}, wantErr: apierrors.IsBadRequest},
 		{name: "no such pod", sa: "xds", spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound("xds-1", "")}, wantErr: apierrors.IsNotFound},
 		{name: "the pod made again", sa: "xds", spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound("xds-0", "an-older-uid")}, wantErr: apierrors.IsConflict},
 	}

@@ -142,6 +142,8 @@ func TestDiagnose(t *testing.T) {
 			verdict: diagnose.Balanced, why: "annotated for pinlab's xDS control plane (least_request, outlier detection: failure percentage above 30% (50 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints): clients dialling xds:///pricing-headless.shop:PORT balance per call with that policy, and from the pods' side look like DNS round_robin clients"},
 		{name: "pinned, annotated for xDS", ev: annotated(evidencetest.Build(false, pinnedPods(), 4, nil), map[string]string{"xds.pinlab.dev/lb-policy": "round_robin"}),
 			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "annotated for pinlab's xDS control plane (round_robin), but these clients are pinned, so they do not dial xds:///pricing.shop:PORT"},
+		{name: "pinned, annotated for xDS pick_first", ev: annotated(evidencetest.Build(false, pinnedPods(), 4, nil), map[string]string{"xds.pinlab.dev/lb-policy": "pick_first"}),
+			verdict: diagnose.Pinned, cause: "clusterip-connection", why: "(pick_first): clients dialling xds:///pricing.shop:PORT also hold one connection each"},
 		{name: "balanced, bad xDS annotation", ev: annotated(evidencetest.Build(true, spread(4, 2, 100), 2, nil), map[string]string{"xds.pinlab.dev/lb-policy": "fastest"}),
 			verdict: diagnose.Balanced, why: `xds.pinlab.dev annotations are invalid (annotation xds.pinlab.dev/lb-policy="fastest"`},
 		{name: "uneven clients, every pod connected", ev: evidencetest.Build(false, []pod{{Calls: map[int]float64{0: 400}}, {Calls: map[int]float64{1: 20}}}, 2, nil), verdict: diagnose.Pinned, cause: "clusterip-connection"},

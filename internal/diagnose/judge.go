@@ -101,7 +101,12 @@ func xdsNote(s evidence.Service, pinned bool) string {
 	if od != nil {
 		what += ", outlier detection: " + od.String()
 	}
-	if pinned {
+	switch {
+	case p.Name == lbpolicy.PickFirst:
+		return fmt.Sprintf(". The Service is annotated for pinlab's xDS control plane (%s): clients dialling %s also hold one connection each, so the servers cannot tell xDS clients from these", what, name)
+	case p.Name == lbpolicy.RingHash:
+		return fmt.Sprintf(". The Service is annotated for pinlab's xDS control plane (%s): clients dialling %s send each call to the pod its hash key maps to, connecting to pods as keys need them, so the servers cannot tell xDS clients from others by their connections", what, name)
+	case pinned:
 		return fmt.Sprintf(". The Service is annotated for pinlab's xDS control plane (%s), but these clients are pinned, so they do not dial %s: clients that do get every ready endpoint and balance per call", what, name)
 	}
 	return fmt.Sprintf(". The Service is annotated for pinlab's xDS control plane (%s): clients dialling %s balance per call with that policy, and from the pods' side look like DNS round_robin clients (a connection to each pod), so the servers cannot tell which kind these are", what, name)

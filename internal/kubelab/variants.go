@@ -15,6 +15,7 @@ import (
 	"github.com/pinlab/pinlab/internal/loopback"
 	"github.com/pinlab/pinlab/internal/podnet"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // MaxVariants bounds the control planes `lab run` runs at once (about 500
@@ -104,7 +105,7 @@ func apiFor(cp *controlplane.ControlPlane, pods, svcs netip.Prefix, dp lab.Datap
 	}
 	api := &lab.API{Client: client, PodCIDR: pods, ServiceCIDR: svcs, Dataplane: dp, KubeProxy: kubeproxy.Config{
 		BinDir: cp.BinDir(), Kubeconfig: cp.KubeProxyKubeconfig(), Log: filepath.Join(cp.Dir(), "kube-proxy.log"),
-	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp, REST: cp.RESTConfig()}
+	}, CoreDNS: coredns.Config{REST: cp.RESTConfig(), Dir: filepath.Join(cp.Dir(), "coredns")}, KubeletCA: cp.KubeletCA(), ControlPlane: cp, REST: rest.AnonymousClientConfig(cp.RESTConfig())}
 	if pn != PodNetworkNetns {
 		return api, nil, nil
 	}

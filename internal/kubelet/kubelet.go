@@ -122,7 +122,7 @@ type Config struct {
 	// image waits with ErrImagePull, as a node that cannot pull it.
 	Images []string
 	// LoadClient, if not nil, runs the containers of the pinlab image
-	// whose args start with "load" (workload.IsLoad): the image's load
+	// whose args start with "load" (workload.Command): the image's load
 	// client, in-process, on the pod IP (see LoadContainer). The lab's
 	// engines give it package loadpod's Main; the kubelet does not import
 	// the load clients itself, which would make the lab reach the run's

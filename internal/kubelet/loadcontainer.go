@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,10 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pinlab/pinlab/internal/loopback"
-	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podlog"
 	"github.com/pinlab/pinlab/internal/podnet"
-	"github.com/pinlab/pinlab/internal/workload"
 )
 
 // LoadClient runs one container of the pinlab image's load client on the
@@ -68,66 +65,6 @@ type LoadContainer struct {
 	Stdout, Stderr io.Writer
 }
 
-// commandProcess is a container of another of the pinlab image's
-// commands (its load client, Config.LoadClient; its xDS control plane,
-// Config.XDSServer) run in-process: run is the command, as the image's
-// process runs it, until its context ends. SIGTERM (Stop) and SIGKILL
-// (Kill) end that context; it then stops and exits (0, or 137 as the
-// kubelet counts a kill).
-type commandProcess struct {
-	run  func(ctx context.Context) int
-	errs *tailWriter // the container's stderr
-
-	cancel context.CancelCauseFunc
-	done   chan struct{}
-	err    error // why it ended on its own; written before done closes
-}
-
-// Causes of a command process's end, as its log names them.
-var (
-	errSIGTERM = errors.New("terminated")
-	errSIGKILL = errors.New("killed")
-)
-
-func (l *commandProcess) Start(context.Context) error {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	l.cancel, l.done = cancel, make(chan struct{})
-	go func() {
-		defer close(l.done)
-		if code := l.run(ctx); code != 0 {
-			l.err = &exitError{int32(code), errors.New(cmp.Or(l.errs.last(), fmt.Sprintf("exit %d", code)))}
-		}
-	}()
-	return nil
-}
-
-func (l *commandProcess) Stop(ctx context.Context) error {
-	l.cancel(errSIGTERM)
-	select {
-	case <-l.done:
-		return nil
-	case <-ctx.Done():
-		<-l.done // the command ends promptly once its context has
-		return pod.ErrHardStop
-	}
-}
-
-func (l *commandProcess) Kill() {
-	l.cancel(errSIGKILL)
-	<-l.done
-}
-
-func (l *commandProcess) Done() <-chan struct{} { return l.done }
-
-func (l *commandProcess) Err() error {
-	select {
-	case <-l.done:
-		return l.err
-	default:
-		return nil
-	}
-}
-
 // loadProcess returns the process of pod p's load client container, on
 // the pod IP, writing to out (see LoadContainer): in the pod's own network
 // namespace when it has one (w.sandbox), else in the node's. It errs (the
@@ -138,8 +75,7 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 	if run == nil {
 		return nil, errors.New("this node runs no load clients (kubelet.Config.LoadClient)")
 	}
-	spec, _ := w.k.pinlabSpec(&p.Spec) // image pinlab, when pinned by a digest the node holds
-	args, err := workload.ContainerArgs(&spec.Containers[0])
+	args, stdout, stderr, err := w.commandArgs(p, out)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +83,6 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 	if err != nil {
 		return nil, err
 	}
-	errs := &tailWriter{out: out}
 	c := LoadContainer{
 		Args: args, Getenv: func(k string) string { return env[k] },
 		Source: w.ip, EventsIP: w.ip, DNS: w.k.clusterDNS(ctx), Kubernetes: w.k.client,
@@ -155,12 +90,12 @@ func (w *podWorker) loadProcess(ctx context.Context, p *corev1.Pod, out *podlog.
 		SetMinResolutionInterval: func(time.Duration) error {
 			return errors.New("grpc-go's least time between resolutions is process-wide, and the lab's node runs every pod's client in one process")
 		},
-		Stdout: &tailWriter{out: out}, Stderr: errs,
+		Stdout: stdout, Stderr: stderr,
 	}
 	if sb := w.sandbox; sb != nil {
 		c.Dial, c.Listen = sandboxDial(sb), sandboxListen(sb)
 	}
-	return &commandProcess{run: func(ctx context.Context) int { return run(ctx, c) }, errs: errs}, nil
+	return &commandProcess{run: func(ctx context.Context) int { return run(ctx, c) }, errs: stderr}, nil
 }
 
 // sandboxDial opens sockets as a process in sb's pod does: inside its

@@ -59,7 +59,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	case workload.LoadCommand:
 		c.srv, err = w.loadProcess(ctx, p, c.out)
 	case workload.XDSCommand:
-		c.srv, err = w.xdsProcess(ctx, p, c.out)
+		c.srv, err = w.xdsProcess(p, c.out)
 	default:
 		cfg, adminPort, token, err = w.podProcess(ctx, p, c.calls)
 		c.srv = pod.NewProcess(cfg)

@@ -19,6 +19,7 @@ import (
 	"github.com/pinlab/pinlab/internal/podnet"
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // requireEnv, set to 1, makes the tests fail instead of skipping when the
@@ -102,7 +103,7 @@ func startTier(bin string) (stop func() error, err error) {
 	}
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err == nil {
-		api := &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA(), REST: cp.RESTConfig()}
+		api := &lab.API{Client: client, PodCIDR: netns.PodPrefix, ServiceCIDR: netns.ServicePrefix, KubeletCA: cp.KubeletCA(), REST: rest.AnonymousClientConfig(cp.RESTConfig())}
 		if podNet != nil {
 			api.PodNetwork = podNet
 		}

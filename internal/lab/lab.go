@@ -128,10 +128,10 @@ type API struct {
 	// kubelet.Config.PodNetwork); its range must be PodCIDR, with NodeIP
 	// and DNSPodIP kept local. The lab does not close it.
 	PodNetwork kubelet.PodNetwork
-	// REST, if set, is the API server as the node's pods reach it (the
-	// control plane's admin config will do): the node's in-process
-	// containers of the image's xDS control plane get in-cluster
-	// credentials with its address and CA and their pod's
+	// REST, if set, is the API server as the node's pods reach it, its
+	// address and CA without credentials (rest.AnonymousClientConfig):
+	// the node's in-process containers of the image's xDS control plane
+	// get in-cluster credentials with them and their pod's
 	// service-account token (kubelet.Config.APIServer). Nil: they get
 	// none.
 	REST *rest.Config

@@ -125,7 +125,7 @@ func Load(ctx context.Context, o LoadOptions) (*Served, error) {
 	}
 	if o.Started != nil {
 		if target.XDS {
-			o.Started(target.XDSTarget() + " (the xDS control plane at " + o.XDSServer + ")")
+			o.Started(target.XDSTarget() + " through the xDS control plane at " + o.XDSServer)
 		} else {
 			o.Started(target.GRPCTarget(info.DNS))
 		}

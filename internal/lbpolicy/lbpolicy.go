@@ -259,28 +259,46 @@ func (od OutlierDetection) Check() error {
 	return nil
 }
 
+// Ejects reports whether od can eject anything: an ejection kind is on
+// with an enforcement percentage above 0 (A50's default: 100).
+func (od *OutlierDetection) Ejects() bool {
+	enforced := func(p *uint32) bool { return p == nil || *p > 0 }
+	return od.SuccessRate != nil && enforced(od.SuccessRate.EnforcementPercentage) ||
+		od.FailurePercentage != nil && enforced(od.FailurePercentage.EnforcementPercentage)
+}
+
 // String describes od for reports, with A50's defaults filled in:
 // "failure percentage above 30% (20 calls, 3 hosts) every 1s, ejected
-// 30s+, at most 50% of endpoints". An outlier detection with neither
-// ejection kind ejects nothing, and says so.
-func (od OutlierDetection) String() string {
+// 30s+, at most 50% of endpoints"; an enforcement percentage other than
+// 100 is named ("enforced 50%"). An outlier detection that ejects nothing
+// (no ejection kind, or enforcement 0) says so.
+func (od *OutlierDetection) String() string {
 	orU := func(v *uint32, d uint32) uint32 {
 		if v != nil {
 			return *v
 		}
 		return d
 	}
+	enforced := func(p *uint32) string {
+		if n := orU(p, 100); n != 100 {
+			return fmt.Sprintf(", enforced %d%%", n)
+		}
+		return ""
+	}
 	var kinds []string
 	if sr := od.SuccessRate; sr != nil {
-		kinds = append(kinds, fmt.Sprintf("success rate %.1f stdev below the mean (%d calls, %d hosts)",
-			float64(orU(sr.StdevFactor, 1900))/1000, orU(sr.RequestVolume, 100), orU(sr.MinimumHosts, 5)))
+		kinds = append(kinds, fmt.Sprintf("success rate %.1f stdev below the mean (%d calls, %d hosts%s)",
+			float64(orU(sr.StdevFactor, 1900))/1000, orU(sr.RequestVolume, 100), orU(sr.MinimumHosts, 5), enforced(sr.EnforcementPercentage)))
 	}
 	if fp := od.FailurePercentage; fp != nil {
-		kinds = append(kinds, fmt.Sprintf("failure percentage above %d%% (%d calls, %d hosts)",
-			orU(fp.Threshold, 85), orU(fp.RequestVolume, 50), orU(fp.MinimumHosts, 5)))
+		kinds = append(kinds, fmt.Sprintf("failure percentage above %d%% (%d calls, %d hosts%s)",
+			orU(fp.Threshold, 85), orU(fp.RequestVolume, 50), orU(fp.MinimumHosts, 5), enforced(fp.EnforcementPercentage)))
 	}
-	if len(kinds) == 0 {
-		return "no ejection kind (ejects nothing)"
+	if !od.Ejects() {
+		if len(kinds) == 0 {
+			return "no ejection kind (ejects nothing)"
+		}
+		return strings.Join(kinds, " or ") + ": ejects nothing"
 	}
 	or := func(d Duration, def time.Duration) time.Duration {
 		if d != 0 {

@@ -162,13 +162,15 @@ func TestOutlierDetectionString(t *testing.T) {
 		{`{"successRateEjection": {}}`, "success rate 1.9 stdev below the mean (100 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints"},
 		{`{"successRateEjection": {"stdevFactor": 1000}, "failurePercentageEjection": {}}`,
 			"success rate 1.0 stdev below the mean (100 calls, 5 hosts) or failure percentage above 85% (50 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints"},
+		{`{"failurePercentageEjection": {"enforcementPercentage": 50}}`, "failure percentage above 85% (50 calls, 5 hosts, enforced 50%) every 10s, ejected 30s+, at most 10% of endpoints"},
+		{`{"failurePercentageEjection": {"enforcementPercentage": 0}}`, "failure percentage above 85% (50 calls, 5 hosts, enforced 0%): ejects nothing"},
 	}
 	for _, tt := range tests {
 		od, err := ParseOutlierDetection(tt.settings)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.settings, err)
 		}
-		if got := od.String(); got != tt.want {
+		if got := (&od).String(); got != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.settings, got, tt.want)
 		}
 	}

@@ -29,7 +29,7 @@ import (
 
 // Command is the image's subcommand of the load client: the first of a
 // container's args (after any command that runs /pinlab), as
-// workload.IsLoad tells such a container apart.
+// workload.Command tells such a container apart.
 const Command = workload.LoadCommand
 
 // MaxDuration bounds --duration: every load loop ends.

@@ -65,10 +65,9 @@ type Target struct {
 	// XDS: the client dials xds:///SERVICE.NAMESPACE:PORT (XDSTarget),
 	// and Port is a Service port, as the control plane names them.
 	XDS bool
-	// OutlierDetection, for an XDS target, describes the outlier
-	// detection the Service's annotation gives its clients
-	// (lbpolicy.OutlierDetection's String); "" for none.
-	OutlierDetection string
+	// OutlierDetection, for an XDS target, is the outlier detection the
+	// Service's annotation gives its clients; nil for none.
+	OutlierDetection *lbpolicy.OutlierDetection
 	// Selector is the Service's selector; nil for a selector-less Service
 	// (hand-written EndpointSlices).
 	Selector map[string]string
@@ -210,8 +209,8 @@ func (g Group) PolicyText() string {
 	case s.Protocol == ProtocolWebSocket:
 		return "one WebSocket"
 	case g.Target.XDS:
-		if od := g.Target.OutlierDetection; od != "" {
-			return "xDS " + g.Policy + ", outlier detection: " + od + " (the Service's annotations)"
+		if od := g.Target.OutlierDetection; od != nil {
+			return "xDS " + g.Policy + ", outlier detection: " + od.String() + " (the Service's annotations)"
 		}
 		return "xDS " + g.Policy + " (the Service's annotation)"
 	}

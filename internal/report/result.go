@@ -7,6 +7,7 @@ package report
 
 import (
 	"github.com/pinlab/pinlab/internal/diagnose"
+	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"github.com/pinlab/pinlab/internal/stats"
 	"github.com/pinlab/pinlab/internal/verdict"
 )
@@ -64,10 +65,11 @@ type Group struct {
 	// for HTTP and WebSocket clients and behind an L7 proxy.
 	LBPolicy string `json:"lb_policy,omitempty"`
 	Resolver string `json:"resolver,omitempty"`
-	// OutlierDetection describes an xDS Service's outlier detection
-	// (gRFC A50); "" for none.
-	OutlierDetection string  `json:"outlier_detection,omitempty"`
-	Rate             float64 `json:"rate_per_client"`
+	// OutlierDetection is an xDS Service's outlier detection (gRFC A50),
+	// with grpc-go's JSON names as the annotation gave it (defaults left
+	// out); nil for none.
+	OutlierDetection *lbpolicy.OutlierDetection `json:"outlier_detection,omitempty"`
+	Rate             float64                    `json:"rate_per_client"`
 	// Settings describes the runtime settings that differ from the
 	// defaults (resolver, cache, health checking, L7 proxy, ...).
 	Settings string `json:"settings,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/pinlab/pinlab/internal/plan"
 	"github.com/pinlab/pinlab/internal/stats"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // planner checks a file's Scenario document and resolves it into a plan.
@@ -419,15 +420,13 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		return s.Errorf(s.first("retry", "healthCheck"), "an xds:/// client's service config is the control plane's: grpc-go ignores a client's retry and health checking there")
 	}
 	o, _ := objs.serviceObject(g.Target.Namespace, g.Target.Service)
-	p, od, err := lbpolicy.FromAnnotations(objs.service(g.Target.Namespace, g.Target.Service).Annotations)
+	p, od, err := lbpolicy.FromAnnotations(o.Obj.(*corev1.Service).Annotations)
 	if err != nil {
 		// The mistake is the Service's; the client is why it matters.
 		return o.Errorf("metadata.annotations", "%v (the xDS control plane would ignore it; client %s targets %s)", err, c.Name, g.Target.XDSTarget())
 	}
 	g.Policy, g.Settings.Resolver = p.Name, "xds"
-	if od != nil {
-		g.Target.OutlierDetection = od.String()
-	}
+	g.Target.OutlierDetection = od
 	return nil
 }
 

@@ -163,17 +163,20 @@ func (f facts) line(minResolve time.Duration) string {
 	return strings.Join(parts, "; ") + "."
 }
 
-// ejectedLine names the pods an xDS Service's outlier detection kept out
-// of the last window: ready at its end, never added, no call served in
-// it, while the other pods served the clients. The control plane sends a
-// ready pod as HEALTHY and round_robin, least_request and
-// weighted_round_robin pick among every connected endpoint, so under
-// those policies outlier detection (gRFC A50) is what leaves such a pod
-// out; the report cannot see grpc-go's ejections themselves. "" when the
-// Service has no outlier detection or no pod was left out.
+// ejectedLine names the pods an xDS Service's outlier detection most
+// likely kept out of the last window: ready at its end, never added, no
+// call served in it, while other pods served the clients. The control
+// plane sends a ready pod as HEALTHY, and round_robin, least_request and
+// weighted_round_robin pick among every connected endpoint (the last two
+// weigh them, but leave none at zero calls for a whole window when it
+// answers), so outlier detection (gRFC A50) is the likely cause; the
+// report cannot see grpc-go's ejections themselves, and says so. "" when
+// the Service has no outlier detection, ejects nothing, or its policy is
+// pick_first or ring_hash (which leave pods out by design), or no pod was
+// left out.
 func (f facts) ejectedLine() string {
 	od := f.g.Target.OutlierDetection
-	if !f.g.Target.XDS || od == "" || f.g.Policy == "pick_first" || f.g.Policy == "ring_hash" || f.usedPods == 0 {
+	if !f.g.Target.XDS || od == nil || !od.Ejects() || f.g.Policy == "pick_first" || f.g.Policy == "ring_hash" || f.usedPods == 0 {
 		return ""
 	}
 	var out []string
@@ -185,7 +188,7 @@ func (f facts) ejectedLine() string {
 	if len(out) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s %s ready yet served no call in window %q while %s served the rest: outlier detection (%s) ejected %s",
+	return fmt.Sprintf("%s %s ready yet served no call in window %q while %s served the rest: most likely outlier detection (%s) ejected %s (grpc-go's ejections are not observed, only their effect)",
 		strings.Join(out, ", "), wasWere(len(out)), f.last.Name, plural(f.usedPods, "pod"), od, itThem(len(out)))
 }
 

@@ -27,9 +27,14 @@ type Host struct {
 	// why (no service account token, not in a cluster).
 	REST   *rest.Config
 	NoREST error
-	// Listen, if not nil, opens the server's listener, as in ServeConfig;
-	// nil is net.Listen.
+	// Listen opens the server's listener (ServeConfig.ListenFunc).
+	// Required: the image's process passes net.Listen's, the lab's node
+	// one that listens on the pod IP; nil exits 1.
 	Listen func(ctx context.Context, addr string) (net.Listener, error)
+	// NoFiles says the process has no filesystem of its own (the lab's
+	// node runs it in-process, as the lab's user): --bootstrap, which
+	// would write and then remove a file there, is refused (exit 2).
+	NoFiles bool
 	// Stdout and Stderr are the container's output.
 	Stdout, Stderr io.Writer
 }
@@ -61,6 +66,14 @@ func Main(ctx context.Context, args []string, h Host) int {
 		}
 		fmt.Fprintf(h.Stderr, "pinlab xds serve: %v\n%s\n", err, Usage)
 		return 2
+	}
+	if h.NoFiles && cfg.BootstrapFile != "" {
+		fmt.Fprintf(h.Stderr, "pinlab xds serve: --bootstrap %s: this node runs the container without a filesystem of its own; clients build the bootstrap from the Service's address (docs/xds.md)\n", cfg.BootstrapFile)
+		return 2
+	}
+	if h.Listen == nil {
+		fmt.Fprintln(h.Stderr, "pinlab xds serve: no network to listen on (xds.Host.Listen)")
+		return 1
 	}
 	if h.REST == nil {
 		fmt.Fprintf(h.Stderr, "pinlab xds serve: %v (it runs in a cluster's pod, with a service account: deploy/xds)\n",

@@ -26,6 +26,8 @@ func TestMainArgs(t *testing.T) {
 		code     int
 		out, err string
 		listened string
+		noFiles  bool
+		noListen bool
 	}{
 		{name: "help", args: []string{"xds", "serve", "--help"}, code: 0, out: Usage},
 		{name: "no serve", args: []string{"xds"}, code: 2, err: "want the serve command"},
@@ -34,6 +36,8 @@ func TestMainArgs(t *testing.T) {
 		{name: "extra args", args: []string{"xds", "serve", "now"}, code: 2, err: `unexpected arguments ["now"]`},
 		{name: "no credentials", args: []string{"xds", "serve"}, noREST: true, code: 1, err: "no in-cluster credentials"},
 		{name: "default listen", args: []string{"xds", "serve"}, code: 1, err: refused.Error(), listened: ImageListen},
+		{name: "bootstrap without files", args: []string{"xds", "serve", "--bootstrap", "/home/u/.bashrc"}, noFiles: true, code: 2, err: "--bootstrap /home/u/.bashrc: this node runs the container without a filesystem"},
+		{name: "no network", args: []string{"xds", "serve"}, noListen: true, code: 1, err: "no network to listen on"},
 		{name: "listen", args: []string{"xds", "serve", "--listen", "10.0.0.1:9", "-n", "shop"}, code: 1, err: refused.Error(), listened: "10.0.0.1:9"},
 	}
 	for _, tt := range tests {
@@ -41,6 +45,10 @@ func TestMainArgs(t *testing.T) {
 			asked = ""
 			var out, errs bytes.Buffer
 			h := Host{REST: &rest.Config{Host: "https://127.0.0.1:1"}, Listen: listen, Stdout: &out, Stderr: &errs}
+			h.NoFiles = tt.noFiles
+			if tt.noListen {
+				h.Listen = nil
+			}
 			if tt.noREST {
 				h.REST, h.NoREST = nil, rest.ErrNotInCluster
 			}

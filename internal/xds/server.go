@@ -44,7 +44,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
@@ -82,6 +81,7 @@ type Server struct {
 	grpc     *grpc.Server
 	factory  informers.SharedInformerFactory
 	events   record.EventBroadcaster
+	sink     *eventSink
 	recorder record.EventRecorder
 	kickc    chan struct{} // a change to serve; capacity 1
 	stop     chan struct{}
@@ -148,7 +148,8 @@ func (s *Server) watch(ctx context.Context) error {
 		}
 	}
 	s.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.cfg.Clientset.CoreV1().Events("")})
+	s.sink = &eventSink{client: s.cfg.Clientset}
+	s.events.StartRecordingToSink(s.sink)
 	s.recorder = s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
 	s.factory.Start(s.stop)
 	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
@@ -276,6 +277,7 @@ func (s *Server) closeInformers() {
 	}
 	s.factory.Shutdown()
 	s.events.Shutdown()
+	s.sink.close()
 }
 
 // Bootstrap is the xDS bootstrap JSON (gRFC A27) for a grpc-go client
