@@ -67,8 +67,19 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 		return fmt.Errorf("lab exec: %w", err)
 	}
 	// The command gets Ctrl-C from the terminal itself (same process
-	// group); lab exec waits for it rather than leave it behind.
+	// group); a SIGINT, SIGTERM or SIGHUP sent to lab exec alone (ctx's
+	// end) is passed on as SIGINT. lab exec waits for the command rather
+	// than leave it behind.
+	waited := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.Process.Signal(os.Interrupt)
+		case <-waited:
+		}
+	}()
 	err = c.Wait()
+	close(waited)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if code := ee.ExitCode(); code > 0 {

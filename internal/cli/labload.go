@@ -89,6 +89,9 @@ normal end of the load.`,
 			if err := labup.CheckPolicy(o.Policy); err != nil {
 				return exit.UsageError(fmt.Errorf("--policy %q: %w", o.Policy, err))
 			}
+			if strings.HasPrefix(o.Target, "xds:") && cmd.Flags().Changed("policy") {
+				return exit.UsageError(fmt.Errorf("--policy %s: an xds:/// target's policy is the control plane's (the Service's xds.pinlab.dev/lb-policy annotation)", o.Policy))
+			}
 			return labLoad(cmd.Context(), o)
 		},
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pinlab/pinlab/internal/labtest"
 )
 
 // TestLabUpKubernetesXDS: deploy/xds on a lab on the real control plane,
@@ -63,4 +65,28 @@ func TestLabUpKubernetesXDS(t *testing.T) {
 		t.Errorf("diagnose while xDS clients call: %v; want BALANCED naming the Service's xDS policy:\n%s", err, out)
 	}
 	kubectl("delete", "-f", filepath.Join("..", "..", "deploy", "xds", "pinlab-xds.yaml"), "--timeout", "60s")
+
+	// A SIGINT to lab exec alone (not its process group) reaches the
+	// command it runs.
+	sleeper := exec.CommandContext(ctx, pinlab, "lab", "exec", "--control", ctl, "--token-file", tokenFile, "--", "sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := func() bool { // the command itself, not lab exec's own command line
+		for _, p := range processesWith("sleep 30") {
+			if _, cmd, _ := strings.Cut(p, ": "); strings.HasPrefix(cmd, "sleep 30") {
+				return true
+			}
+		}
+		return false
+	}
+	if labtest.Poll(labtest.Context(t, 10*time.Second), 50*time.Millisecond, started) != nil {
+		t.Fatal("lab exec -- sleep 30: no sleep process within 10 s")
+	}
+	sleeper.Process.Signal(os.Interrupt)
+	began := time.Now()
+	err = sleeper.Wait()
+	if took := time.Since(began); took > 5*time.Second || exitCodeOf(err) != ExitInterrupted {
+		t.Errorf("lab exec -- sleep 30 after SIGINT to lab exec: %v after %v, want exit %d at once", err, took, ExitInterrupted)
+	}
 }

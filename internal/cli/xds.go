@@ -43,7 +43,9 @@ detection:
   xds.pinlab.dev/lb-config: the policy's settings as JSON, e.g.
       {"choiceCount": 3}
   xds.pinlab.dev/outlier-detection: gRFC A50's settings as JSON, e.g.
-      {"interval": "1s", "failurePercentageEjection": {"threshold": 30}}
+      {"interval": "1s", "failurePercentageEjection": {"threshold": 30,
+      "minimumHosts": 3, "requestVolume": 20}} (the defaults, 5 hosts and
+      50 calls per interval, eject nothing in a small fleet)
 A bad annotation is reported as a Warning event on the Service and ignored.
 
 It reads Services and EndpointSlices and writes events (deploy/xds has the

@@ -159,6 +159,9 @@ func CheckPolicy(policy string) error {
 // loadTarget is the clients' target: a Service as NAME:PORT (in
 // namespace, resolved through the lab's DNS) or a gRPC target as it is.
 func loadTarget(target, namespace string) (plan.Target, error) {
+	if strings.HasPrefix(target, "xds:") && !strings.HasPrefix(target, "xds:///") {
+		return plan.Target{}, exit.UsageError(fmt.Errorf("target %q: want xds:///SERVICE.NAMESPACE:PORT (no authority), the name the xDS control plane serves", target))
+	}
 	if name, ok := strings.CutPrefix(target, "xds:///"); ok {
 		host, port, ok := strings.Cut(name, ":")
 		svc, ns, dotted := strings.Cut(host, ".")
@@ -344,8 +347,12 @@ func xdsResolver(target plan.Target, server string) (resolver.Builder, error) {
 	case server == "":
 		return nil, exit.UsageError(fmt.Errorf("target %s: name the xDS control plane with --xds-server IP:PORT (deploy/xds's: the pinlab-xds Service's ClusterIP, port 18000)", target.XDSTarget()))
 	}
-	if err := loopback.CheckAddr(server); err != nil {
-		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: %w", server, err))
+	ap, err := netip.ParseAddrPort(server)
+	if err != nil {
+		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: want IP:PORT, the control plane's address in the lab (deploy/xds's: the pinlab-xds Service's ClusterIP, port 18000); lab load does not resolve names for it", server))
+	}
+	if err := loopback.CheckIP(ap.Addr()); err != nil {
+		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: not an address of the lab (%v)", server, err))
 	}
 	boot, err := xds.Bootstrap(server, xds.DefaultNode)
 	if err != nil {

@@ -19,12 +19,13 @@ func TestLoadTargetXDS(t *testing.T) {
 	}{
 		{target: "xds:///pricing.shop:8471", server: "127.96.0.42:18000", want: plan.Target{XDS: true, Service: "pricing", Namespace: "shop", Port: 8471}},
 		{target: "xds:///pricing.shop:8471", err: "name the xDS control plane with --xds-server"},
-		{target: "xds:///pricing.shop:8471", server: "8.8.8.8:18000", err: "--xds-server 8.8.8.8:18000"},
-		{target: "xds:///pricing.shop:8471", server: "pinlab-xds:18000", err: "--xds-server pinlab-xds:18000"},
+		{target: "xds:///pricing.shop:8471", server: "8.8.8.8:18000", err: "--xds-server 8.8.8.8:18000: not an address of the lab"},
+		{target: "xds:///pricing.shop:8471", server: "pinlab-xds.pinlab-xds.svc.cluster.local:18000", err: "want IP:PORT, the control plane's address in the lab"},
 		{target: "xds:///pricing:8471", server: "127.96.0.42:18000", err: "want xds:///SERVICE.NAMESPACE:PORT"},
 		{target: "xds:///pricing.shop.svc.cluster.local:8471", server: "127.96.0.42:18000", err: "want xds:///SERVICE.NAMESPACE:PORT"},
 		{target: "xds:///pricing.shop:http", server: "127.96.0.42:18000", err: "want xds:///SERVICE.NAMESPACE:PORT"},
 		{target: "pricing:8471", server: "127.96.0.42:18000", err: "only for an xds:/// target"},
+		{target: "xds://foo/pricing.shop:8471", server: "127.96.0.42:18000", err: "want xds:///SERVICE.NAMESPACE:PORT (no authority)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target+" "+tt.server, func(t *testing.T) {

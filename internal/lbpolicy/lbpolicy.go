@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,10 +189,33 @@ func ParseOutlierDetection(settings string) (OutlierDetection, error) {
 	return od, od.Check()
 }
 
+// jsonWant names what a JSON field of kind k takes, for errors.
+func jsonWant(k reflect.Kind) string {
+	switch k {
+	case reflect.Uint32:
+		return "a whole number from 0 to 4294967295"
+	case reflect.Uint64:
+		return "a whole number, 0 or more"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.String, reflect.Int64:
+		return "a string (a duration such as \"1s\" where a duration is meant)"
+	case reflect.Struct, reflect.Pointer, reflect.Map:
+		return "an object"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "a " + k.String()
+}
+
 func strictJSON(s string, into any) error {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fmt.Errorf("%s: got %s, want %s", te.Field, te.Value, jsonWant(te.Type.Kind()))
+		}
 		return err
 	}
 	if dec.More() {
@@ -334,6 +358,19 @@ func (p Policy) ServiceConfig() string {
 	return string(bytes.TrimSpace(b))
 }
 
+// SettingsJSON is the policy's settings as compact JSON with grpc-go's
+// names, as given (defaults left out); "" when it has none.
+func (p Policy) SettingsJSON() string {
+	if p.LeastRequest == nil && p.WRR == nil && p.Ring == nil {
+		return ""
+	}
+	b, err := json.Marshal(p.Settings())
+	if err != nil || string(b) == "{}" {
+		return ""
+	}
+	return string(b)
+}
+
 // Settings is the policy's config object in a service config's
 // loadBalancingConfig entry (under GRPCName): {} without settings.
 func (p Policy) Settings() any {
@@ -394,6 +431,9 @@ func FromAnnotations(a map[string]string) (Policy, *OutlierDetection, error) {
 	}
 	p, err := Parse(name, cfg)
 	if err != nil {
+		if cfg == "" {
+			return def, nil, fmt.Errorf("annotation %s=%q: %w", AnnotationPolicy, a[AnnotationPolicy], err)
+		}
 		return def, nil, fmt.Errorf("annotation %s=%q, %s=%q: %w", AnnotationPolicy, a[AnnotationPolicy], AnnotationPolicyConfig, cfg, err)
 	}
 	od, ok := a[AnnotationOutlierDetection]

@@ -175,3 +175,18 @@ func TestOutlierDetectionString(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsTypeErrors: a setting of the wrong type is named with what
+// it takes, not with Go's type names.
+func TestSettingsTypeErrors(t *testing.T) {
+	tests := []struct{ settings, want string }{
+		{`{"successRateEjection": {"stdevFactor": -1}}`, "successRateEjection.stdevFactor: got number -1, want a whole number from 0 to 4294967295"},
+		{`{"maxEjectionPercent": "half"}`, "maxEjectionPercent: got string, want a whole number from 0 to 4294967295"},
+	}
+	for _, tt := range tests {
+		_, err := ParseOutlierDetection(tt.settings)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "Go struct") {
+			t.Errorf("%s: %v, want %q", tt.settings, err, tt.want)
+		}
+	}
+}

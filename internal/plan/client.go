@@ -68,6 +68,10 @@ type Target struct {
 	// OutlierDetection, for an XDS target, is the outlier detection the
 	// Service's annotation gives its clients; nil for none.
 	OutlierDetection *lbpolicy.OutlierDetection
+	// XDSAnnotated, for an XDS target: the Service carries
+	// xds.pinlab.dev annotations (else the control plane serves its
+	// defaults: round_robin, no outlier detection).
+	XDSAnnotated bool
 	// Selector is the Service's selector; nil for a selector-less Service
 	// (hand-written EndpointSlices).
 	Selector map[string]string
@@ -209,10 +213,17 @@ func (g Group) PolicyText() string {
 	case s.Protocol == ProtocolWebSocket:
 		return "one WebSocket"
 	case g.Target.XDS:
-		if od := g.Target.OutlierDetection; od != nil {
-			return "xDS " + g.Policy + ", outlier detection: " + od.String() + " (the Service's annotations)"
+		if !g.Target.XDSAnnotated {
+			return "xDS " + g.Policy + " (the control plane's default: the Service has no xds.pinlab.dev annotation)"
 		}
-		return "xDS " + g.Policy + " (the Service's annotation)"
+		p := "xDS " + g.Policy
+		if s.PolicySettings != "" {
+			p += " " + s.PolicySettings
+		}
+		if od := g.Target.OutlierDetection; od != nil {
+			p += ", outlier detection: " + od.String()
+		}
+		return p + " (the Service's annotations)"
 	}
 	return g.Policy
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -75,7 +76,8 @@ type Config struct {
 	// zero answers at once.
 	ServiceTime time.Duration
 	// FailPercent is the share of GetPrice calls, 0 to 100, failed with
-	// INTERNAL after the service time (workload.Args.FailPercent).
+	// INTERNAL after the service time (workload.Args.FailPercent): each
+	// call independently, drawn from a source seeded by Name.
 	FailPercent int
 	// ORCA reports the pod's load (gRFC A51) per call and out of band
 	// (workload.Args.ORCA; see loadMeter).
@@ -171,7 +173,7 @@ func New(cfg Config) *Server {
 		quit: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.gate.addr = cfg.Addr
-	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy, meter: meter})
+	pricingv1.RegisterPricingServer(s.grpc, &pricing{cfg: cfg, unhealthy: &s.unhealthy, meter: meter, fail: newFailer(cfg.Name, cfg.FailPercent)})
 	if meter != nil {
 		// Out of band: to clients that ask (weighted_round_robin with
 		// enableOobLoadReport), at their interval but at most every 30 s:
@@ -425,16 +427,41 @@ type pricing struct {
 	cfg       Config
 	unhealthy *atomic.Bool
 	meter     *loadMeter // nil without cfg.ORCA
-	calls     atomic.Int64
+	fail      *failer
 }
 
 // errFailed is what a pod answers to the calls FailPercent fails.
 var errFailed = status.Error(codes.Internal, "pod failed the call (--fail-percent)")
 
-// fails says whether the n-th call (from 1) is one of the FailPercent
-// share: the count of failures is floor(n*percent/100).
-func fails(n int64, percent int) bool {
-	return percent > 0 && n*int64(percent)/100 > (n-1)*int64(percent)/100
+// failer draws which calls a pod fails: each call independently with
+// probability percent/100 (0: none, 100: all), from a random source seeded
+// by the pod's name, so that a run's seed (which names the pods) repeats
+// it. Independent draws, not every n-th call: clients whose calls
+// interleave in step would otherwise see all or none of the failures.
+// Safe for concurrent use.
+type failer struct {
+	percent int
+	mu      sync.Mutex
+	rng     *rand.Rand
+}
+
+func newFailer(name string, percent int) *failer {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return &failer{percent: percent, rng: rand.New(rand.NewPCG(h.Sum64(), 0x9e3779b97f4a7c15))}
+}
+
+// fails draws one call.
+func (f *failer) fails() bool {
+	switch {
+	case f.percent <= 0:
+		return false
+	case f.percent >= 100:
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rng.IntN(100) < f.percent
 }
 
 // errUnhealthy is what an unhealthy pod answers.
@@ -454,7 +481,7 @@ func (p *pricing) GetPrice(ctx context.Context, req *pricingv1.GetPriceRequest) 
 		case <-t.C:
 		}
 	}
-	failed := fails(p.calls.Add(1), p.cfg.FailPercent)
+	failed := p.fail.fails()
 	if p.meter != nil {
 		p.meter.served(began, failed)
 		if r := orca.CallMetricsRecorderFromContext(ctx); r != nil {

@@ -2,6 +2,7 @@ package pod_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -207,25 +208,29 @@ func TestServiceTime(t *testing.T) {
 }
 
 // TestFailPercent: a pod with FailPercent fails that share of its calls
-// with INTERNAL, evenly: 50 of 100 at 50%, every call at 100%, none at 0.
+// with INTERNAL (every call at 100, none at 0), each call drawn on its
+// own: two callers taking turns each see about that share, not one all
+// of the failures (as failing every n-th call would give them).
 func TestFailPercent(t *testing.T) {
-	for i, tt := range []struct{ percent, want int }{{0, 0}, {50, 50}, {30, 30}, {100, 100}} {
-		s := startServer(t, pod.Config{Name: "p", Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 203, 41, byte(i + 1)}), 0), FailPercent: tt.percent})
+	for i, tt := range []struct{ percent, lo, hi int }{{0, 0, 0}, {50, 400, 600}, {30, 220, 380}, {100, 1000, 1000}} {
+		s := startServer(t, pod.Config{Name: fmt.Sprintf("p-%d", i), Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 203, 41, byte(i + 1)}), 0), FailPercent: tt.percent})
 		pc := pricingv1.NewPricingClient(dial(t, s))
-		ctx := labtest.Context(t, 10*time.Second)
-		failed := 0
-		for range 100 {
+		ctx := labtest.Context(t, 20*time.Second)
+		var failed [2]int // by caller: calls alternate between two
+		for n := range 2000 {
 			_, err := pc.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "a"})
 			switch status.Code(err) {
 			case codes.OK:
 			case codes.Internal:
-				failed++
+				failed[n%2]++
 			default:
 				t.Fatalf("call: %v", err)
 			}
 		}
-		if failed != tt.want {
-			t.Errorf("--fail-percent=%d: %d of 100 calls failed, want %d", tt.percent, failed, tt.want)
+		for caller, f := range failed {
+			if f < tt.lo || f > tt.hi {
+				t.Errorf("--fail-percent=%d: caller %d saw %d of its 1000 calls fail, want %d to %d", tt.percent, caller, f, tt.lo, tt.hi)
+			}
 		}
 	}
 }

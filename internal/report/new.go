@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -60,6 +61,9 @@ func variant(v plan.Variant, o outcome.Variant, vd verdict.Verdict) Variant {
 		}
 		if g.Settings.Protocol == plan.ProtocolGRPC && g.Settings.L7Proxy == nil {
 			rg.LBPolicy, rg.Resolver = g.Policy, g.Settings.Resolver
+			if s := g.Settings.PolicySettings; s != "" && json.Valid([]byte(s)) {
+				rg.LBConfig = json.RawMessage(s)
+			}
 		}
 		out.Groups = append(out.Groups, rg)
 	}

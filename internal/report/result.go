@@ -6,6 +6,7 @@
 package report
 
 import (
+	"encoding/json"
 	"github.com/pinlab/pinlab/internal/diagnose"
 	"github.com/pinlab/pinlab/internal/lbpolicy"
 	"github.com/pinlab/pinlab/internal/stats"
@@ -65,6 +66,10 @@ type Group struct {
 	// for HTTP and WebSocket clients and behind an L7 proxy.
 	LBPolicy string `json:"lb_policy,omitempty"`
 	Resolver string `json:"resolver,omitempty"`
+	// LBConfig is the policy's settings with grpc-go's names (from the
+	// client's policyConfig, or an xDS Service's annotation); absent for
+	// the defaults.
+	LBConfig json.RawMessage `json:"lb_config,omitempty"`
 	// OutlierDetection is an xDS Service's outlier detection (gRFC A50),
 	// with grpc-go's JSON names as the annotation gave it (defaults left
 	// out); nil for none.

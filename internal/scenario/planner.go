@@ -414,6 +414,8 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		return s.Errorf("resolver", "%q: an xds:/// target is resolved by grpc-go's xDS resolver", c.Resolver)
 	case c.L7Proxy != nil:
 		return s.Errorf("l7Proxy", "an xds:/// client balances each call itself; it has no proxy")
+	case g.Settings.Protocol != plan.ProtocolGRPC:
+		return s.Errorf("protocol", "%s: an xds:/// target is for gRPC clients (grpc-go's xDS resolver); HTTP/1.1 and WebSocket clients dial the Service's name", g.Settings.Protocol)
 	case c.Retry != nil, c.HealthCheck != nil:
 		// grpc-go applies no default service config under a resolver
 		// that gives one, as the xDS resolver always does.
@@ -426,7 +428,8 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		return o.Errorf("metadata.annotations", "%v (the xDS control plane would ignore it; client %s targets %s)", err, c.Name, g.Target.XDSTarget())
 	}
 	g.Policy, g.Settings.Resolver = p.Name, "xds"
-	g.Target.OutlierDetection = od
+	g.Settings.PolicySettings = p.SettingsJSON()
+	g.Target.OutlierDetection, g.Target.XDSAnnotated = od, lbpolicy.HasAnnotations(o.Obj.(*corev1.Service).Annotations)
 	return nil
 }
 

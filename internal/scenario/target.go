@@ -22,10 +22,16 @@ func (objs objects) target(target, ns string) (plan.Target, error) {
 		ns = metav1.NamespaceDefault
 	}
 	xdsRest, isXDS := strings.CutPrefix(target, "xds:///")
+	if !isXDS && strings.HasPrefix(target, "xds:") {
+		return plan.Target{}, fmt.Errorf("%q: expected xds:///<service>.<namespace>:<port> (no authority), the name the xDS control plane serves", target)
+	}
 	if isXDS {
 		target = xdsRest
 	}
 	host, port, err := splitTarget(target)
+	if err != nil && isXDS {
+		return plan.Target{}, fmt.Errorf("xds:///%s: expected xds:///<service>.<namespace>:<port>, the name the xDS control plane serves", target)
+	}
 	if err != nil {
 		return plan.Target{}, err
 	}

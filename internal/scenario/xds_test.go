@@ -38,7 +38,7 @@ func TestBalancing(t *testing.T) {
 		want               string // the group's resolver, policy and settings, or an error
 	}{
 		{"xds", plain, "    target: xds:///pricing.shop:8471\n", "xds round_robin  xds:///pricing.shop:8471"},
-		{"xds with the Service's policy", annotated, "    target: xds:///pricing.shop:8471\n", "xds least_request  xds:///pricing.shop:8471"},
+		{"xds with the Service's policy", annotated, "    target: xds:///pricing.shop:8471\n", `xds least_request {"choiceCount":3} xds:///pricing.shop:8471`},
 		{"xds to a headless Service", plain, "    target: xds:///pricing-headless.shop:8471\n", "xds round_robin  xds:///pricing-headless.shop:8471"},
 		{"xds with a policy", plain, "    target: xds:///pricing.shop:8471\n    policy: round_robin\n", "error: spec.clients[0].policy: an xds:/// target's policy is the control plane's"},
 		{"xds with a resolver", plain, "    target: xds:///pricing.shop:8471\n    resolver: kubernetes\n", "error: spec.clients[0].resolver"},
@@ -52,6 +52,9 @@ func TestBalancing(t *testing.T) {
 		{"settings of another policy", plain, "    target: dns:///pricing-headless:8471\n    policy: least_request\n    policyConfig: {blackoutPeriod: 2s}\n",
 			`error: spec.clients[0].policyConfig: least_request settings: json: unknown field "blackoutPeriod"`},
 		{"settings without a policy", plain, "    target: dns:///pricing-headless:8471\n    policyConfig: {choiceCount: 3}\n", "error: pick_first takes no settings"},
+		{"xds with an authority", plain, "    target: xds://foo/pricing.shop:8471\n", "error: expected xds:///<service>.<namespace>:<port> (no authority)"},
+		{"xds without a port", plain, "    target: xds:///pricing.shop\n", "error: xds:///pricing.shop: expected xds:///<service>.<namespace>:<port>"},
+		{"xds over HTTP/1.1", plain, "    target: xds:///pricing.shop:8471\n    protocol: http\n", "error: spec.clients[0].protocol: http: an xds:/// target is for gRPC clients"},
 		{"xds with retries", plain, "    target: xds:///pricing.shop:8471\n    retry: {maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 1s, backoffMultiplier: 2, retryableStatusCodes: [Unavailable]}\n", "error: spec.clients[0].retry: an xds:/// client's service config is the control plane's"},
 		{"xds with a cluster.local name", plain, "    target: xds:///pricing.shop.svc.cluster.local:8471\n", "error: expected xds:///<service>.<namespace>:<port>"},
 		{"ring_hash without a header", plain, "    target: dns:///pricing-headless:8471\n    policy: ring_hash\n", "error: spec.clients[0].policy: ring_hash needs requestHashHeader outside xDS"},
