@@ -30,7 +30,8 @@ pinlab never sends traffic to them). For example:
   pinlab lab exec -- pinlab lab load pricing:50051 -n default
   pinlab lab exec -- pinlab diagnose pricing --lab
 
-The command's exit code is lab exec's. A lab on the embedded control plane
+The command's exit code is lab exec's; a SIGINT, SIGTERM or SIGHUP sent to
+lab exec is passed on to it as SIGINT. A lab on the embedded control plane
 needs no exec: its addresses are on the host's loopback.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
