@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/pinlab/pinlab/internal/control"
 	"github.com/pinlab/pinlab/internal/exit"
 	"github.com/pinlab/pinlab/internal/netns"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // NewCmdLabExec returns `pinlab lab exec`.
@@ -31,7 +34,7 @@ pinlab never sends traffic to them). For example:
   pinlab lab exec -- pinlab diagnose pricing --lab
 
 The command's exit code is lab exec's; a SIGINT, SIGTERM or SIGHUP sent to
-lab exec is passed on to it as SIGINT. A lab on the embedded control plane
+lab exec alone is passed on to it. A lab on the embedded control plane
 needs no exec: its addresses are on the host's loopback.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
@@ -67,20 +70,32 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("lab exec: %w", err)
 	}
-	// The command gets Ctrl-C from the terminal itself (same process
-	// group); a SIGINT, SIGTERM or SIGHUP sent to lab exec alone (ctx's
-	// end) is passed on as SIGINT. lab exec waits for the command rather
-	// than leave it behind.
+	// lab exec waits for the command rather than leave it behind, and
+	// passes on each SIGINT, SIGTERM and SIGHUP it gets, but for the ones
+	// a terminal sends its whole foreground process group (Ctrl-C, a
+	// hang-up), which reached the command already.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	waited := make(chan struct{})
+	forwarded := make(chan struct{})
 	go func() {
-		select {
-		case <-ctx.Done():
-			c.Process.Signal(os.Interrupt)
-		case <-waited:
+		defer close(forwarded)
+		for {
+			select {
+			case s := <-sigs:
+				if s != syscall.SIGTERM && terminalForeground() {
+					continue
+				}
+				c.Process.Signal(s)
+			case <-waited:
+				return
+			}
 		}
 	}()
 	err = c.Wait()
 	close(waited)
+	<-forwarded
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if code := ee.ExitCode(); code > 0 {
@@ -131,4 +146,12 @@ func shellJoin(args []string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// terminalForeground reports whether this process is in the foreground
+// process group of the terminal on its standard input, where the
+// terminal's Ctrl-C and hang-up signals reach every process of the group.
+func terminalForeground() bool {
+	pgrp, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }

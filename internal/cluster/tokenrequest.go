@@ -29,13 +29,14 @@ const (
 )
 
 // createToken answers TokenRequest (create serviceaccounts/token) as
-// kube-apiserver's token storage does: the request is validated first
-// (the length defaults to an hour, and must be at least ten minutes and
-// at most 2^32 seconds: 422 Invalid), then the service account must exist;
-// a bound object must be a Pod, Secret or Node that exists with the UID
-// the reference names (a pod deleted and made again is another), and a
-// bound Pod must run as that service account (its serviceAccountName,
-// "default" when empty). The token is random and opaque: the embedded API
+// kube-apiserver's token storage does: the service account must exist
+// (404), then the request is validated (the length defaults to an hour,
+// and must be at least ten minutes and at most 2^32 seconds: 422
+// Invalid); a bound object must be a Pod, Secret or Node that exists with
+// the UID the reference names (a pod deleted and made again is another),
+// and a bound Pod must run as that service account (its
+// serviceAccountName; an empty one counts as "default", which the
+// ServiceAccount admission plugin, not run here, would have written). The token is random and opaque: the embedded API
 // server authenticates no requests, so nothing checks it.
 func (c *Cluster) createToken(action k8stesting.Action) (bool, runtime.Object, error) {
 	if action.GetSubresource() != "token" {
@@ -45,6 +46,10 @@ func (c *Cluster) createToken(action k8stesting.Action) (bool, runtime.Object, e
 	req, ok := ca.GetObject().(*authenticationv1.TokenRequest)
 	if !ok {
 		return true, nil, apierrors.NewBadRequest(fmt.Sprintf("want a TokenRequest, not %T", ca.GetObject()))
+	}
+	ns := action.GetNamespace()
+	if _, err := c.tracker().Get(serviceAccountsGVR, ns, ca.Name); err != nil {
+		return true, nil, apierrors.NewNotFound(serviceAccountsGVR.GroupResource(), ca.Name)
 	}
 	out := req.DeepCopy()
 	secs := int64(defaultTokenSeconds)
@@ -57,10 +62,6 @@ func (c *Cluster) createToken(action k8stesting.Action) (bool, runtime.Object, e
 		return true, nil, tokenInvalid(field.Invalid(path, secs, "may not specify a duration less than 10 minutes"))
 	case secs > maxTokenSeconds:
 		return true, nil, tokenInvalid(field.Invalid(path, secs, "may not specify a duration larger than 2^32 seconds"))
-	}
-	ns := action.GetNamespace()
-	if _, err := c.tracker().Get(serviceAccountsGVR, ns, ca.Name); err != nil {
-		return true, nil, apierrors.NewNotFound(serviceAccountsGVR.GroupResource(), ca.Name)
 	}
 	if ref := out.Spec.BoundObjectRef; ref != nil {
 		if err := c.boundObject(ns, ca.Name, ref); err != nil {

@@ -46,7 +46,7 @@ func TestTokenRequest(t *testing.T) {
 		{name: "bound to the pod", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(3607), BoundObjectRef: bound("xds-0", p.UID)}, life: 3607 * time.Second},
 		{name: "no such service account", sa: "nobody", wantErr: apierrors.IsNotFound},
 		{name: "under ten minutes", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(599)}, wantErr: apierrors.IsInvalid},
-		{name: "validated first", sa: "nobody", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(599)}, wantErr: apierrors.IsInvalid},
+		{name: "the service account first", sa: "nobody", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(599)}, wantErr: apierrors.IsNotFound},
 		{name: "over 2^32 seconds", sa: "xds", spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: secs(1<<32 + 1)}, wantErr: apierrors.IsInvalid},
 		{name: "another service account's pod", sa: "other", spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound("xds-0", p.UID)}, wantErr: apierrors.IsBadRequest},
 		{name: "bound to a ConfigMap", sa: "xds", spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "ConfigMap", Name: "x"}}, wantErr: apierrors.IsBadRequest},

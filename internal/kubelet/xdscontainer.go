@@ -67,6 +67,9 @@ func (w *podWorker) xdsProcess(p *corev1.Pod, out *podlog.Log) (process, error) 
 	return &commandProcess{errs: stderr, run: func(ctx context.Context) int {
 		c := XDSContainer{Args: args, Listen: listen, Stdout: stdout, Stderr: stderr}
 		c.REST, c.NoREST = inClusterConfig(ctx, client, base, p)
+		if ctx.Err() != nil {
+			return 0 // stopped while starting: a SIGTERM, not a failure
+		}
 		return run(ctx, c)
 	}}, nil
 }

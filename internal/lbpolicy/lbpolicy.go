@@ -284,8 +284,13 @@ func (od OutlierDetection) Check() error {
 }
 
 // Ejects reports whether od can eject anything: an ejection kind is on
-// with an enforcement percentage above 0 (A50's default: 100).
+// with an enforcement percentage above 0 (A50's default: 100), and
+// maxEjectionPercent is not 0 (grpc-go ejects no more once the ejected
+// share reaches it).
 func (od *OutlierDetection) Ejects() bool {
+	if p := od.MaxEjectionPercent; p != nil && *p == 0 {
+		return false
+	}
 	enforced := func(p *uint32) bool { return p == nil || *p > 0 }
 	return od.SuccessRate != nil && enforced(od.SuccessRate.EnforcementPercentage) ||
 		od.FailurePercentage != nil && enforced(od.FailurePercentage.EnforcementPercentage)

@@ -164,6 +164,7 @@ func TestOutlierDetectionString(t *testing.T) {
 			"success rate 1.0 stdev below the mean (100 calls, 5 hosts) or failure percentage above 85% (50 calls, 5 hosts) every 10s, ejected 30s+, at most 10% of endpoints"},
 		{`{"failurePercentageEjection": {"enforcementPercentage": 50}}`, "failure percentage above 85% (50 calls, 5 hosts, enforced 50%) every 10s, ejected 30s+, at most 10% of endpoints"},
 		{`{"failurePercentageEjection": {"enforcementPercentage": 0}}`, "failure percentage above 85% (50 calls, 5 hosts, enforced 0%): ejects nothing"},
+		{`{"maxEjectionPercent": 0, "failurePercentageEjection": {}}`, "failure percentage above 85% (50 calls, 5 hosts): ejects nothing"},
 	}
 	for _, tt := range tests {
 		od, err := ParseOutlierDetection(tt.settings)

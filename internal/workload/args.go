@@ -64,9 +64,9 @@ type Args struct {
 	// HTTP/1.1 keep-alive pool open several connections.
 	ServiceTime time.Duration
 	// FailPercent is the share of GetPrice calls, 0 to 100, that the pod
-	// fails with INTERNAL after its service time, evenly spread (every
-	// call that takes the count of failures to the next whole percent),
-	// as a pod with a broken dependency behind some of its calls.
+	// fails with INTERNAL after its service time, each call drawn
+	// independently from a source seeded by the pod's name, as a pod with
+	// a broken dependency behind some of its calls.
 	FailPercent int
 	// ORCA makes the pod report its load (gRFC A51): in every GetPrice
 	// answer's trailer and, to clients that ask, out of band (grpc-go's

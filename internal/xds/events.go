@@ -20,15 +20,23 @@ var errSinkClosed = errors.New("xds: closed: event dropped")
 
 // eventSink writes the server's events through client (record.EventSink),
 // each call bounded by eventTimeout, until close; then it drops them.
-// close waits for the writes in flight, so that no request made with the
-// server's credentials outlives Close (the record broadcaster's Shutdown
-// does not wait for its sink's goroutine).
+// close cancels the writes in flight and waits for them, so that no
+// request made with the server's credentials outlives Close (the record
+// broadcaster's Shutdown does not wait for its sink's goroutine) and
+// Close returns at once.
 type eventSink struct {
 	client kubernetes.Interface
+	ctx    context.Context // ended by close
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup // Add under mu, only while not closed
+}
+
+func newEventSink(client kubernetes.Interface) *eventSink {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &eventSink{client: client, ctx: ctx, cancel: cancel}
 }
 
 func (s *eventSink) enter() bool {
@@ -45,6 +53,7 @@ func (s *eventSink) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.cancel()
 	s.inflight.Wait()
 }
 
@@ -53,7 +62,7 @@ func (s *eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
 		return nil, errSinkClosed
 	}
 	defer s.inflight.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, eventTimeout)
 	defer cancel()
 	return s.client.CoreV1().Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
 }
@@ -63,7 +72,7 @@ func (s *eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
 		return nil, errSinkClosed
 	}
 	defer s.inflight.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, eventTimeout)
 	defer cancel()
 	return s.client.CoreV1().Events(e.Namespace).Update(ctx, e, metav1.UpdateOptions{})
 }
@@ -73,7 +82,7 @@ func (s *eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
 		return nil, errSinkClosed
 	}
 	defer s.inflight.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, eventTimeout)
 	defer cancel()
 	return s.client.CoreV1().Events(e.Namespace).Patch(ctx, e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }

@@ -148,7 +148,7 @@ func (s *Server) watch(ctx context.Context) error {
 		}
 	}
 	s.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	s.sink = &eventSink{client: s.cfg.Clientset}
+	s.sink = newEventSink(s.cfg.Clientset)
 	s.events.StartRecordingToSink(s.sink)
 	s.recorder = s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
 	s.factory.Start(s.stop)
