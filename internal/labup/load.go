@@ -3,6 +3,7 @@ package labup
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -349,7 +350,11 @@ func xdsResolver(target plan.Target, server string) (resolver.Builder, error) {
 	}
 	ap, err := netip.ParseAddrPort(server)
 	if err != nil {
-		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: want IP:PORT, the control plane's address in the lab (deploy/xds's: the pinlab-xds Service's ClusterIP, port 18000); lab load does not resolve names for it", server))
+		why := ""
+		if host, _, serr := net.SplitHostPort(server); serr == nil && net.ParseIP(host) == nil {
+			why = "; lab load does not resolve names for it"
+		}
+		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: want IP:PORT, the control plane's address in the lab (deploy/xds's: the pinlab-xds Service's ClusterIP, port 18000)%s", server, why))
 	}
 	if err := loopback.CheckIP(ap.Addr()); err != nil {
 		return nil, exit.UsageError(fmt.Errorf("--xds-server %s: not an address of the lab (%v)", server, err))

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strconv"
@@ -139,15 +140,19 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration such as \"10s\", got %s", b)
+		// A type error: the decoder adds the field's path to it.
+		return &json.UnmarshalTypeError{Value: string(b), Type: durationType}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("want a duration such as \"10s\", got %q", s)
+		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// durationType is Duration's type, which errors name as a duration.
+var durationType = reflect.TypeFor[Duration]()
 
 // Parse makes a Policy of a policy name and its settings as JSON (empty:
 // the defaults). Unknown names, unknown or mistyped fields and values
@@ -213,8 +218,15 @@ func strictJSON(s string, into any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
+		switch {
+		case errors.As(err, &te) && te.Type == durationType && te.Field != "":
+			return fmt.Errorf("%s: got %s, want a duration such as \"10s\" (0 or more)", te.Field, te.Value)
+		case errors.As(err, &te) && te.Field != "":
 			return fmt.Errorf("%s: got %s, want %s", te.Field, te.Value, jsonWant(te.Type.Kind()))
+		case errors.As(err, &te):
+			return fmt.Errorf("got %s, want a JSON object of settings", te.Value)
+		case errors.Is(err, io.EOF):
+			return errors.New("empty: want a JSON object of settings")
 		}
 		return err
 	}
@@ -264,8 +276,17 @@ func (p Policy) CheckOutsideXDS() error {
 	return nil
 }
 
-// Check reports the settings gRFC A50 rejects.
+// MinInterval is the shortest outlier detection interval pinlab takes:
+// every client sweeps its endpoints on that timer, and grpc-go, which
+// takes any interval above 0, would spin a client on a nanosecond one.
+const MinInterval = 10 * time.Millisecond
+
+// Check reports the settings gRFC A50 rejects, and an interval under
+// MinInterval.
 func (od OutlierDetection) Check() error {
+	if i := od.Interval.D(); i > 0 && i < MinInterval {
+		return fmt.Errorf("interval %v: pinlab takes %v or more (every client sweeps its endpoints that often)", i, MinInterval)
+	}
 	if od.MaxEjectionPercent != nil && *od.MaxEjectionPercent > 100 {
 		return fmt.Errorf("maxEjectionPercent %d above 100", *od.MaxEjectionPercent)
 	}
@@ -438,6 +459,9 @@ func FromAnnotations(a map[string]string) (Policy, *OutlierDetection, error) {
 	if err != nil {
 		if cfg == "" {
 			return def, nil, fmt.Errorf("annotation %s=%q: %w", AnnotationPolicy, a[AnnotationPolicy], err)
+		}
+		if a[AnnotationPolicy] == "" {
+			return def, nil, fmt.Errorf("annotation %s=%q (no %s: round_robin): %w", AnnotationPolicyConfig, cfg, AnnotationPolicy, err)
 		}
 		return def, nil, fmt.Errorf("annotation %s=%q, %s=%q: %w", AnnotationPolicy, a[AnnotationPolicy], AnnotationPolicyConfig, cfg, err)
 	}

@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 		{name: "round_robin", settings: `{"x": 1}`, wantErr: "round_robin takes no settings"},
 		{name: "least_request", settings: `{"choices": 3}`, wantErr: `unknown field "choices"`},
 		{name: "least_request", settings: `{"choiceCount": 1}`, wantErr: "at least 2"},
-		{name: "weighted_round_robin", settings: `{"blackoutPeriod": 10}`, wantErr: `want a duration such as "10s", got 10`},
+		{name: "weighted_round_robin", settings: `{"blackoutPeriod": 10}`, wantErr: `blackoutPeriod: got 10, want a duration such as "10s"`},
 		{name: "weighted_round_robin", settings: `{"blackoutPeriod": "soon"}`, wantErr: `got "soon"`},
 		{name: "ring_hash", settings: `{"minRingSize": 9, "maxRingSize": 8}`, wantErr: "above maxRingSize"},
 		{name: "least_request", settings: `{"choiceCount": 2} {}`, wantErr: "more data"},
@@ -183,6 +183,12 @@ func TestSettingsTypeErrors(t *testing.T) {
 	tests := []struct{ settings, want string }{
 		{`{"successRateEjection": {"stdevFactor": -1}}`, "successRateEjection.stdevFactor: got number -1, want a whole number from 0 to 4294967295"},
 		{`{"maxEjectionPercent": "half"}`, "maxEjectionPercent: got string, want a whole number from 0 to 4294967295"},
+		{`{"interval": "-1s"}`, `interval: got "-1s", want a duration such as "10s" (0 or more)`},
+		{`{"baseEjectionTime": 10}`, `baseEjectionTime: got 10, want a duration such as "10s"`},
+		{`[1, 2]`, "got array, want a JSON object of settings"},
+		{`5`, "got number, want a JSON object of settings"},
+		{``, "empty: want a JSON object of settings"},
+		{`{"interval": "1ns", "failurePercentageEjection": {}}`, "interval 1ns: pinlab takes 10ms or more"},
 	}
 	for _, tt := range tests {
 		_, err := ParseOutlierDetection(tt.settings)
