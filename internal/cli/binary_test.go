@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -138,5 +139,21 @@ func (u *upProcess) stop(t *testing.T) {
 		t.Errorf("lab up did not say where its control plane's state is:\n%s", u.stderr.String())
 	} else if left := processesWith(state[1]); len(left) > 0 {
 		t.Errorf("processes left after lab up stopped: %v", left)
+	}
+}
+
+// kubectlOn returns a runner of the control plane's kubectl (in bin) with
+// kubeconfig, bounded by ctx, that fails t on an error and returns the
+// output.
+func kubectlOn(ctx context.Context, t *testing.T, bin, kubeconfig string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
 	}
 }

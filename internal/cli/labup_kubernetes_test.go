@@ -53,16 +53,7 @@ func TestLabUpKubernetes(t *testing.T) {
 	if st, err := os.Stat(kubeconfig); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig %s: %v, mode %v; want 0600", kubeconfig, err, st.Mode())
 	}
-	kubectl := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	kubectl := kubectlOn(ctx, t, bin, kubeconfig)
 	pods := kubectl("get", "pods", "-o", "wide", "-n", "shop")
 	if n := strings.Count(pods, "Running"); n < 2 || !strings.Contains(pods, "10.244.") || !strings.Contains(pods, "pinlab-node") {
 		t.Fatalf("kubectl get pods -o wide: want the Running pricing pods on pinlab-node at 10.244.x.y:\n%s", pods)

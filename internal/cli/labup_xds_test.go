@@ -32,16 +32,7 @@ func TestLabUpKubernetesXDS(t *testing.T) {
 	defer up.stop(t)
 	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
 	kubeconfig := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)[1]
-	kubectl := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	kubectl := kubectlOn(ctx, t, bin, kubeconfig)
 	kubectl("apply", "-f", filepath.Join("..", "..", "deploy", "xds", "pinlab-xds.yaml"))
 	kubectl("annotate", "service", "pricing", "-n", "shop", "xds.pinlab.dev/lb-policy=least_request")
 	kubectl("rollout", "status", "deployment/pinlab-xds", "-n", "pinlab-xds", "--timeout", "120s")

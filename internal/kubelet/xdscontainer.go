@@ -63,7 +63,7 @@ func (w *podWorker) xdsProcess(p *corev1.Pod, out *podlog.Log) (process, error) 
 	if err != nil {
 		return nil, err
 	}
-	client, base, listen := w.k.client, w.k.cfg.APIServer, podListen(w.ip, w.sandbox != nil, w.sandboxListen())
+	client, base, listen := w.k.client, w.k.cfg.APIServer, podListen(w.ip, w.sandbox != nil, w.podListener())
 	return &commandProcess{errs: stderr, run: func(ctx context.Context) int {
 		c := XDSContainer{Args: args, Listen: listen, Stdout: stdout, Stderr: stderr}
 		c.REST, c.NoREST = inClusterConfig(ctx, client, base, p)
@@ -74,10 +74,10 @@ func (w *podWorker) xdsProcess(p *corev1.Pod, out *podlog.Log) (process, error) 
 	}}, nil
 }
 
-// sandboxListen is how the pod's processes listen: inside its own network
+// podListener is how the pod's processes listen: inside its own network
 // namespace when it has one, else in the node's (package loopback's
 // checks in both).
-func (w *podWorker) sandboxListen() func(ctx context.Context, addr string) (net.Listener, error) {
+func (w *podWorker) podListener() func(ctx context.Context, addr string) (net.Listener, error) {
 	if sb := w.sandbox; sb != nil {
 		return sandboxListen(sb)
 	}
