@@ -67,6 +67,10 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 	// A pinlab run there may then use the namespace's ranges (it checks
 	// that the namespace has no way out, loopback.Sealed, before it does).
 	c.Env = append(os.Environ(), netns.MarkerEnv+"=1")
+	// Signals are caught from before the command starts (see below).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("lab exec: %w", err)
 	}
@@ -74,9 +78,6 @@ func labExec(ctx context.Context, o *CtlOptions, stdin io.Reader, args []string)
 	// passes on each SIGINT, SIGTERM and SIGHUP it gets, but for the ones
 	// a terminal sends its whole foreground process group (Ctrl-C, a
 	// hang-up), which reached the command already.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	waited := make(chan struct{})
 	forwarded := make(chan struct{})
 	go func() {
