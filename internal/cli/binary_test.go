@@ -157,3 +157,25 @@ func kubectlOn(ctx context.Context, t *testing.T, bin, kubeconfig string) func(a
 		return string(out)
 	}
 }
+
+// labExecOn returns a runner of `pinlab lab exec -- ARGS` (the pinlab
+// binary, on the lab at ctl with tokenFile), bounded by ctx, returning the
+// combined output and the error.
+func labExecOn(ctx context.Context, pinlab, ctl, tokenFile string) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, pinlab, append([]string{"lab", "exec", "--control", ctl, "--token-file", tokenFile, "--"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+}
+
+// kubeconfigOf is the kubeconfig path lab up printed (its "export
+// KUBECONFIG=" line); it fails t without one.
+func kubeconfigOf(t *testing.T, printed string) string {
+	t.Helper()
+	m := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)
+	if m == nil {
+		t.Fatalf("lab up printed no KUBECONFIG:\n%s", printed)
+	}
+	return m[1]
+}

@@ -49,7 +49,7 @@ func TestLabUpKubernetes(t *testing.T) {
 	}
 	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile, "--images", images)
 	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
-	kubeconfig := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)[1]
+	kubeconfig := kubeconfigOf(t, printed)
 	if st, err := os.Stat(kubeconfig); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig %s: %v, mode %v; want 0600", kubeconfig, err, st.Mode())
 	}
@@ -73,11 +73,7 @@ func TestLabUpKubernetes(t *testing.T) {
 		t.Errorf("after kubectl scale --replicas 4, the EndpointSlices' ready conditions are %q; want 4 true", ready)
 	}
 	// The lab's own view (through its control API) follows the API server.
-	exec1 := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, pinlab, append([]string{"lab", "exec", "--control", ctl, "--token-file", tokenFile, "--"}, args...)...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	exec1 := labExecOn(ctx, pinlab, ctl, tokenFile)
 	out, err := exec1(pinlab, "lab", "load", "pricing:8471", "-n", "shop", "--clients", "8", "--rate", "20", "--duration", "3s", "--control", ctl, "--token-file", tokenFile)
 	if err != nil {
 		t.Fatalf("lab exec -- pinlab lab load: %v\n%s", err, out)

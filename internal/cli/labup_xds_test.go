@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,17 +30,13 @@ func TestLabUpKubernetesXDS(t *testing.T) {
 	up := startLabUpBinary(t, pinlab, "-f", "scale-out", "--control-plane", "kubernetes", "--control", ctl, "--token-file", tokenFile)
 	defer up.stop(t)
 	printed := up.waitUp(ctx, t, "  export KUBECONFIG=")
-	kubeconfig := regexp.MustCompile(`export KUBECONFIG=(\S+)`).FindStringSubmatch(printed)[1]
+	kubeconfig := kubeconfigOf(t, printed)
 	kubectl := kubectlOn(ctx, t, bin, kubeconfig)
 	kubectl("apply", "-f", filepath.Join("..", "..", "deploy", "xds", "pinlab-xds.yaml"))
 	kubectl("annotate", "service", "pricing", "-n", "shop", "xds.pinlab.dev/lb-policy=least_request")
 	kubectl("rollout", "status", "deployment/pinlab-xds", "-n", "pinlab-xds", "--timeout", "120s")
 	server := strings.TrimSpace(kubectl("get", "service", "pinlab-xds", "-n", "pinlab-xds", "-o", "jsonpath={.spec.clusterIP}")) + ":18000"
-	exec1 := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, pinlab, append([]string{"lab", "exec", "--control", ctl, "--token-file", tokenFile, "--"}, args...)...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	exec1 := labExecOn(ctx, pinlab, ctl, tokenFile)
 	loadArgs := []string{pinlab, "lab", "load", "xds:///pricing.shop:8471", "--control", ctl, "--token-file", tokenFile, "--clients", "2", "--rate", "50"}
 	out, err := exec1(append(loadArgs, "--xds-server", server, "--duration", "4s")...)
 	if err != nil || strings.Count(out, "\npricing-") != 2 || !strings.Contains(out, "(0 failed)") {

@@ -51,19 +51,7 @@ func (w *podWorker) startContainer(ctx context.Context) {
 	w.mu.Lock()
 	w.outs[0], w.outs[1] = c.out, w.outs[0]
 	w.mu.Unlock()
-	var cfg pod.ProcessConfig
-	var adminPort int
-	var token string
-	var err error
-	switch w.cmd {
-	case workload.LoadCommand:
-		c.srv, err = w.loadProcess(ctx, p, c.out)
-	case workload.XDSCommand:
-		c.srv, err = w.xdsProcess(p, c.out)
-	default:
-		cfg, adminPort, token, err = w.podProcess(ctx, p, c.calls)
-		c.srv = pod.NewProcess(cfg)
-	}
+	cfg, adminPort, token, err := w.newProcess(ctx, p, c)
 	if err == nil {
 		err = c.srv.Start(ctx)
 	}
@@ -107,19 +95,42 @@ func (w *podWorker) startContainer(ctx context.Context) {
 			c.summarize(pctx, callSummaryEvery)
 		}()
 	}
+	w.startProbes(pctx, c, spec, int(cfg.GRPC.Addr.Port()))
+	w.writeStatus(ctx)
+}
+
+// newProcess makes container c's process (c.srv) for pod p: the image's
+// command the container runs, or the pod's servers, for which it also
+// returns their config and the admin endpoint's port (0: none) and token.
+func (w *podWorker) newProcess(ctx context.Context, p *corev1.Pod, c *container) (cfg pod.ProcessConfig, adminPort int, token string, err error) {
+	switch w.cmd {
+	case workload.LoadCommand:
+		c.srv, err = w.loadProcess(ctx, p, c.out)
+	case workload.XDSCommand:
+		c.srv, err = w.xdsProcess(p, c.out)
+	default:
+		cfg, adminPort, token, err = w.podProcess(ctx, p, c.calls)
+		c.srv = pod.NewProcess(cfg)
+	}
+	return cfg, adminPort, token, err
+}
+
+// startProbes starts container c's probe goroutines, owned by c.probes
+// and ended with pctx: each probe the spec has, and for the pod's
+// servers (port: their gRPC port) a readiness check without one.
+func (w *podWorker) startProbes(pctx context.Context, c *container, spec *corev1.Container, port int) {
 	for _, k := range []probeKind{readiness, liveness, startup} {
 		ps := probeSpec(spec, k)
 		if ps == nil && (k != readiness || w.cmd != "") {
 			continue
 		}
-		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: int(cfg.GRPC.Addr.Port()), nodeIP: w.k.cfg.NodeIP}
+		pr := &prober{kind: k, probe: ps, c: spec, podIP: w.ip, port: port, nodeIP: w.k.cfg.NodeIP}
 		c.probes.Add(1)
 		go func() {
 			defer c.probes.Done()
 			w.runProbe(pctx, c, pr)
 		}()
 	}
-	w.writeStatus(ctx)
 }
 
 // command is the image's subcommand the pod's container runs.

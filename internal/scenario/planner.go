@@ -422,14 +422,15 @@ func xdsGroup(s site, c Client, objs objects, g *plan.Group) error {
 		return s.Errorf(s.first("retry", "healthCheck"), "an xds:/// client's service config is the control plane's: grpc-go ignores a client's retry and health checking there")
 	}
 	o, _ := objs.serviceObject(g.Target.Namespace, g.Target.Service)
-	p, od, err := lbpolicy.FromAnnotations(o.Obj.(*corev1.Service).Annotations)
+	annotations := o.Obj.(*corev1.Service).Annotations
+	p, od, err := lbpolicy.FromAnnotations(annotations)
 	if err != nil {
 		// The mistake is the Service's; the client is why it matters.
 		return o.Errorf("metadata.annotations", "%v (the xDS control plane would ignore it; client %s targets %s)", err, c.Name, g.Target.XDSTarget())
 	}
 	g.Policy, g.Settings.Resolver = p.Name, "xds"
 	g.Settings.PolicySettings = p.SettingsJSON()
-	g.Target.OutlierDetection, g.Target.XDSAnnotated = od, lbpolicy.HasAnnotations(o.Obj.(*corev1.Service).Annotations)
+	g.Target.OutlierDetection, g.Target.XDSAnnotated = od, lbpolicy.HasAnnotations(annotations)
 	return nil
 }
 
