@@ -240,7 +240,14 @@ func TestLoadContainerProbes(t *testing.T) {
 	}{
 		{name: "none", ready: true},
 		{name: "readiness on the events port", mod: func(c *corev1.Container) { c.ReadinessProbe = tcp(9480) }, ready: true},
-		{name: "startup on the events port", mod: func(c *corev1.Container) { c.StartupProbe = tcp(9480) }, ready: true},
+		// A startup probe that fails kills the container, as in
+		// Kubernetes; its first check may come before the client
+		// listens, so it is given the failures a startup probe
+		// usually has.
+		{name: "startup on the events port", mod: func(c *corev1.Container) {
+			c.StartupProbe = tcp(9480)
+			c.StartupProbe.FailureThreshold = 30
+		}, ready: true},
 		{name: "readiness on a closed port", mod: func(c *corev1.Container) { c.ReadinessProbe = tcp(9) }},
 	}
 	c, _, _ := loadNode(t, Config{})
