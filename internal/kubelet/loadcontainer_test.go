@@ -227,28 +227,37 @@ func TestNoLoadClient(t *testing.T) {
 
 // TestLoadContainerProbes: a load client's container is Ready once it
 // started (after its startup probe, if any), as in Kubernetes, unless a
-// readiness probe says otherwise.
+// readiness probe says otherwise; until its startup probe succeeds it is
+// not Ready.
 func TestLoadContainerProbes(t *testing.T) {
 	tcp := func(port int32) *corev1.Probe {
 		return &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
 			ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}}
 	}
-	tests := []struct {
-		name  string
-		mod   func(*corev1.Container)
-		ready bool
-	}{
-		{name: "none", ready: true},
-		{name: "readiness on the events port", mod: func(c *corev1.Container) { c.ReadinessProbe = tcp(9480) }, ready: true},
-		// A startup probe that fails kills the container, as in
-		// Kubernetes; its first check may come before the client
-		// listens, so it is given the failures a startup probe
-		// usually has.
-		{name: "startup on the events port", mod: func(c *corev1.Container) {
-			c.StartupProbe = tcp(9480)
+	// A startup probe that fails kills the container, as in Kubernetes;
+	// its first check may come before the client listens, so it is given
+	// the failures a startup probe usually has (more than the 10 s the
+	// test waits).
+	startup := func(port int32) func(*corev1.Container) {
+		return func(c *corev1.Container) {
+			c.StartupProbe = tcp(port)
 			c.StartupProbe.FailureThreshold = 30
-		}, ready: true},
-		{name: "readiness on a closed port", mod: func(c *corev1.Container) { c.ReadinessProbe = tcp(9) }},
+		}
+	}
+	tests := []struct {
+		name    string
+		mod     func(*corev1.Container)
+		failing string // "": the pod becomes Ready; else the probe failing, the pod not Ready and, for startup, its container not started
+	}{
+		{name: "none"},
+		{name: "readiness on the events port", mod: func(c *corev1.Container) { c.ReadinessProbe = tcp(9480) }},
+		{name: "startup on the events port", mod: startup(9480)},
+		{name: "readiness on a closed port", mod: func(c *corev1.Container) { c.ReadinessProbe = tcp(9) }, failing: "readiness"},
+		{name: "startup on a closed port", mod: startup(9), failing: "startup"},
+	}
+	started := func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].Started != nil && *cs[0].Started
 	}
 	c, _, _ := loadNode(t, Config{})
 	for i, tt := range tests {
@@ -260,11 +269,12 @@ func TestLoadContainerProbes(t *testing.T) {
 					tt.mod(&p.Spec.Containers[0])
 				}
 			})
-			if tt.ready {
+			if tt.failing == "" {
 				waitPod(t, c, name, "Ready", func(p *corev1.Pod, err error) bool { return err == nil && cluster.IsPodReady(p) })
 			} else {
-				waitPod(t, c, name, "a failed readiness probe", func(p *corev1.Pod, err error) bool {
-					return err == nil && strings.Contains(p.Status.Message, "readiness probe failed") && !cluster.IsPodReady(p)
+				want := tt.failing + " probe failed"
+				waitPod(t, c, name, "a "+want, func(p *corev1.Pod, err error) bool {
+					return err == nil && strings.Contains(p.Status.Message, want) && !cluster.IsPodReady(p) && started(p) == (tt.failing != "startup")
 				})
 			}
 			deletePod(t, c, name)

@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	pricingv1 "github.com/pinlab/pinlab/api/pricing/v1"
 	"github.com/pinlab/pinlab/internal/pod"
 	"github.com/pinlab/pinlab/internal/podtest"
@@ -186,18 +191,28 @@ func TestDuplicateAcrossSlices(t *testing.T) {
 	eventually(t, c, "both pods, pricing-1 ready in one slice", func(m map[string]int) bool { return m["pricing-0"] == 10 && m["pricing-1"] == 10 })
 }
 
-// TestUnknownName: a target no Service has gets an answer without it:
-// the call fails UNAVAILABLE, not at the call's deadline, and the calls
-// after it name the resource. grpc-go takes a name it never had as
-// missing only after its 15 s watch timer (the answer may predate its
-// request), so this test lasts 15 s. The first call may instead read
-// "produced zero addresses": grpc-go's resolver gives pick_first an
-// empty update before the error naming the resource
-// (xdsResolver.sendNewServiceConfig), and a call waiting for a picker
-// can be failed by the first.
+// TestUnknownName: a target no Service has gets an answer without it,
+// at once: on a raw ADS stream the Listener request is answered with no
+// resources (grpc-go ignores such an answer for a name it never had, so
+// only a raw stream tells it from no answer). Through grpc-go the call
+// fails UNAVAILABLE, not at the call's deadline, and the calls after it
+// name the resource. grpc-go takes a name it never had as missing only
+// after its 15 s watch timer, so this test lasts 15 s. The first call may
+// instead read "produced zero addresses": grpc-go's resolver sends the
+// channel an empty update (which picks pick_first) before the error
+// naming the resource (xdsResolver.sendNewServiceConfig, v1.85.0), and a
+// call waiting for the first resolver update is released by the first.
 func TestUnknownName(t *testing.T) {
 	f := newFleet(t, 1, nil)
 	f.slice("pricing-a", readyEP("pricing-0"))
+	for _, tt := range []struct {
+		name string
+		want []string
+	}{{"pricing.shop:8471", []string{"pricing.shop:8471"}}, {"nothing.shop:8471", []string{}}} {
+		if got, err := listenersAnswered(t, f.srv.Addr().String(), tt.name); err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("raw ADS request for the Listener %s: answered %q, %v; want %q within 5 s", tt.name, got, err, tt.want)
+		}
+	}
 	c := f.dial("nothing.shop:8471")
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
@@ -205,13 +220,54 @@ func TestUnknownName(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
 		t.Fatalf("call to an unknown name: %v; want UNAVAILABLE before the 25 s deadline", err)
 	}
+	var last error
 	perr := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err = c.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "x"})
+		_, err := c.GetPrice(ctx, &pricingv1.GetPriceRequest{Sku: "x"})
+		if status.Code(err) != codes.DeadlineExceeded {
+			last = err
+		}
 		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "nothing.shop:8471"), nil
 	})
 	if perr != nil {
-		t.Errorf("calls to an unknown name: last %v; want UNAVAILABLE naming nothing.shop:8471 within 5 s of the first failure", err)
+		t.Errorf("calls to an unknown name: last %v; want UNAVAILABLE naming nothing.shop:8471 within 5 s of the first failure", last)
 	}
+}
+
+// listenersAnswered sends one Listener request for name on a raw ADS
+// stream to addr and returns the names of the Listeners in the first
+// answer; it errs when none comes within 5 s.
+func listenersAnswered(t testing.TB, addr, name string) ([]string, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "raw-test"}, TypeUrl: resourcev3.ListenerType, ResourceNames: []string{name}}
+	if err := stream.Send(req); err != nil {
+		return nil, err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTypeUrl() != resourcev3.ListenerType {
+		return nil, fmt.Errorf("answer of type %s", resp.GetTypeUrl())
+	}
+	names := []string{}
+	for _, r := range resp.GetResources() {
+		var l listenerv3.Listener
+		if err := r.UnmarshalTo(&l); err != nil {
+			return nil, err
+		}
+		names = append(names, l.GetName())
+	}
+	return names, nil
 }
 
 // TestPolicies: every policy and outlier detection, as annotations, gives
