@@ -182,9 +182,16 @@ func (g *gate) wait(closed <-chan struct{}) bool {
 
 // reset closes every accepted connection with RST instead of FIN (an
 // SO_LINGER of zero), as the kernel does for the sockets of a process that
-// died with data in flight. Connections grpc-go is still handshaking are
-// closed too, so nothing waits for their handshake timeout.
+// died with data in flight (closeAll).
 func (g *gate) reset() {
+	g.closeAll(true)
+}
+
+// closeAll closes every accepted connection (with RST when rst), waking
+// reads and writes stalled by a hang. Connections grpc-go is still
+// handshaking are closed too: grpc-go's Stop waits for their handshakes,
+// which a hang would hold until its 120 s connection timeout.
+func (g *gate) closeAll(rst bool) {
 	g.mu.Lock()
 	conns := make([]*gateConn, 0, len(g.conns))
 	for c := range g.conns {
@@ -192,7 +199,7 @@ func (g *gate) reset() {
 	}
 	g.mu.Unlock()
 	for _, c := range conns {
-		if tc, ok := c.Conn.(*net.TCPConn); ok {
+		if tc, ok := c.Conn.(*net.TCPConn); ok && rst {
 			tc.SetLinger(0)
 		}
 		c.Close()

@@ -97,6 +97,48 @@ func TestHungServerIgnoresSIGTERM(t *testing.T) {
 	}
 }
 
+// TestHardStopEndsHandshakes: the hard stop at the grace period's end
+// closes a connection grpc-go is still handshaking, as SIGKILL would,
+// hung or not. grpc-go's Stop waits for handshakes, up to its 120 s
+// connection timeout; a hang also holds a handshake whose peer already
+// closed (a kubelet's TCP probe).
+func TestHardStopEndsHandshakes(t *testing.T) {
+	for _, hung := range []bool{false, true} {
+		t.Run(map[bool]string{false: "serving", true: "hung"}[hung], func(t *testing.T) {
+			s := startServer(t, pod.Config{})
+			raw, err := loopback.Dialer{}.DialContext(context.Background(), s.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			// grpc-go accepts in order: a call on a later connection
+			// means the raw one was accepted and is handshaking.
+			if err := getPrice(pricingv1.NewPricingClient(dial(t, s)), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if hung {
+				if err := s.Hang(context.Background(), true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			stopped := make(chan error, 1)
+			go func() { stopped <- s.Stop(ctx) }()
+			select {
+			case err := <-stopped:
+				if !errors.Is(err, pod.ErrHardStop) {
+					t.Errorf("Stop: %v, want ErrHardStop", err)
+				}
+			case <-time.After(10 * time.Second):
+				s.Kill()
+				<-stopped
+				t.Errorf("Stop with a connection in its handshake: still waiting 10 s after the 200 ms grace")
+			}
+		})
+	}
+}
+
 // openStream starts an endless WatchPrices and waits for its first message.
 func openStream(t *testing.T, s *pod.Server) pricingv1.Pricing_WatchPricesClient {
 	t.Helper()

@@ -310,7 +310,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	return ErrHardStop
 }
 
-// hardAfter waits for wait (nil: not at all) or Kill, then stops hard.
+// hardAfter waits for wait (nil: not at all) or Kill, then stops hard:
+// every connection closes, as a killed process's sockets do, which also
+// ends a hang's hold on them (gate.closeAll), and grpc-go stops.
 func (s *Server) hardAfter(wait <-chan struct{}) error {
 	if wait != nil {
 		select {
@@ -318,6 +320,7 @@ func (s *Server) hardAfter(wait <-chan struct{}) error {
 		case <-s.killed:
 		}
 	}
+	s.gate.closeAll(false)
 	s.grpc.Stop()
 	s.wg.Wait()
 	return ErrHardStop
