@@ -42,8 +42,8 @@ func xdsPod(p *corev1.Pod) {
 
 // fakeXDS is a Config.XDSServer that does what the control plane does
 // with what the node gives it: it listens on its --listen address
-// (":18000" without one), serves gRPC health there, and makes one
-// request with its credentials, until stopped.
+// (":18000" without one), makes one request with its credentials, and
+// then serves gRPC health there until stopped.
 type fakeXDS struct {
 	mu     sync.Mutex
 	listen string // the listener's address
@@ -60,10 +60,6 @@ func (f *fakeXDS) run(ctx context.Context, c XDSContainer) int {
 		fmt.Fprintln(c.Stderr, err)
 		return 1
 	}
-	srv := grpc.NewServer()
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go srv.Serve(ln)
-	defer srv.Stop()
 	cs, err := kubernetes.NewForConfig(c.REST)
 	if err == nil {
 		_, err = cs.Discovery().ServerVersion()
@@ -71,6 +67,11 @@ func (f *fakeXDS) run(ctx context.Context, c XDSContainer) int {
 	f.mu.Lock()
 	f.listen, f.err = ln.Addr().String(), err
 	f.mu.Unlock()
+	// Serving health only now, a Ready pod means f is set.
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(ln)
+	defer srv.Stop()
 	<-ctx.Done()
 	return 0
 }
