@@ -28,7 +28,18 @@ type gate struct {
 	resume chan struct{} // closed while not hung
 	conns  map[*gateConn]struct{}
 	done   bool
+	shut   shutMode // set by closeAll: connections accepted later are closed at once
 }
+
+// shutMode is how a stopped gate closes connections: not at all (still
+// serving), with FIN, or with RST.
+type shutMode int
+
+const (
+	serving shutMode = iota
+	shutFIN
+	shutRST
+)
 
 func newGate(ns Netns) *gate {
 	resume := make(chan struct{})
@@ -84,11 +95,17 @@ func (g *gate) Accept() (net.Conn, error) {
 	}
 }
 
+// track wraps an accepted connection; after closeAll it is closed at
+// once, as closeAll would have.
 func (g *gate) track(c net.Conn) *gateConn {
 	gc := &gateConn{Conn: c, g: g, closed: make(chan struct{})}
 	g.mu.Lock()
 	g.conns[gc] = struct{}{}
+	shut := g.shut
 	g.mu.Unlock()
+	if shut != serving {
+		gc.shut(shut)
+	}
 	return gc
 }
 
@@ -187,22 +204,26 @@ func (g *gate) reset() {
 	g.closeAll(true)
 }
 
-// closeAll closes every accepted connection (with RST when rst), waking
-// reads and writes stalled by a hang. Connections grpc-go is still
+// closeAll closes every accepted connection, and any accepted after it
+// (with RST when rst; a later call with rst resets those still open),
+// waking reads and writes stalled by a hang. Connections grpc-go is still
 // handshaking are closed too: grpc-go's Stop waits for their handshakes,
-// which a hang would hold until its 120 s connection timeout.
+// up to its 120 s connection timeout, and a hang holds a handshake's
+// reads and writes, even its EOF and its timeout, with no bound.
 func (g *gate) closeAll(rst bool) {
+	mode := shutFIN
+	if rst {
+		mode = shutRST
+	}
 	g.mu.Lock()
+	g.shut = max(g.shut, mode)
 	conns := make([]*gateConn, 0, len(g.conns))
 	for c := range g.conns {
 		conns = append(conns, c)
 	}
 	g.mu.Unlock()
 	for _, c := range conns {
-		if tc, ok := c.Conn.(*net.TCPConn); ok && rst {
-			tc.SetLinger(0)
-		}
-		c.Close()
+		c.shut(mode)
 	}
 }
 
@@ -228,6 +249,14 @@ func (c *gateConn) Write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	return c.Conn.Write(p)
+}
+
+// shut closes the connection as a stopped gate does (closeAll).
+func (c *gateConn) shut(mode shutMode) {
+	if tc, ok := c.Conn.(*net.TCPConn); ok && mode == shutRST {
+		tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 // Close closes the connection and wakes any read or write stalled on it.

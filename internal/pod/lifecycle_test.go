@@ -100,26 +100,32 @@ func TestHungServerIgnoresSIGTERM(t *testing.T) {
 // TestHardStopEndsHandshakes: the hard stop at the grace period's end
 // closes a connection grpc-go is still handshaking, as SIGKILL would,
 // hung or not. grpc-go's Stop waits for handshakes, up to its 120 s
-// connection timeout; a hang also holds a handshake whose peer already
-// closed (a kubelet's TCP probe).
+// connection timeout; a hang holds a handshake with no bound, even one
+// whose peer closed (a kubelet's TCP probe).
 func TestHardStopEndsHandshakes(t *testing.T) {
-	for _, hung := range []bool{false, true} {
-		t.Run(map[bool]string{false: "serving", true: "hung"}[hung], func(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		hung, peerClosed bool
+	}{
+		{name: "serving"},
+		{name: "hung", hung: true},
+		{name: "hung, the peer closed", hung: true, peerClosed: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			s := startServer(t, pod.Config{})
 			raw, err := loopback.Dialer{}.DialContext(context.Background(), s.Addr().String())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer raw.Close()
-			// grpc-go accepts in order: a call on a later connection
-			// means the raw one was accepted and is handshaking.
-			if err := getPrice(pricingv1.NewPricingClient(dial(t, s)), 5*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if hung {
+			waitConns(t, s, 1) // accepted, so handshaking: raw sends no preface
+			if tt.hung {
 				if err := s.Hang(context.Background(), true); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tt.peerClosed {
+				raw.Close()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()

@@ -363,8 +363,10 @@ func (s *Server) finish() {
 // blocks until the server has stopped.
 func (s *Server) Kill() {
 	s.quitOnce.Do(func() { close(s.quit) })
-	s.killOnce.Do(func() { close(s.killed) })
+	// Reset before a Stop waiting for Kill wakes: its hard stop closes
+	// with FIN what is still open.
 	s.gate.reset()
+	s.killOnce.Do(func() { close(s.killed) })
 	s.grpc.Stop()
 	s.wg.Wait()
 	s.finish()
