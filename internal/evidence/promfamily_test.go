@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,6 +421,8 @@ func startPrometheusWith(t *testing.T, bin, config string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--web.listen-address="+addr,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--log.level=error")
+	// It dies with the test binary, even when that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatal(err)
