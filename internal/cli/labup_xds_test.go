@@ -37,6 +37,13 @@ func TestLabUpKubernetesXDS(t *testing.T) {
 	kubectl("rollout", "status", "deployment/pinlab-xds", "-n", "pinlab-xds", "--timeout", "120s")
 	server := strings.TrimSpace(kubectl("get", "service", "pinlab-xds", "-n", "pinlab-xds", "-o", "jsonpath={.spec.clusterIP}")) + ":18000"
 	exec1 := labExecOn(ctx, pinlab, ctl, tokenFile)
+	// A Ready pod is not yet a routed Service: until kube-proxy has
+	// programmed the endpoint, connects to the ClusterIP are refused, and
+	// grpc-go's xDS clients fail their calls meanwhile (once 265 of 400).
+	host, port, _ := strings.Cut(server, ":")
+	if out, err := exec1("timeout", "30", "bash", "-c", "until (echo > /dev/tcp/"+host+"/"+port+") 2>/dev/null; do sleep 0.2; done"); err != nil {
+		t.Fatalf("the xDS control plane's Service %s: not reachable from inside the lab within 30 s: %v\n%s", server, err, out)
+	}
 	loadArgs := []string{pinlab, "lab", "load", "xds:///pricing.shop:8471", "--control", ctl, "--token-file", tokenFile, "--clients", "2", "--rate", "50"}
 	out, err := exec1(append(loadArgs, "--xds-server", server, "--duration", "4s")...)
 	if err != nil || strings.Count(out, "\npricing-") != 2 || !strings.Contains(out, "(0 failed)") {
