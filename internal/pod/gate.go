@@ -36,7 +36,7 @@ type gate struct {
 type shutMode int
 
 const (
-	serving shutMode = iota
+	notShut shutMode = iota
 	shutFIN
 	shutRST
 )
@@ -103,7 +103,7 @@ func (g *gate) track(c net.Conn) *gateConn {
 	g.conns[gc] = struct{}{}
 	shut := g.shut
 	g.mu.Unlock()
-	if shut != serving {
+	if shut != notShut {
 		gc.shut(shut)
 	}
 	return gc
