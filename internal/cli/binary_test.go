@@ -50,7 +50,8 @@ func requireControlPlane(t *testing.T, dataplanes ...lab.Dataplane) string {
 type upProcess struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	exited chan error
+	exited chan struct{} // closed once err holds Wait's answer
+	err    error
 	stderr *labtest.Buffer
 }
 
@@ -64,7 +65,7 @@ func startLabUpBinary(t *testing.T, pinlab string, args ...string) *upProcess {
 // startLabUpEnv is startLabUpBinary with env added to pinlab's environment.
 func startLabUpEnv(t *testing.T, pinlab string, env []string, args ...string) *upProcess {
 	t.Helper()
-	u := &upProcess{cmd: exec.Command(pinlab, append([]string{"lab", "up"}, args...)...), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &labtest.Buffer{}}
+	u := &upProcess{cmd: exec.Command(pinlab, append([]string{"lab", "up"}, args...)...), lines: make(chan string, 100), exited: make(chan struct{}), stderr: &labtest.Buffer{}}
 	u.cmd.Env = append(os.Environ(), env...)
 	stdout, err := u.cmd.StdoutPipe()
 	if err != nil {
@@ -80,10 +81,13 @@ func startLabUpEnv(t *testing.T, pinlab string, env []string, args ...string) *u
 			u.lines <- sc.Text()
 		}
 		close(u.lines)
-		u.exited <- u.cmd.Wait()
+		u.err = u.cmd.Wait()
+		close(u.exited)
 	}()
 	t.Cleanup(func() {
-		if u.cmd.ProcessState == nil {
+		select {
+		case <-u.exited:
+		default:
 			u.cmd.Process.Signal(syscall.SIGINT)
 			select {
 			case <-u.exited:
@@ -105,7 +109,8 @@ func (u *upProcess) waitUp(ctx context.Context, t *testing.T, until string) stri
 		select {
 		case l, ok := <-u.lines:
 			if !ok {
-				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", <-u.exited, u.stderr.String())
+				<-u.exited
+				t.Fatalf("lab up ended before it was up: %v\nstderr:\n%s", u.err, u.stderr.String())
 			}
 			out.WriteString(l + "\n")
 			if strings.HasPrefix(l, until) {
@@ -127,9 +132,9 @@ func (u *upProcess) stop(t *testing.T) {
 	t.Helper()
 	u.cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case err := <-u.exited:
-		if err != nil {
-			t.Errorf("lab up after Ctrl-C: %v\nstderr:\n%s", err, u.stderr.String())
+	case <-u.exited:
+		if u.err != nil {
+			t.Errorf("lab up after Ctrl-C: %v\nstderr:\n%s", u.err, u.stderr.String())
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatalf("lab up still running 90 s after Ctrl-C")

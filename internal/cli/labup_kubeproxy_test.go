@@ -107,7 +107,8 @@ func TestLabUpStopsWhenADataplaneProcessDies(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case err := <-up.exited:
+			case <-up.exited:
+				err := up.err
 				var ee *exec.ExitError
 				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 					t.Errorf("lab up after %s died: %v, want exit status 1", tt.process, err)

@@ -353,8 +353,8 @@ func TestLabUpKubernetesKilled(t *testing.T) {
 		inner := childPID(t, up.cmd.Process.Pid)
 		syscall.Kill(inner, syscall.SIGKILL)
 		select {
-		case err := <-up.exited:
-			if exitCodeOf(err) != ExitError || !strings.Contains(up.stderr.String(), "the lab's process in its network namespace was killed by signal 9 (killed)") {
+		case <-up.exited:
+			if err := up.err; exitCodeOf(err) != ExitError || !strings.Contains(up.stderr.String(), "the lab's process in its network namespace was killed by signal 9 (killed)") {
 				t.Errorf("lab up after its process inside was killed: %v\nstderr:\n%s", err, up.stderr.String())
 			}
 		case <-ctx.Done():

@@ -43,6 +43,7 @@ type Up struct {
 	keepLogs      bool // a component failed: Close keeps the logs
 	kubeconfig    string
 	ln            net.Listener // until the forwarder takes it
+	inside        net.Listener // ln's address inside the namespace, until its forwarder takes it
 	forward       *forwarder   // on the host
 	forwardInside *forwarder   // the same address inside the namespace
 }
@@ -59,6 +60,13 @@ func StartUp(ctx context.Context, cfg UpConfig) (_ *Up, err error) {
 			u.Close()
 		}
 	}()
+	// The same address inside the namespace (see serve), taken first:
+	// the control plane's components pick their ports and their
+	// connections' ports on this loopback, and one could take the host
+	// listener's (seen once: "bind: address already in use").
+	if u.inside, err = loopback.Listen(ctx, u.ln.Addr().String()); err != nil {
+		return nil, fmt.Errorf("lab up: the API server's address inside the namespace: %w", err)
+	}
 	if u.binDir, err = controlplane.BinDir(); err != nil {
 		return nil, err
 	}
@@ -89,7 +97,7 @@ func StartUp(ctx context.Context, cfg UpConfig) (_ *Up, err error) {
 		return nil, err
 	}
 	fmt.Fprintf(progress, "control plane ready in %.1fs\n", time.Since(started).Seconds())
-	if err := u.serve(ctx); err != nil {
+	if err := u.serve(); err != nil {
 		return nil, err
 	}
 	u.kubeconfig = cfg.Kubeconfig
@@ -101,7 +109,7 @@ func StartUp(ctx context.Context, cfg UpConfig) (_ *Up, err error) {
 
 // serve forwards the host listener, and the same address inside the
 // namespace, to the API server.
-func (u *Up) serve(ctx context.Context) error {
+func (u *Up) serve() error {
 	target, err := apiServerAddr(u.cp)
 	if err != nil {
 		return err
@@ -111,11 +119,8 @@ func (u *Up) serve(ctx context.Context) error {
 	// The same address inside the namespace, so that the kubeconfig
 	// serves commands lab exec runs there too (diagnose --kubeconfig,
 	// which reaches the pods at their IPs only there).
-	inside, err := loopback.Listen(ctx, u.forward.ln.Addr().String())
-	if err != nil {
-		return fmt.Errorf("lab up: the API server's address inside the namespace: %w", err)
-	}
-	u.forwardInside = newForwarder(inside, target)
+	u.forwardInside = newForwarder(u.inside, target)
+	u.inside = nil
 	return nil
 }
 
@@ -145,8 +150,10 @@ func (u *Up) Kubectl() string { return filepath.Join(u.binDir, "kubectl") }
 // Up wrote (the state directory, or all of it but the logs when a
 // component failed to start).
 func (u *Up) Close() {
-	if u.ln != nil {
-		u.ln.Close()
+	for _, ln := range []net.Listener{u.ln, u.inside} {
+		if ln != nil {
+			ln.Close()
+		}
 	}
 	for _, f := range []*forwarder{u.forward, u.forwardInside} {
 		if f != nil {
