@@ -66,7 +66,6 @@ func leftovers(t *testing.T) []string {
 // meets (exit 0: every expectation passed), and leaves nothing.
 func TestClusterRunFromUserMachine(t *testing.T) {
 	needTier(t)
-	ctx := labtest.Context(t, 8*time.Minute)
 	kc, job := userKubeconfig(t)
 	for _, tt := range []struct {
 		scenario string
@@ -77,6 +76,11 @@ func TestClusterRunFromUserMachine(t *testing.T) {
 		{"restart-client", "base"},
 	} {
 		t.Run(tt.scenario, func(t *testing.T) {
+			// Each scenario its own budget, two attempts of 4 min: one
+			// 8 min budget for all three ran out in the third once the
+			// first two took 449 s, and killed its run (exit -1), whose
+			// namespace then misled TestClusterRunInterrupted.
+			ctx := labtest.Context(t, 9*time.Minute)
 			job.Args = []string{"cluster", "run", tt.scenario, "--variant", tt.variants, "--image", tierImage, "--yes",
 				"--kubeconfig", kc, "--progress", "off"}
 			var code int
@@ -150,6 +154,11 @@ func TestClusterRunInterrupted(t *testing.T) {
 		{"kill -9 in load", syscall.SIGKILL, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			// list counts every run's namespaces: another's would signal
+			// this run before it made its own.
+			if left := leftovers(t); len(left) > 0 {
+				t.Fatalf("namespaces an earlier run left: %q", left)
+			}
 			job.Args = []string{"cluster", "run", "scale-out", "--variant", "clusterip", "--image", tierImage, "--yes",
 				"--kubeconfig", kc, "--progress", "off"}
 			run := startOnUserMachine(t, ctx, job, 3*time.Minute)
