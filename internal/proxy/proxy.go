@@ -45,13 +45,12 @@ type Config struct {
 	// relay's own: the connect lasts as the kernel would keep a client's
 	// DNATed SYN going, until the pod answers or refuses, the kernel gives
 	// up (neighbour resolution failed: EHOSTUNREACH after about 3 s; no
-	// answer: ETIMEDOUT after net.ipv4.tcp_syn_retries, about 127 s), the
-	// client closes its end (grpc-go does at its 20 s connect deadline;
-	// checked every 250 ms) or the proxier stops. A bound of 1 s (the
-	// default until 2026-12) reset the client whenever the pod's SYN-ACK
-	// came later than that, as after one lost SYN (the kernel retransmits
-	// it after 1 s), which kube-proxy's DNAT never does. Negative is the
-	// same as zero.
+	// answer: ETIMEDOUT after net.ipv4.tcp_syn_retries, about 127 s), or
+	// the proxier stops. The client's own connect deadline (grpc-go: 20 s)
+	// usually ends it first. A bound of 1 s (the default until 2026-12)
+	// reset the client whenever the pod's SYN-ACK came later than that,
+	// as after one lost SYN (the kernel retransmits it after 1 s), which
+	// kube-proxy's DNAT never does. Negative is the same as zero.
 	DialTimeout time.Duration
 	// MinSyncPeriod is the least time between the end of one sync (rules
 	// written) and the start of the next, as kube-proxy's

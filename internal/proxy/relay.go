@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"sync"
 	"syscall"
 	"time"
 
@@ -70,10 +69,16 @@ func (p *Proxier) choose(sp *servicePort, t *table, client netip.Addr) (Endpoint
 // cannot be dialled from: then the relay dials from the node's address,
 // as kube-proxy masquerades what it cannot return through itself.
 // A failed dial resets the client: modern kube-proxy modes do not retry.
+// The dial has no deadline but Config.DialTimeout's, if set (see there).
 // hold, if not nil, is released when the connection is over, before the
 // ConnClosed hook.
 func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn, hold releaser) {
-	nc, err := p.dialPod(ctx, client, conn)
+	d := loopback.Dialer{Source: conn.Client.Addr(), Timeout: p.dialTimeout}
+	nc, err := d.DialContext(ctx, conn.Endpoint.String())
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		d.Source = netip.Addr{}
+		nc, err = d.DialContext(ctx, conn.Endpoint.String())
+	}
 	if err != nil {
 		p.log.Debug("dial to endpoint failed; resetting client", "vip", conn.VIP, "endpoint", conn.Endpoint, "err", err)
 		reset(client)
@@ -93,53 +98,6 @@ func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn, h
 	p.track.remove(r)
 	p.releaseHold(hold)
 	p.notify(conn, ConnClosed)
-}
-
-// clientCheck is how often a dial still pending after it checks whether
-// its client went away.
-const clientCheck = 250 * time.Millisecond
-
-// dialPod connects to conn.Endpoint for client, from the client's IP when
-// it is local here and else from the kernel's choice (see forward). The
-// connect has no deadline but Config.DialTimeout's, if set: it lasts as
-// the kernel keeps a DNATed client's SYN going, until the pod answers or
-// refuses or the kernel gives up. It also ends when the client closes or
-// resets its end meanwhile (checked every clientCheck), as a client's
-// close ends its own SYNs under DNAT; without that a client that gave up
-// (grpc-go, at its 20 s connect deadline) would leave the dial, and later
-// a connection it never sees, to the pod.
-func (p *Proxier) dialPod(ctx context.Context, client *net.TCPConn, conn Conn) (net.Conn, error) {
-	ctx, gone := context.WithCancel(ctx)
-	defer gone()
-	dialed := make(chan struct{})
-	var watch sync.WaitGroup
-	defer func() {
-		close(dialed)
-		watch.Wait()
-	}()
-	watch.Go(func() {
-		t := time.NewTimer(clientCheck)
-		defer t.Stop()
-		for {
-			select {
-			case <-dialed:
-				return
-			case <-t.C:
-			}
-			if hungUp(client) {
-				gone()
-				return
-			}
-			t.Reset(clientCheck)
-		}
-	})
-	d := loopback.Dialer{Source: conn.Client.Addr(), Timeout: p.dialTimeout}
-	nc, err := d.DialContext(ctx, conn.Endpoint.String())
-	if errors.Is(err, syscall.EADDRNOTAVAIL) {
-		d.Source = netip.Addr{}
-		nc, err = d.DialContext(ctx, conn.Endpoint.String())
-	}
-	return nc, err
 }
 
 func (p *Proxier) releaseHold(hold releaser) {

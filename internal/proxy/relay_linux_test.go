@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -12,100 +10,114 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/pinlab/pinlab/internal/labtest"
 	"github.com/pinlab/pinlab/internal/loopback"
-	"github.com/pinlab/pinlab/internal/pod"
 )
 
-// blackholedPod serves Service pricing at vip with one endpoint whose SYNs
-// the kernel drops (pod.NewBlackhole: a full accept queue) until the
-// returned Blackhole is closed.
-func blackholedPod(t *testing.T, l *lab, ip, vip string) (netip.AddrPort, *pod.Blackhole) {
-	t.Helper()
-	ln, err := loopback.Listen(context.Background(), ip+":0")
+// TestLateSYNAnswerIsRelayed: the relay's connect to a pod lasts as the
+// kernel keeps a DNATed client's SYN going. A pod whose accept queue is
+// full drops the SYN and its retransmission after 1 s; once it accepts
+// again, the next retransmission (about 3 s in) connects, and the client's
+// connection carries its calls instead of being reset.
+func TestLateSYNAnswerIsRelayed(t *testing.T) {
+	l := newLab(t, Config{})
+	const podIP, vip = "127.202.9.1", "127.201.77.12:18082"
+	ln, err := loopback.Listen(context.Background(), podIP+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := addrPort(ln.Addr())
 	ln.Close()
-	bh, err := pod.NewBlackhole(context.Background(), addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bh.Close() })
-	v := netip.MustParseAddrPort(vip)
-	l.service("pricing", v.Addr().String(), labtest.ServicePort("grpc", int32(v.Port())))
-	l.slice("pricing-a", "pricing", []discovery.EndpointPort{labtest.SlicePort("grpc", addr.Port())}, endpoint(&backend{name: "pod-1", addr: addr}, labtest.Ready))
+	overflows := listenOverflows(t)
+	release := dropSYNs(t, addr)
+	pod := &backend{name: "pod-1", addr: addr}
+	l.service("pricing", "127.201.77.12", labtest.ServicePort("grpc", 18082))
+	l.slice("pricing-a", "pricing", []discovery.EndpointPort{labtest.SlicePort("grpc", addr.Port())}, endpoint(pod, labtest.Ready))
 	l.waitListening(vip)
-	return addr, bh
-}
-
-// TestLateSYNAnswerIsRelayed: the relay's connect to a pod lasts as the
-// kernel keeps a DNATed client's SYN going. A pod that drops the SYN and
-// its retransmission after 1 s, then accepts again, is connected on the
-// next retransmission (about 3 s in), and the client's connection carries
-// its calls instead of being reset.
-func TestLateSYNAnswerIsRelayed(t *testing.T) {
-	l := newLab(t, Config{})
-	const vip = "127.201.77.12:18082"
-	addr, bh := blackholedPod(t, l, "127.202.9.1", vip)
 	began := time.Now()
 	c := mustDial(t, vip)
-	if labtest.Poll(labtest.Context(t, 10*time.Second), 20*time.Millisecond, func() bool { return synSent(t, addr) >= 1 }) != nil {
+	// The relay's SYN and its first retransmission, both dropped; a relay
+	// that gave up on the first sends no retransmission.
+	if labtest.Poll(labtest.Context(t, 10*time.Second), 20*time.Millisecond, func() bool { return listenOverflows(t) >= overflows+2 }) != nil {
 		_, err := c.ask("hello")
-		t.Fatalf("no connect to %v retransmitted its SYN within 10 s (a relay that gave up sends none); the client's call: %v", addr, err)
+		t.Fatalf("the pod's full accept queue dropped %d SYNs in 10 s, want the relay's SYN and its retransmission; the client's call: %v",
+			listenOverflows(t)-overflows, err)
 	}
-	bh.Close()
-	p := &backend{name: "pod-1", addr: addr, conns: map[net.Conn]bool{}}
-	var err error
-	if p.ln, err = loopback.Listen(context.Background(), addr.String()); err != nil {
+	release()
+	if pod.ln, err = loopback.Listen(context.Background(), addr.String()); err != nil {
 		t.Fatal(err)
 	}
-	p.wg.Go(p.serve)
-	t.Cleanup(p.stop)
-	if name, err := c.ask("hello"); err != nil || name != p.name {
-		t.Fatalf("a call through the relay to a pod that accepted again after %v: %q, %v; want %s's answer", time.Since(began).Round(time.Millisecond), name, err, p.name)
+	pod.conns = map[net.Conn]bool{}
+	pod.wg.Go(pod.serve)
+	t.Cleanup(pod.stop)
+	if name, err := c.ask("hello"); err != nil || name != pod.name {
+		t.Fatalf("a call through the relay to a pod that accepted again after %v: %q, %v; want %s's answer", time.Since(began).Round(time.Millisecond), name, err, pod.name)
 	}
 }
 
-// TestDialEndsWithItsClient: a client that closes while the relay still
-// dials its pod (grpc-go at its connect deadline) ends that dial, as its
-// close ends its own SYNs under DNAT; the pod never gets a connection the
-// client gave up.
-func TestDialEndsWithItsClient(t *testing.T) {
-	l := newLab(t, Config{})
-	const vip = "127.201.77.13:18083"
-	addr, _ := blackholedPod(t, l, "127.202.9.2", vip)
-	c := mustDial(t, vip)
-	labtest.WaitFor(t, 10*time.Second, "the relay's connect to the blackholed pod", func() bool { return synSent(t, addr) >= 0 })
-	c.Close()
-	if labtest.Poll(labtest.Context(t, 5*time.Second), 20*time.Millisecond, func() bool { return synSent(t, addr) < 0 }) != nil {
-		t.Fatalf("the relay's connect to %v still pending 5 s after its client closed", addr)
-	}
-}
-
-// synSent is the retransmission count of a connect to addr still waiting
-// for its SYN-ACK (state SYN_SENT in /proc/net/tcp), or -1 if there is none.
-func synSent(t *testing.T, addr netip.AddrPort) int {
+// listenOverflows is this network namespace's count of SYNs dropped
+// because a listener's accept queue was full (TcpExt ListenOverflows).
+func listenOverflows(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/tcp")
+	b, err := os.ReadFile("/proc/net/netstat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ip := addr.Addr().As4()
-	want := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip[:]), addr.Port())
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt ...
-		f := strings.Fields(line)
-		if len(f) > 6 && f[2] == want && f[3] == "02" {
-			n, err := strconv.ParseInt(f[6], 16, 32)
-			if err != nil {
-				t.Fatalf("/proc/net/tcp retrnsmt %q: %v", f[6], err)
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == "ListenOverflows" {
+				v, err := strconv.Atoi(values[j])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
 			}
-			return int(n)
 		}
 	}
-	return -1
+	t.Fatal("no TcpExt ListenOverflows in /proc/net/netstat")
+	return 0
+}
+
+// dropSYNs listens on addr with an accept queue of one and fills it, so
+// that the kernel drops every SYN to addr until release (idempotent, also
+// run at cleanup) closes both.
+func dropSYNs(t *testing.T, addr netip.AddrPort) (release func()) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	var filler net.Conn
+	release = func() {
+		if !closed {
+			closed = true
+			if filler != nil {
+				filler.Close()
+			}
+			unix.Close(fd)
+		}
+	}
+	t.Cleanup(release)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	if filler, err = (loopback.Dialer{Timeout: time.Second}).DialContext(context.Background(), addr.String()); err != nil {
+		t.Fatalf("filling the accept queue of %v: %v", addr, err)
+	}
+	return release
 }
