@@ -41,16 +41,7 @@ type Config struct {
 	// endpoints are picked. Zero (the default) seeds randomly.
 	Seed uint64
 	// DialTimeout bounds the connect to the chosen pod; when it expires the
-	// client connection is reset. Zero (the default) sets no bound of the
-	// relay's own: the connect lasts as the kernel would keep a client's
-	// DNATed SYN going, until the pod answers or refuses, the kernel gives
-	// up (neighbour resolution failed: EHOSTUNREACH after about 3 s; no
-	// answer: ETIMEDOUT after net.ipv4.tcp_syn_retries, about 127 s), or
-	// the proxier stops. The client's own connect deadline (grpc-go: 20 s)
-	// usually ends it first. A bound of 1 s (the default until 2026-12)
-	// reset the client whenever the pod's SYN-ACK came later than that,
-	// as after one lost SYN (the kernel retransmits it after 1 s), which
-	// kube-proxy's DNAT never does. Negative is the same as zero.
+	// client connection is reset. Zero means 1s.
 	DialTimeout time.Duration
 	// MinSyncPeriod is the least time between the end of one sync (rules
 	// written) and the start of the next, as kube-proxy's
@@ -73,6 +64,9 @@ type Config struct {
 	// records (failed dials). Nil discards.
 	Logger *slog.Logger
 }
+
+// DefaultDialTimeout is the connect timeout used when Config.DialTimeout is 0.
+const DefaultDialTimeout = time.Second
 
 // DefaultMinSyncPeriod is the MinSyncPeriod used when Config.MinSyncPeriod
 // is 0 in iptables and nftables modes: kube-proxy's default
@@ -136,7 +130,7 @@ func New(factory informers.SharedInformerFactory, cfg Config) *Proxier {
 		setupErr:    err,
 		now:         time.Now,
 		seed:        cfg.Seed,
-		dialTimeout: max(cfg.DialTimeout, 0),
+		dialTimeout: cfg.DialTimeout,
 		minSync:     minSyncPeriod(mode, cfg.MinSyncPeriod),
 		onConn:      cfg.OnConn,
 		log:         cfg.Logger,
@@ -148,6 +142,9 @@ func New(factory informers.SharedInformerFactory, cfg Config) *Proxier {
 		owner:       map[netip.AddrPort]types.NamespacedName{},
 		conflicted:  map[types.NamespacedName]bool{},
 		warned:      map[string]bool{},
+	}
+	if p.dialTimeout <= 0 {
+		p.dialTimeout = DefaultDialTimeout
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)

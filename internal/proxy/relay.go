@@ -69,7 +69,6 @@ func (p *Proxier) choose(sp *servicePort, t *table, client netip.Addr) (Endpoint
 // cannot be dialled from: then the relay dials from the node's address,
 // as kube-proxy masquerades what it cannot return through itself.
 // A failed dial resets the client: modern kube-proxy modes do not retry.
-// The dial has no deadline but Config.DialTimeout's, if set (see there).
 // hold, if not nil, is released when the connection is over, before the
 // ConnClosed hook.
 func (p *Proxier) forward(ctx context.Context, client *net.TCPConn, conn Conn, hold releaser) {
