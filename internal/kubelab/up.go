@@ -50,7 +50,9 @@ type Up struct {
 
 // StartUp starts etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler (the root command has made the namespace's ranges local),
-// serves the API server on cfg.Listener and writes cfg.Kubeconfig. On
+// serves the API server on cfg.Listener and writes cfg.Kubeconfig. It
+// first claims cfg.Listener's address inside the namespace too, and fails
+// at once if that is taken (before any component starts). On
 // error everything it started is stopped; a component that failed to
 // start leaves its logs, named in the error.
 func StartUp(ctx context.Context, cfg UpConfig) (_ *Up, err error) {
