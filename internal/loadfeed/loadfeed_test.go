@@ -1,10 +1,12 @@
 package loadfeed
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -244,5 +246,61 @@ func TestReaderErrors(t *testing.T) {
 	r.Token = "wrong"
 	if _, err := r.Poll(t.Context()); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("Poll with a wrong token: %v, want 401", err)
+	}
+}
+
+// TestReaderSmallerPages: a feed whose pages of more than 1000 events do
+// not arrive before the read's context ends (a starved pod marshalling
+// them, a slow port-forward) is still read whole, in order, as pages
+// shrink; once full pages arrive in time again they grow back to MaxPage.
+func TestReaderSmallerPages(t *testing.T) {
+	const events, slowAbove = 3000, 1000
+	feed := NewFeed(0)
+	for range events {
+		feed.Sent(time.Now(), 0)
+	}
+	var mu sync.Mutex
+	slow := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n, _ := strconv.Atoi(req.URL.Query().Get("max"))
+		mu.Lock()
+		s := slow
+		mu.Unlock()
+		if s && n > slowAbove {
+			<-req.Context().Done() // never in time
+			return
+		}
+		Handler(feed, token).ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	r := &Reader{URL: srv.URL, Token: token, Client: srv.Client()}
+	var got []Event
+	for poll := 0; poll < 60 && len(got) < events; poll++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		evs, _ := r.Poll(ctx)
+		cancel()
+		got = append(got, evs...)
+	}
+	if len(got) != events {
+		t.Fatalf("read %d of %d events in 60 reads (page size now %d)", len(got), events, r.PageSize())
+	}
+	for i, ev := range got {
+		if ev.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d, want %d: read out of order or twice", i, ev.Seq, i+1)
+		}
+	}
+	mu.Lock()
+	slow = false
+	mu.Unlock()
+	const more = 40_000
+	for range more {
+		feed.Sent(time.Now(), 0)
+	}
+	evs, err := r.Poll(t.Context())
+	if err != nil || len(evs) != more {
+		t.Fatalf("a backlog of %d once pages arrive: read %d (%v)", more, len(evs), err)
+	}
+	if n := r.PageSize(); n != MaxPage {
+		t.Errorf("page size %d after reading a backlog of %d in full pages, want MaxPage (%d)", n, more, MaxPage)
 	}
 }

@@ -3,8 +3,10 @@ package loadfeed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
@@ -28,6 +30,7 @@ type Reader struct {
 	restarts int           // times the feed was found new (its client restarted)
 	offset   time.Duration // pod clock minus reader clock
 	bestRTT  time.Duration // the round trip offset was taken at; 0: none yet
+	size     int           // the events a page asks for; 0: MaxPage
 }
 
 // Lost is how many events the feed dropped before this reader read them.
@@ -47,20 +50,48 @@ const clockReadings = 3
 // and the round trip of the reading it comes from (0 before any).
 func (r *Reader) Offset() (offset, rtt time.Duration) { return r.offset, r.bestRTT }
 
+// MinPage is the fewest events a page asks for once pages have timed
+// out.
+const MinPage = 250
+
+// PageSize is how many events the next page asks for: MaxPage at first;
+// a quarter of the page that timed out (its context's deadline or the
+// Client's timeout passed before it arrived), at least MinPage: the pod
+// builds a page whole before sending it, so a starved pod or a slow
+// port-forward may never answer a full one in time, and asking it again
+// would never end; twice as many after a full page that arrived within a
+// quarter of the time its context had left (any full page when it had no
+// deadline), up to MaxPage.
+func (r *Reader) PageSize() int {
+	if r.size == 0 {
+		return MaxPage
+	}
+	return r.size
+}
+
 // Poll reads every event written since the last Poll (several pages if
 // need be) and returns them oldest first, with At and GoAwayAt on the
 // reader's clock. It returns what it read before an error, with the
-// error; the next Poll goes on from there.
+// error; the next Poll goes on from there, with smaller pages if a page
+// timed out (PageSize).
 func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
 	if err := r.readClock(ctx); err != nil {
 		return nil, err
 	}
 	var done, out []Event // done: read from an earlier feed, on the reader's clock
 	for {
-		asked := r.next
-		p, err := r.page(ctx, MaxPage)
+		asked, n := r.next, r.PageSize()
+		began := time.Now()
+		deadline, bounded := ctx.Deadline()
+		p, err := r.page(ctx, n)
 		if err != nil {
+			if timedOut(err) {
+				r.size = max(n/4, MinPage)
+			}
 			return append(done, r.shift(out)...), err
+		}
+		if len(p.Events) == n && (!bounded || time.Since(began) < deadline.Sub(began)/4) {
+			r.size = min(2*n, MaxPage)
 		}
 		if (r.id != "" && p.ID != r.id) || p.Next < asked {
 			// A new feed: its client restarted, maybe on another node
@@ -78,10 +109,17 @@ func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
 		r.lost += p.Lost
 		r.next = p.Next
 		out = append(out, p.Events...)
-		if len(p.Events) < MaxPage {
+		if len(p.Events) < n {
 			return append(done, r.shift(out)...), nil
 		}
 	}
+}
+
+// timedOut reports whether err is a deadline or a timeout (the read
+// context's, the Client's, the network's), not a refusal.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // readClock takes clockReadings readings of the feed's clock alone when

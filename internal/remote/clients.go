@@ -284,11 +284,11 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			evs, err := poll(ctx, hc.reader)
 			hc.closeRestarted(time.Now())
 			hc.report(evs, start)
-			switch {
-			case err == nil:
+			if err == nil || len(evs) > 0 { // a read that timed out after some pages still read them
 				read = time.Now()
-			case ctx.Err() == nil:
-				log.Warn("load client: events not read", "client", hc.plan.Name, "err", err)
+			}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("load client: events not read", "client", hc.plan.Name, "read", len(evs), "err", err)
 				if lost := time.Since(read); lost > feedLost {
 					h.c.fail(fmt.Errorf("load client %s: its events could not be read for %v, so the figures would miss its calls: %w", hc.plan.Name, lost.Round(time.Second), err))
 				}

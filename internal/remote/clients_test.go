@@ -2,10 +2,13 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,27 +150,49 @@ func TestRestartClosesConnections(t *testing.T) {
 
 // TestFeedLost: a client whose events cannot be read for feedLost fails
 // the variant (Failed closes, Err names the client); one whose events
-// are read does not.
+// are read does not, nor one whose every read ends in an error after a
+// full page (a backlog read in pages, the next one lost).
 func TestFeedLost(t *testing.T) {
 	l, p := feedLost, pollEvery
 	t.Cleanup(func() { feedLost, pollEvery = l, p })
 	feedLost, pollEvery = 300*time.Millisecond, 20*time.Millisecond
+	// A full page's events: only the page's Next tells the reader where
+	// it is, so the same events serve every page.
+	full, err := json.Marshal(make([]loadfeed.Event, loadfeed.MaxPage))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name     string
-		answers  bool
+		answers  string // "all", "none", or "a page": a full page, then an error
 		wantFail bool
 	}{
-		{"read", true, false},
-		{"unread", false, true},
+		{"read", "all", false},
+		{"unread", "none", true},
+		{"a page a read", "a page", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			feed := loadfeed.NewFeed(0)
+			var mu sync.Mutex
+			pages := 0
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				if !tt.answers {
+				switch q := req.URL.Query(); {
+				case tt.answers == "none":
 					http.Error(w, "pod gone", http.StatusBadGateway)
-					return
+				case tt.answers == "a page" && q.Get("max") != "0":
+					mu.Lock()
+					pages++
+					odd := pages%2 == 1
+					mu.Unlock()
+					if !odd {
+						http.Error(w, "the port-forward's stream ended", http.StatusBadGateway)
+						return
+					}
+					after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
+					fmt.Fprintf(w, `{"id":"feed-1","events":%s,"next":%d,"now":%q}`, full, after+loadfeed.MaxPage, time.Now().Format(time.RFC3339Nano))
+				default:
+					loadfeed.Handler(feed, "s3cret-token-1234").ServeHTTP(w, req)
 				}
-				loadfeed.Handler(feed, "s3cret-token-1234").ServeHTTP(w, req)
 			}))
 			defer srv.Close()
 			cfg, cs := testConfig(t)
@@ -189,7 +214,7 @@ func TestFeedLost(t *testing.T) {
 			<-done
 			err := c.Err()
 			if (err != nil) != tt.wantFail {
-				t.Fatalf("Err() = %v after %v of a feed that answers=%v; want failed=%v", err, 4*feedLost, tt.answers, tt.wantFail)
+				t.Fatalf("Err() = %v after %v of a feed that answers %q; want failed=%v", err, 4*feedLost, tt.answers, tt.wantFail)
 			}
 			if err != nil && !strings.Contains(err.Error(), "order-0") {
 				t.Errorf("Err() = %v; want the client named", err)
