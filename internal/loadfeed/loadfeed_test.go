@@ -304,3 +304,89 @@ func TestReaderSmallerPages(t *testing.T) {
 		t.Errorf("page size %d after reading a backlog of %d in full pages, want MaxPage (%d)", n, more, MaxPage)
 	}
 }
+
+// TestReaderPageSizeRules: a page shrinks only when it timed out as the
+// first of its read, not when the read was cancelled nor when earlier
+// pages of the read arrived; it grows only after a full page that came
+// within a quarter of the time its read had left.
+func TestReaderPageSizeRules(t *testing.T) {
+	feed := NewFeed(0)
+	var mu sync.Mutex
+	mode := "fast"
+	setMode := func(m string) {
+		mu.Lock()
+		defer mu.Unlock()
+		mode = m
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		m := mode
+		mu.Unlock()
+		if req.URL.Query().Get("max") != "0" { // pages, not the clock
+			switch m {
+			case "hang":
+				<-req.Context().Done()
+				return
+			case "slow":
+				select {
+				case <-time.After(600 * time.Millisecond):
+				case <-req.Context().Done():
+					return
+				}
+			}
+		}
+		Handler(feed, token).ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	r := &Reader{URL: srv.URL, Token: token, Client: srv.Client()}
+	var got []Event
+	poll := func(ctx context.Context) {
+		evs, _ := r.Poll(ctx)
+		got = append(got, evs...)
+	}
+	poll(t.Context()) // the clock read, no events yet
+	const events = 45_000
+	for range events {
+		feed.Sent(time.Now(), 0)
+	}
+	for _, step := range []struct {
+		name, mode string
+		ctx        func() (context.Context, context.CancelFunc)
+		want       int
+	}{
+		{"the first page timed out", "hang", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(t.Context(), 200*time.Millisecond)
+		}, MaxPage / 4},
+		{"the read cancelled", "hang", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			return ctx, cancel
+		}, MaxPage / 4},
+		// Pages of 600 ms in a read of 1.5 s: none within a quarter of
+		// the time left, and the third times out after two arrived.
+		{"slow full pages, then the read's time ran out", "slow", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		}, MaxPage / 4},
+	} {
+		setMode(step.mode)
+		ctx, cancel := step.ctx()
+		poll(ctx)
+		cancel()
+		if n := r.PageSize(); n != step.want {
+			t.Errorf("%s: page size %d, want %d", step.name, n, step.want)
+		}
+	}
+	setMode("fast")
+	poll(t.Context())
+	if n := r.PageSize(); n != MaxPage {
+		t.Errorf("after full pages that came at once: page size %d, want %d", n, MaxPage)
+	}
+	if len(got) != events {
+		t.Fatalf("read %d events, want %d", len(got), events)
+	}
+	for i, ev := range got {
+		if ev.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d, want %d", i, ev.Seq, i+1)
+		}
+	}
+}

@@ -50,18 +50,18 @@ const clockReadings = 3
 // and the round trip of the reading it comes from (0 before any).
 func (r *Reader) Offset() (offset, rtt time.Duration) { return r.offset, r.bestRTT }
 
-// MinPage is the fewest events a page asks for once pages have timed
-// out.
+// MinPage is the fewest events a page asks for (PageSize).
 const MinPage = 250
 
 // PageSize is how many events the next page asks for: MaxPage at first;
-// a quarter of the page that timed out (its context's deadline or the
-// Client's timeout passed before it arrived), at least MinPage: the pod
-// builds a page whole before sending it, so a starved pod or a slow
-// port-forward may never answer a full one in time, and asking it again
-// would never end; twice as many after a full page that arrived within a
-// quarter of the time its context had left (any full page when it had no
-// deadline), up to MaxPage.
+// a quarter of a page that timed out as the first of its Poll (its
+// context's deadline, the Client's timeout or a network timeout came
+// before it arrived), at least MinPage: the pod builds a page whole
+// before sending it, so a starved pod or a slow port-forward may never
+// answer a full one in time, and asking it again would never end; twice
+// as many after a full page that arrived within a quarter of the time its
+// context had left (any full page when it had no deadline), up to
+// MaxPage.
 func (r *Reader) PageSize() int {
 	if r.size == 0 {
 		return MaxPage
@@ -85,7 +85,9 @@ func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
 		deadline, bounded := ctx.Deadline()
 		p, err := r.page(ctx, n)
 		if err != nil {
-			if timedOut(err) {
+			if timedOut(err) && len(done) == 0 && len(out) == 0 {
+				// Not when earlier pages of this read arrived: then the
+				// read's time ran out, not a page's.
 				r.size = max(n/4, MinPage)
 			}
 			return append(done, r.shift(out)...), err
