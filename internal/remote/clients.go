@@ -239,8 +239,9 @@ func (hc *hostedClient) closeRestarted(at time.Time) {
 }
 
 // feedLost is how long a client's events may go unread (a client pod
-// restarting takes some seconds) before the variant fails: its figures
-// would miss the client's calls. A variable for tests.
+// restarting takes some seconds), or the reads of a backlog stay further
+// behind its newest events than this, before the variant fails: its
+// figures would miss the client's calls. A variable for tests.
 var feedLost = 30 * time.Second
 
 // pollEvery is how often Relay reads each client's events. A variable
@@ -266,7 +267,7 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	log := h.c.cfg.logger()
-	read := time.Now() // the last successful read
+	current := time.Now() // when the reader was last within feedLost of the client's newest events
 	for {
 		select {
 		case <-ctx.Done():
@@ -281,16 +282,23 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			return
 		case <-t.C:
 			h.refreshIP(hc)
+			began := time.Now()
 			evs, err := poll(ctx, hc.reader)
 			hc.closeRestarted(time.Now())
 			hc.report(evs, start)
-			if err == nil || len(evs) > 0 { // a read that timed out after some pages still read them
-				read = time.Now()
+			// Caught up (the read ended at the feed's end), or a read
+			// that timed out after some pages, the newest less than
+			// feedLost older than the read.
+			if err == nil || len(evs) > 0 && began.Sub(hc.lastAt) < feedLost {
+				current = time.Now()
+			}
+			if n := hc.reader.Lost(); n > 0 {
+				h.c.fail(fmt.Errorf("load client %s: its pod dropped %d events before they were read, so the figures would miss its calls", hc.plan.Name, n))
 			}
 			if err != nil && ctx.Err() == nil {
-				log.Warn("load client: events not read", "client", hc.plan.Name, "read", len(evs), "err", err)
-				if lost := time.Since(read); lost > feedLost {
-					h.c.fail(fmt.Errorf("load client %s: its events could not be read for %v, so the figures would miss its calls: %w", hc.plan.Name, lost.Round(time.Second), err))
+				log.Warn("load client: events not read to the end", "client", hc.plan.Name, "read", len(evs), "err", err)
+				if behind := time.Since(current); behind > feedLost {
+					h.c.fail(fmt.Errorf("load client %s: its events could not be read for %v, so the figures would miss its calls: %w", hc.plan.Name, behind.Round(time.Second), err))
 				}
 			}
 		}

@@ -2,7 +2,6 @@ package remote
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -151,25 +150,29 @@ func TestRestartClosesConnections(t *testing.T) {
 // TestFeedLost: a client whose events cannot be read for feedLost fails
 // the variant (Failed closes, Err names the client); one whose events
 // are read does not, nor one whose every read ends in an error after a
-// full page (a backlog read in pages, the next one lost).
+// full page of new events (a backlog read in pages, the next one lost),
+// but one whose pages stay an hour behind does, and so does one whose pod
+// dropped events before they were read.
 func TestFeedLost(t *testing.T) {
 	l, p := feedLost, pollEvery
 	t.Cleanup(func() { feedLost, pollEvery = l, p })
 	feedLost, pollEvery = 300*time.Millisecond, 20*time.Millisecond
-	// A full page's events: only the page's Next tells the reader where
-	// it is, so the same events serve every page.
-	full, err := json.Marshal(make([]loadfeed.Event, loadfeed.MaxPage))
-	if err != nil {
-		t.Fatal(err)
+	// fullPage is a full page's events, due at: only the page's Next
+	// tells the reader where it is, so the same events serve every page.
+	fullPage := func(at time.Time) string {
+		ev := fmt.Sprintf(`{"seq":1,"kind":"sent","at":%q}`, at.Format(time.RFC3339Nano))
+		return "[" + strings.Repeat(ev+",", loadfeed.MaxPage-1) + ev + "]"
 	}
 	for _, tt := range []struct {
 		name     string
-		answers  string // "all", "none", or "a page": a full page, then an error
-		wantFail bool
+		answers  string // "all", "none", "a page" (a full page, then an error), "an old page", "dropped"
+		wantFail string // a part of the error; "" none
 	}{
-		{"read", "all", false},
-		{"unread", "none", true},
-		{"a page a read", "a page", false},
+		{"read", "all", ""},
+		{"unread", "none", "could not be read"},
+		{"a page a read", "a page", ""},
+		{"an hour behind", "an old page", "could not be read"},
+		{"dropped", "dropped", "dropped 5 events"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			feed := loadfeed.NewFeed(0)
@@ -179,7 +182,7 @@ func TestFeedLost(t *testing.T) {
 				switch q := req.URL.Query(); {
 				case tt.answers == "none":
 					http.Error(w, "pod gone", http.StatusBadGateway)
-				case tt.answers == "a page" && q.Get("max") != "0":
+				case (tt.answers == "a page" || tt.answers == "an old page") && q.Get("max") != "0":
 					mu.Lock()
 					pages++
 					odd := pages%2 == 1
@@ -188,8 +191,15 @@ func TestFeedLost(t *testing.T) {
 						http.Error(w, "the port-forward's stream ended", http.StatusBadGateway)
 						return
 					}
+					due := time.Now()
+					if tt.answers == "an old page" {
+						due = due.Add(-time.Hour)
+					}
 					after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
-					fmt.Fprintf(w, `{"id":"feed-1","events":%s,"next":%d,"now":%q}`, full, after+loadfeed.MaxPage, time.Now().Format(time.RFC3339Nano))
+					fmt.Fprintf(w, `{"id":"feed-1","events":%s,"next":%d,"now":%q}`, fullPage(due), after+loadfeed.MaxPage, time.Now().Format(time.RFC3339Nano))
+				case tt.answers == "dropped" && q.Get("max") != "0":
+					after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
+					fmt.Fprintf(w, `{"id":"feed-1","events":[],"next":%d,"lost":5,"now":%q}`, after, time.Now().Format(time.RFC3339Nano))
 				default:
 					loadfeed.Handler(feed, "s3cret-token-1234").ServeHTTP(w, req)
 				}
@@ -202,7 +212,14 @@ func TestFeedLost(t *testing.T) {
 			hc := &hostedClient{plan: plan.Client{Name: "order-0"}, obs: &recorded{},
 				reader: &loadfeed.Reader{URL: srv.URL, Token: "s3cret-token-1234", Client: srv.Client()}}
 			h := &hostedClients{c: c, events: srv.Client(), clients: []*hostedClient{hc}}
-			ctx, cancel := context.WithTimeout(t.Context(), 4*feedLost)
+			// A feed that should fail the variant has 10 s to (a read
+			// of 20000 events takes a second or two under -race on a
+			// busy machine); one that should not is read for 4 feedLost.
+			wait := 4 * feedLost
+			if tt.wantFail != "" {
+				wait = 10 * time.Second
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), wait)
 			defer cancel()
 			done := make(chan struct{})
 			go func() { defer close(done); h.Relay(ctx, time.Now()) }()
@@ -213,11 +230,11 @@ func TestFeedLost(t *testing.T) {
 			cancel()
 			<-done
 			err := c.Err()
-			if (err != nil) != tt.wantFail {
-				t.Fatalf("Err() = %v after %v of a feed that answers %q; want failed=%v", err, 4*feedLost, tt.answers, tt.wantFail)
+			if (err != nil) != (tt.wantFail != "") {
+				t.Fatalf("Err() = %v after %v of a feed that answers %q; want an error saying %q", err, wait, tt.answers, tt.wantFail)
 			}
-			if err != nil && !strings.Contains(err.Error(), "order-0") {
-				t.Errorf("Err() = %v; want the client named", err)
+			if err != nil && (!strings.Contains(err.Error(), "order-0") || !strings.Contains(err.Error(), tt.wantFail)) {
+				t.Errorf("Err() = %v; want the client named and %q", err, tt.wantFail)
 			}
 		})
 	}
