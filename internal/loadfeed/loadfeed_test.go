@@ -86,11 +86,13 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestFullBuffer: when the reader falls behind, the oldest events go and
-// are counted; paging reads more than one page.
+// are counted, with when the event after them was due (LostFrom);
+// paging reads more than one page.
 func TestFullBuffer(t *testing.T) {
 	feed := NewFeed(MaxPage + 100)
-	for range MaxPage + 150 {
-		feed.Sent(time.Now(), 0)
+	base := time.Now()
+	for i := range MaxPage + 150 {
+		feed.Sent(base.Add(time.Duration(i)*time.Millisecond), 0)
 	}
 	r := serve(t, feed)
 	evs, err := r.Poll(t.Context())
@@ -104,6 +106,21 @@ func TestFullBuffer(t *testing.T) {
 	for i := 1; i < len(evs); i++ {
 		if evs[i].Seq != evs[i-1].Seq+1 {
 			t.Fatalf("event %d after %d", evs[i].Seq, evs[i-1].Seq)
+		}
+	}
+	// On the reader's clock, whose offset from the feed's may move by
+	// microseconds between pages; the events are a millisecond apart.
+	next := evs[0].At
+	for _, tt := range []struct {
+		from time.Time
+		want uint64
+	}{
+		{base.Add(-time.Hour), lost},
+		{next.Add(-time.Millisecond / 2), lost},
+		{next.Add(time.Millisecond / 2), 0},
+	} {
+		if got := r.LostFrom(tt.from); got != tt.want {
+			t.Errorf("LostFrom(the first event read %+v) = %d, want %d", tt.from.Sub(next), got, tt.want)
 		}
 	}
 }

@@ -31,10 +31,32 @@ type Reader struct {
 	offset   time.Duration // pod clock minus reader clock
 	bestRTT  time.Duration // the round trip offset was taken at; 0: none yet
 	size     int           // the events a page asks for; 0: MaxPage
+	gaps     []gap         // where the feed dropped events, oldest first
+}
+
+// gap is n events the feed dropped before they were read, and when the
+// first event held after them was due (on the reader's clock).
+type gap struct {
+	n    uint64
+	next time.Time
 }
 
 // Lost is how many events the feed dropped before this reader read them.
 func (r *Reader) Lost() uint64 { return r.lost }
+
+// LostFrom is how many of those were followed by an event due at or
+// after t (on the reader's clock): the dropped events are older than the
+// event after them, so the others were all due before t. A caller that
+// drops events due before t anyway (a load's set-up) asks LostFrom(t).
+func (r *Reader) LostFrom(t time.Time) uint64 {
+	var n uint64
+	for _, g := range r.gaps {
+		if !g.next.Before(t) {
+			n += g.n
+		}
+	}
+	return n
+}
 
 // Restarts is how many times the feed was found to be a new one (another
 // ID, or fewer events than already read: its process restarted); the
@@ -109,6 +131,9 @@ func (r *Reader) Poll(ctx context.Context) ([]Event, error) {
 		}
 		r.id = p.ID
 		r.lost += p.Lost
+		if p.Lost > 0 && len(p.Events) > 0 {
+			r.gaps = append(r.gaps, gap{n: p.Lost, next: p.Events[0].At.Add(-r.offset)})
+		}
 		r.next = p.Next
 		out = append(out, p.Events...)
 		if len(p.Events) < n {

@@ -152,7 +152,8 @@ func TestRestartClosesConnections(t *testing.T) {
 // are read does not, nor one whose every read ends in an error after a
 // full page of new events (a backlog read in pages, the next one lost),
 // but one whose pages stay an hour behind does, and so does one whose pod
-// dropped events before they were read.
+// dropped events due since the load's start before they were read (not
+// events due during set-up).
 func TestFeedLost(t *testing.T) {
 	l, p := feedLost, pollEvery
 	t.Cleanup(func() { feedLost, pollEvery = l, p })
@@ -165,7 +166,7 @@ func TestFeedLost(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name     string
-		answers  string // "all", "none", "a page" (a full page, then an error), "an old page", "dropped"
+		answers  string // "all", "none", "a page" (a full page, then an error), "an old page", "dropped", "dropped in set-up"
 		wantFail string // a part of the error; "" none
 	}{
 		{"read", "all", ""},
@@ -173,6 +174,7 @@ func TestFeedLost(t *testing.T) {
 		{"a page a read", "a page", ""},
 		{"an hour behind", "an old page", "could not be read"},
 		{"dropped", "dropped", "dropped 5 events"},
+		{"dropped before the start", "dropped in set-up", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			feed := loadfeed.NewFeed(0)
@@ -197,9 +199,16 @@ func TestFeedLost(t *testing.T) {
 					}
 					after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
 					fmt.Fprintf(w, `{"id":"feed-1","events":%s,"next":%d,"now":%q}`, fullPage(due), after+loadfeed.MaxPage, time.Now().Format(time.RFC3339Nano))
-				case tt.answers == "dropped" && q.Get("max") != "0":
+				case (tt.answers == "dropped" || tt.answers == "dropped in set-up") && q.Get("max") != "0":
+					// 5 events dropped, then one due now (or an hour ago,
+					// before the load's start).
+					due := time.Now()
+					if tt.answers == "dropped in set-up" {
+						due = due.Add(-time.Hour)
+					}
 					after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
-					fmt.Fprintf(w, `{"id":"feed-1","events":[],"next":%d,"lost":5,"now":%q}`, after, time.Now().Format(time.RFC3339Nano))
+					fmt.Fprintf(w, `{"id":"feed-1","events":[{"seq":%d,"kind":"sent","at":%q}],"next":%d,"lost":5,"now":%q}`,
+						after+6, due.Format(time.RFC3339Nano), after+6, time.Now().Format(time.RFC3339Nano))
 				default:
 					loadfeed.Handler(feed, "s3cret-token-1234").ServeHTTP(w, req)
 				}
