@@ -300,7 +300,7 @@ func (h *hostedClients) relay(ctx context.Context, hc *hostedClient, start time.
 			if err != nil && ctx.Err() == nil {
 				log.Warn("load client: events not read to the end", "client", hc.plan.Name, "read", len(evs), "err", err)
 				if behind := time.Since(current); behind > feedLost {
-					h.c.fail(fmt.Errorf("load client %s: its events could not be read for %v, so the figures would miss its calls: %w", hc.plan.Name, behind.Round(time.Second), err))
+					h.c.fail(fmt.Errorf("load client %s: its events could not be read, or only %v or more after they were due, for %v, so the figures would miss its calls: %w", hc.plan.Name, feedLost, behind.Round(time.Second), err))
 				}
 			}
 		}
